@@ -1,0 +1,19 @@
+"""`lsm-gnn bench ...`: every benchmark prints ratios against a baseline measured in the same
+run, and with --json one JSON object with the same figures under stable names."""
+
+from lsm_gnn.cli import LazyGroup
+
+import click
+
+BENCHES = {
+    "storage": "lsm_gnn.storage.bench:bench_storage",
+    "cache": "lsm_gnn.cache.bench:bench_cache",
+    "train": "lsm_gnn.train.bench:bench_train",
+    "multidevice": "lsm_gnn.dist.bench:bench_multidevice",
+    "compare": "baselines.bench:bench_compare",
+}
+
+
+@click.group(cls=LazyGroup, lazy=BENCHES)
+def bench():
+    """Benchmarks with ratios against a baseline measured in the same run."""

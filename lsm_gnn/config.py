@@ -1,0 +1,193 @@
+"""Run configuration: YAML files validated on load.
+
+An unknown key, a wrong type or an out-of-range value is a `ConfigError` that names the file
+and the dotted key. Command-line flags override the file through `apply_overrides` with the same
+dotted keys (for example `cache.policy=static`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from lsm_gnn.utils.errors import ConfigError
+
+POLICIES = ("round_robin", "static", "dynamic", "hybrid", "lru", "sieve")
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DatasetConfig(Section):
+    path: str = "data/synthetic-tiny"
+    """Directory in the lsm-gnn dataset format (see docs/dataset-format.md)."""
+
+
+class StorageConfig(Section):
+    reader: Literal["direct", "buffered", "mmap", "memory"] = "direct"
+    queue_depth: int = Field(64, ge=1, le=4096)
+    threads: int = Field(8, ge=1, le=256)
+    backend: Literal["auto", "io_uring", "threads"] = "auto"
+    drop_page_cache: bool = True
+
+
+class VictimBufferConfig(Section):
+    enabled: bool = True
+    depth: int = Field(32768, ge=1)
+    """Lines per queue; there is one queue per batch of the lookahead window."""
+
+
+class CacheConfig(Section):
+    enabled: bool = True
+    capacity_fraction: float | None = Field(0.10, gt=0.0, le=1.0)
+    """Cache size per device as a fraction of the feature bytes (ignored if capacity_bytes is set)."""
+    capacity_bytes: int | None = Field(None, ge=1)
+    ways: int = Field(32, ge=1, le=1024)
+    policy: Literal[POLICIES] = "hybrid"  # type: ignore[valid-type]
+    window: int = Field(8, ge=0, le=1024)
+    """Lookahead window W: future mini-batches whose requests feed the reuse tags."""
+    refresh_every: int = Field(1, ge=1)
+    engine: Literal["cpu", "gpu", "reference"] = "cpu"
+    victim_buffer: VictimBufferConfig = VictimBufferConfig()
+
+    @model_validator(mode="after")
+    def _one_capacity(self):
+        if self.capacity_fraction is None and self.capacity_bytes is None:
+            raise ValueError("set capacity_fraction or capacity_bytes")
+        return self
+
+
+class SamplerConfig(Section):
+    fanouts: list[int] = Field(default_factory=lambda: [10, 15], min_length=1, max_length=8)
+    batch_size: int = Field(1024, ge=1)
+    shuffle: bool = True
+    prefetch_batches: int = Field(2, ge=0, le=64)
+    """Sampled batches kept ready beyond the lookahead window (sampling overlaps training)."""
+
+    @model_validator(mode="after")
+    def _positive_fanouts(self):
+        if any(f == 0 or f < -1 for f in self.fanouts):
+            raise ValueError("fanouts must be positive (or -1 for all neighbours)")
+        return self
+
+
+class ModelConfig(Section):
+    name: Literal["sage", "gcn", "gat", "rgcn", "rsage", "rgat"] = "sage"
+    hidden: int = Field(256, ge=1, le=65536)
+    heads: int = Field(4, ge=1, le=64)
+    dropout: float = Field(0.2, ge=0.0, lt=1.0)
+
+
+class TrainConfig(Section):
+    epochs: int = Field(2, ge=1)
+    lr: float = Field(0.003, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    seed: int = 0
+    device: Literal["cpu", "cuda"] = "cpu"
+    warmup_iters: int = Field(0, ge=0)
+    """Iterations run before the timed window starts (the paper's code used 100)."""
+    timed_iters: int | None = Field(None, ge=1)
+    """Time only this many iterations after the warm-up, then stop the epoch (None: whole epoch)."""
+    eval: bool = True
+    threads: int | None = Field(None, ge=1)
+
+
+class DistributedConfig(Section):
+    devices: int = Field(1, ge=1, le=64)
+    mode: Literal["shared", "isolated"] = "shared"
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+    timeout_s: float = Field(60.0, gt=0.0)
+    master_addr: str = "127.0.0.1"
+    master_port: int = Field(0, ge=0, le=65535)
+    """0 picks a free port."""
+
+
+class OutputConfig(Section):
+    record: str | None = None
+    """Where the run record (JSON) is written; None: results/runs/<timestamp>.json."""
+
+
+class RunConfig(Section):
+    dataset: DatasetConfig = DatasetConfig()
+    storage: StorageConfig = StorageConfig()
+    cache: CacheConfig = CacheConfig()
+    sampler: SamplerConfig = SamplerConfig()
+    model: ModelConfig = ModelConfig()
+    train: TrainConfig = TrainConfig()
+    distributed: DistributedConfig = DistributedConfig()
+    output: OutputConfig = OutputConfig()
+
+
+def _raise_config_error(source: str, err: ValidationError):
+    first = err.errors()[0]
+    key = ".".join(str(p) for p in first["loc"]) or "(root)"
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        problem = "unknown key"
+    else:
+        problem = f"{first['msg']} (found {first.get('input')!r})"
+    raise ConfigError(source, key, problem) from None
+
+
+def parse_config(data: dict | None, source: str = "<config>") -> RunConfig:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(source, "(root)", f"expected a mapping, found {type(data).__name__}")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        _raise_config_error(source, e)
+
+
+def load_config(path: str | os.PathLike | None, overrides: list[str] | dict | None = None) -> RunConfig:
+    """Load a YAML config file (None: defaults) and apply `key=value` overrides."""
+    data: dict = {}
+    source = "<defaults>"
+    if path is not None:
+        source = os.fspath(path)
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise ConfigError(source, "(file)", f"cannot read: {e.strerror}") from None
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(source, "(file)", f"not valid YAML: {e}") from None
+    if overrides:
+        data = apply_overrides(data, overrides, source)
+    return parse_config(data, source)
+
+
+def apply_overrides(data: dict, overrides: list[str] | dict, source: str = "<overrides>") -> dict:
+    """Set dotted keys in a nested dict; `a.b=1` strings are parsed as YAML scalars."""
+    import copy
+
+    data = copy.deepcopy(data)
+    items = overrides.items() if isinstance(overrides, dict) else (_split(o, source) for o in overrides)
+    for key, value in items:
+        node = data
+        parts = key.split(".")
+        for p in parts[:-1]:
+            nxt = node.setdefault(p, {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(source, key, f"{p} is not a section")
+            node = nxt
+        node[parts[-1]] = value
+    return data
+
+
+def _split(item: str, source: str) -> tuple[str, Any]:
+    if "=" not in item:
+        raise ConfigError(source, item, "override must look like key=value")
+    k, v = item.split("=", 1)
+    return k.strip(), yaml.safe_load(v)
+
+
+def config_to_dict(cfg: RunConfig) -> dict:
+    return cfg.model_dump(mode="json")

@@ -1,0 +1,1 @@
+"""Small shared helpers: errors, atomic outputs, machine facts."""

@@ -14,7 +14,7 @@ COMMANDS = {
     "info": "lsm_gnn.cli.info:info",
     "dataset": "lsm_gnn.cli.dataset:dataset",
     "train": "lsm_gnn.cli.train:train",
-    "run": "lsm_gnn.cli.train:run",
+    "run": "baselines.cli:run",
     "simulate": "lsm_gnn.cli.simulate:simulate",
     "bench": "lsm_gnn.cli.bench:bench",
 }

@@ -4,6 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SIZE ?= tiny
 CORES ?= 2
+export DGLBACKEND := pytorch
 
 .PHONY: env reproduce test bench clean-results
 
@@ -19,10 +20,10 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	@touch $@
 
 reproduce: env
-	DGLBACKEND=pytorch $(VENV)/bin/snakemake --snakefile Snakefile --cores $(CORES) --config size=$(SIZE) --rerun-incomplete
+	$(VENV)/bin/snakemake --snakefile Snakefile --cores $(CORES) --config size=$(SIZE) --rerun-incomplete
 
 test: env
-	DGLBACKEND=pytorch $(PY) -m pytest -q tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q tests $(PYTEST_ARGS)
 
 bench: env
 	$(VENV)/bin/asv machine --yes >/dev/null && $(VENV)/bin/asv run --python=same --quick

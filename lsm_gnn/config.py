@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lsm_gnn.utils.errors import ConfigError
 
@@ -29,11 +29,17 @@ class DatasetConfig(Section):
 
 
 class StorageConfig(Section):
-    reader: Literal["direct", "buffered", "mmap", "memory"] = "direct"
+    reader: Literal["direct", "buffered", "mmap", "memory", "gpu"] = "direct"
     queue_depth: int = Field(64, ge=1, le=4096)
-    threads: int = Field(8, ge=1, le=256)
+    """Reads in flight with the io_uring backend (ring entries)."""
+    threads: int = Field(64, ge=1, le=256)
+    """Reader threads of the thread-pool backend: each keeps one read in flight."""
     backend: Literal["auto", "io_uring", "threads"] = "auto"
     drop_page_cache: bool = True
+    block_size: int = Field(4096, ge=512, multiple_of=512)
+    """Storage read unit: every read covers whole blocks (read amplification below this size)."""
+    max_io_bytes: int = Field(1 << 20, ge=512)
+    """Adjacent blocks are merged into reads of at most this many bytes."""
 
 
 class VictimBufferConfig(Section):
@@ -69,11 +75,12 @@ class SamplerConfig(Section):
     prefetch_batches: int = Field(2, ge=0, le=64)
     """Sampled batches kept ready beyond the lookahead window (sampling overlaps training)."""
 
-    @model_validator(mode="after")
-    def _positive_fanouts(self):
-        if any(f == 0 or f < -1 for f in self.fanouts):
+    @field_validator("fanouts")
+    @classmethod
+    def _positive_fanouts(cls, v):
+        if any(f == 0 or f < -1 for f in v):
             raise ValueError("fanouts must be positive (or -1 for all neighbours)")
-        return self
+        return v
 
 
 class ModelConfig(Section):
@@ -94,6 +101,10 @@ class TrainConfig(Section):
     timed_iters: int | None = Field(None, ge=1)
     """Time only this many iterations after the warm-up, then stop the epoch (None: whole epoch)."""
     eval: bool = True
+    eval_nodes: int | None = Field(4096, ge=1)
+    """Evaluate on a fixed seeded subset of this many validation/test nodes (None: the whole split)."""
+    overlap_fetch: bool = True
+    """Fetch the next batch's features in a thread while the current batch trains."""
     threads: int | None = Field(None, ge=1)
 
 
@@ -112,6 +123,26 @@ class OutputConfig(Section):
     """Where the run record (JSON) is written; None: results/runs/<timestamp>.json."""
 
 
+class BaselineConfig(Section):
+    """Comparator settings (baselines/: plain loaders and Dist-DGL; docs/baselines.md)."""
+
+    page_cache_cap: bool = True
+    """mmap loader: cap the page cache with a cgroup memory limit (else only drop it first)."""
+    page_cache_budget_bytes: int | None = Field(None, ge=0)
+    """mmap page-cache budget; None: the lsm-gnn caches' total bytes (capacity x devices)."""
+    partition_method: Literal["metis", "random"] = "metis"
+    partition_dir: str | None = None
+    """Keep Dist-DGL partitions here and reuse them (None: partition afresh in a temporary dir)."""
+    servers: int = Field(1, ge=1, le=16)
+    samplers: int = Field(0, ge=0, le=16)
+    network: Literal["netns", "loopback"] = "netns"
+    """netns: every emulated machine has its own network namespace and address (bytes measured)."""
+    trainer_threads: int = Field(1, ge=1, le=256)
+    timeout_s: float = Field(900.0, gt=0.0)
+    fault_die_at: dict[str, int] = Field(default_factory=dict)
+    """Tests only: {trainer rank: iteration} at which that Dist-DGL trainer kills itself."""
+
+
 class RunConfig(Section):
     dataset: DatasetConfig = DatasetConfig()
     storage: StorageConfig = StorageConfig()
@@ -121,6 +152,7 @@ class RunConfig(Section):
     train: TrainConfig = TrainConfig()
     distributed: DistributedConfig = DistributedConfig()
     output: OutputConfig = OutputConfig()
+    baseline: BaselineConfig = BaselineConfig()
 
 
 def _raise_config_error(source: str, err: ValidationError):

@@ -3,14 +3,23 @@
 A store reads the rows of given ids (any order, duplicates allowed) into a caller's buffer and
 counts exactly what it did: rows requested, distinct rows, I/O operations, bytes read from storage
 (read amplification included) and time.
+
+`FeatureStore.read_rows` validates the ids and the output buffer once for every reader, then
+calls the reader's `_read(ids, out)`, which fills `out` and reports (distinct rows, I/O
+operations, bytes read from storage).
 """
 
 from __future__ import annotations
 
 import abc
-from dataclasses import asdict, dataclass, field
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
 
 import numpy as np
+
+from lsm_gnn.utils.errors import InputError
 
 
 @dataclass
@@ -19,7 +28,11 @@ class IOCounters:
     distinct_rows: int = 0
     io_ops: int = 0
     bytes_read: int = 0
+    """Bytes read from storage, in whole blocks (so read amplification is included)."""
     seconds: float = 0.0
+    useful_bytes: int = 0
+    """Bytes of the distinct rows themselves (distinct_rows * row_bytes)."""
+    batches: int = 0
 
     def add(self, other: "IOCounters") -> None:
         for k, v in asdict(other).items():
@@ -32,20 +45,85 @@ class IOCounters:
         for k in asdict(self):
             setattr(self, k, type(getattr(self, k))())
 
+    @property
+    def read_amplification(self) -> float:
+        """Bytes read from storage per useful byte (1.0 = no waste; 0 when nothing was read)."""
+        return self.bytes_read / self.useful_bytes if self.useful_bytes else 0.0
+
+    def snapshot(self) -> "IOCounters":
+        return IOCounters(**asdict(self))
+
 
 class FeatureStore(abc.ABC):
-    """Rows of a feature file; subclasses implement `_read_distinct`."""
+    """Rows of a feature file. Subclasses implement `_read` (or override `read_rows` entirely)."""
 
     reader_name: str = "abstract"
 
-    def __init__(self, num_rows: int, dim: int, dtype: np.dtype):
+    def __init__(self, num_rows: int, dim: int, dtype: np.dtype, *, path: str | os.PathLike | None = None,
+                 row_map: Callable[[np.ndarray], np.ndarray] | None = None):
         self.num_rows, self.dim, self.dtype = num_rows, dim, np.dtype(dtype)
+        self.row_bytes = dim * self.dtype.itemsize
+        self.path = os.fspath(path) if path is not None else "<memory>"
+        self.row_map = row_map
         self.counters = IOCounters()
         self.path_info: dict = {"reader": self.reader_name}  # recorded in run records: which path ran
 
-    @abc.abstractmethod
     def read_rows(self, ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Rows of `ids` in the order given; `out` is (len(ids), dim) of the store's dtype."""
+        t0 = time.perf_counter()
+        ids = self.check_ids(ids)
+        out = self.check_out(out, len(ids))
+        distinct = io_ops = nbytes = 0
+        if len(ids):
+            distinct, io_ops, nbytes = self._read(ids, out)
+        c = self.counters
+        c.rows_requested += len(ids)
+        c.distinct_rows += distinct
+        c.io_ops += io_ops
+        c.bytes_read += nbytes
+        c.useful_bytes += distinct * self.row_bytes
+        c.batches += 1
+        c.seconds += time.perf_counter() - t0
+        return out
+
+    def _read(self, ids: np.ndarray, out: np.ndarray) -> tuple[int, int, int]:
+        """Fill `out[i]` with row `ids[i]` (valid int64 ids); return (distinct rows, I/O ops, bytes read)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _read or read_rows")
+
+    # ---- validation shared by every reader ------------------------------------------------
+    def check_ids(self, ids) -> np.ndarray:
+        """ids as a 1-D int64 array of local rows, after the row map; InputError if invalid."""
+        arr = np.asarray(ids)
+        if arr.ndim != 1:
+            raise InputError(f"{self.path}: ids must be a 1-D array, found shape {arr.shape}")
+        if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind == "f"):
+            raise InputError(f"{self.path}: ids must be integers, found dtype {arr.dtype}")
+        if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+            raise InputError(f"{self.path}: id {int(arr.max())} out of range [0, {self.num_rows})")
+        arr = arr.astype(np.int64, copy=False)
+        if self.row_map is not None and arr.size:
+            arr = np.asarray(self.row_map(arr), dtype=np.int64)
+        if arr.size:
+            lo, hi = int(arr.min()), int(arr.max())
+            if lo < 0 or hi >= self.num_rows:
+                bad = lo if lo < 0 else hi
+                pos = int(np.flatnonzero(arr == bad)[0])
+                raise InputError(f"{self.path}: row {bad} (at position {pos}) out of range "
+                                 f"[0, {self.num_rows})")
+        return arr
+
+    def check_out(self, out, n: int) -> np.ndarray:
+        if out is None:
+            return np.empty((n, self.dim), dtype=self.dtype)
+        if not isinstance(out, np.ndarray):
+            raise InputError(f"{self.path}: out must be a numpy array, found {type(out).__name__}")
+        if out.dtype != self.dtype:
+            raise InputError(f"{self.path}: out has dtype {out.dtype}, the store's rows are {self.dtype}")
+        if out.shape != (n, self.dim):
+            raise InputError(f"{self.path}: out has shape {out.shape}, expected {(n, self.dim)}")
+        if not out.flags.writeable:
+            raise InputError(f"{self.path}: out is read-only")
+        return out
 
     def close(self) -> None:
         pass
@@ -55,3 +133,6 @@ class FeatureStore(abc.ABC):
 
     def __exit__(self, *exc):
         self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r}, rows={self.num_rows}, dim={self.dim}, {self.path_info})"

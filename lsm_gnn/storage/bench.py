@@ -1,0 +1,225 @@
+"""`lsm-gnn bench storage DATASET`: random and sequential row-read throughput of every reader,
+next to the raw device limit that fio measures over the same file in the same run.
+
+fio runs random 4 KiB O_DIRECT reads at queue depth 32 and sequential 1 MiB reads (queue depth
+16, enough to saturate the disks we measured). The ratios compare the direct reader with them:
+`random_iops_vs_fio` (4 KiB blocks per second over fio's IOPS; the lowest over random batches of
+4096 rows or more) and `seq_bw_vs_fio` (storage bytes per second over fio's bandwidth; the lowest
+over sequential batches of 4096 rows or more). Every storage reader starts each measurement with
+the file's pages dropped from the page cache.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import click
+import numpy as np
+
+TARGETS = {"random_iops_vs_fio": 0.80, "seq_bw_vs_fio": 0.90}
+RATIO_MIN_BATCH = 4096
+FIO_RANDOM = {"rw": "randread", "bs": "4k", "iodepth": 32}
+FIO_SEQ = {"rw": "read", "bs": "1M", "iodepth": 16}
+
+
+def run_fio(fio: str, path: str, size: int, seconds: float, job: dict) -> dict:
+    """One fio job over `path` (read-only, O_DIRECT); returns iops and bandwidth, or why not."""
+    exe = shutil.which(fio)
+    if exe is None:
+        return {"available": False, "reason": f"fio not found ({fio!r}); install Debian's fio package "
+                "(apt-get install fio) to measure the raw device limit"}
+    last = ""
+    for engine in ("io_uring", "libaio", "psync"):
+        cmd = [exe, "--name=lsm-gnn", f"--filename={path}", "--readonly", "--direct=1", f"--rw={job['rw']}",
+               f"--bs={job['bs']}", f"--iodepth={job['iodepth']}", f"--ioengine={engine}", f"--size={size}",
+               f"--runtime={max(seconds, 0.5):.1f}s", "--time_based", "--randrepeat=0", "--norandommap",
+               "--output-format=json"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode == 0:
+            try:
+                read = json.loads(proc.stdout[proc.stdout.index("{"):])["jobs"][0]["read"]
+            except (ValueError, KeyError, IndexError) as e:
+                last = f"unreadable fio output: {e}"
+                continue
+            return {"available": True, "engine": engine, **job, "iops": float(read["iops"]),
+                    "bw_bytes_per_s": float(read["bw_bytes"]), "command": " ".join(cmd)}
+        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["fio failed"]
+        last = last[0]
+    return {"available": False, "reason": f"fio failed: {last}"}
+
+
+def _batches(pattern: str, batch: int, num_rows: int, rng: np.random.Generator):
+    if pattern == "random":  # uniform ids with repeats, as a sampler's input nodes have
+        while True:
+            yield rng.integers(0, num_rows, batch, dtype=np.int64)
+    start = 0
+    while True:  # fully sequential: consecutive rows, wrapping at the end of the file
+        if start + batch > num_rows:
+            start = 0
+        yield np.arange(start, min(start + batch, num_rows), dtype=np.int64)
+        start += batch
+
+
+def measure(store, pattern: str, batch: int, seconds: float, seed: int, drop) -> dict:
+    """Read batches for about `seconds` (at least 2 batches) after a warm-up batch; report rates."""
+    gen = _batches(pattern, batch, store.num_rows, np.random.default_rng(seed))
+    store.read_rows(next(gen))  # warm-up: compiled code, threads, staging buffer
+    if drop is not None:
+        drop()
+    before = store.counters.snapshot()
+    t0, k = time.perf_counter(), 0
+    out = None
+    while k < 2 or time.perf_counter() - t0 < seconds:
+        ids = next(gen)
+        if out is None or out.shape[0] != len(ids):
+            out = np.empty((len(ids), store.dim), store.dtype)
+        store.read_rows(ids, out=out)
+        k += 1
+    c = store.counters
+    secs = c.seconds - before.seconds
+    rows = c.rows_requested - before.rows_requested
+    nbytes = c.bytes_read - before.bytes_read
+    ops = c.io_ops - before.io_ops
+    useful = c.useful_bytes - before.useful_bytes
+    block = store.path_info.get("block_size", 4096)
+    return {"reader": store.reader_name, "backend": store.path_info.get("backend"), "pattern": pattern,
+            "batch_size": batch, "batches": k, "rows": rows, "seconds": secs,
+            "rows_per_s": rows / secs, "gb_per_s": rows * store.row_bytes / secs / 1e9,
+            "storage_gb_per_s": nbytes / secs / 1e9, "iops": ops / secs, "block_iops": nbytes / block / secs,
+            "io_ops": ops, "bytes_read": nbytes, "read_amplification": nbytes / useful if useful else 0.0,
+            "path_info": store.path_info}
+
+
+def ratios(results: list[dict], fio_random: dict, fio_seq: dict, num_rows: int | None = None) -> dict:
+    """Direct reader vs fio over batches of 4096 rows or more (or the whole file, if smaller)."""
+    min_batch = min(RATIO_MIN_BATCH, num_rows or RATIO_MIN_BATCH)
+
+    def lowest(pattern, value, limit):
+        pts = [r for r in results if r["reader"] == "direct" and r["pattern"] == pattern
+               and r["batch_size"] >= min_batch]
+        if not pts or not limit:
+            return None
+        return min(value(r) for r in pts) / limit
+
+    rnd = lowest("random", lambda r: r["block_iops"], fio_random.get("iops") if fio_random["available"] else None)
+    seq = lowest("sequential", lambda r: r["storage_gb_per_s"] * 1e9,
+                 fio_seq.get("bw_bytes_per_s") if fio_seq["available"] else None)
+    return {"random_iops_vs_fio": rnd, "seq_bw_vs_fio": seq}
+
+
+def _parse_ints(text: str, what: str) -> list[int]:
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{what} must be comma-separated integers, found {text!r}") from None
+    if not vals or min(vals) < 1:
+        raise click.BadParameter(f"{what} must be positive integers, found {text!r}")
+    return vals
+
+
+@click.command("storage")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False))
+@click.option("--batch-sizes", default="256,1024,4096,16384", show_default=True,
+              help="Rows per random batch (comma-separated).")
+@click.option("--seq-batch-sizes", default="4096,16384", show_default=True,
+              help="Rows per sequential batch (comma-separated; empty: none).")
+@click.option("--seconds", default=2.0, show_default=True, type=float,
+              help="Measuring time per reader, pattern and batch size.")
+@click.option("--readers", default="direct,buffered,mmap,memory", show_default=True,
+              help="Readers to measure; direct:io_uring / direct:threads pick a backend.")
+@click.option("--threads", default=64, show_default=True, type=int, help="Reader threads (reads in flight).")
+@click.option("--fio", "fio_path", default="fio", show_default=True, help="The fio executable.")
+@click.option("--fio-seconds", default=5.0, show_default=True, type=float, help="Seconds per fio job.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON object here.")
+@click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
+def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threads, fio_path, fio_seconds, seed,
+                  as_json, output, progress):
+    """Random and sequential row-read throughput of every reader vs fio's raw device limit."""
+    from tqdm import tqdm
+
+    from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.storage.open import READERS, open_feature_store
+    from lsm_gnn.storage.pagecache import drop_file_cache
+    from lsm_gnn.utils.atomic import write_json
+
+    sizes = _parse_ints(batch_sizes, "--batch-sizes")
+    seq_sizes = _parse_ints(seq_batch_sizes, "--seq-batch-sizes") if seq_batch_sizes.strip() else []
+    specs = []
+    for spec in (s.strip() for s in readers.split(",") if s.strip()):
+        name, _, backend = spec.partition(":")
+        if name not in READERS or name == "gpu":
+            raise click.BadParameter(f"unknown reader {name!r} (choose from direct, buffered, mmap, memory)")
+        specs.append((name, backend or None))
+    lay = Dataset(dataset).features()
+    path = str(lay.path)
+
+    def drop():
+        drop_file_cache(path)
+
+    points = [(n, b, p, s) for n, b in specs for p, ss in (("random", sizes), ("sequential", seq_sizes))
+              for s in ss]
+    results = []
+    bar = tqdm(total=len(points) + 2, desc="bench storage", disable=not progress or as_json or not sys.stderr.isatty())
+    for name, backend in specs:
+        opts = {}
+        if name in ("direct", "buffered"):
+            opts = {"threads": threads, "backend": backend or "auto"}
+        elif backend:
+            raise click.BadParameter(f"reader {name!r} has no backend choice")
+        with open_feature_store(lay, name, drop_page_cache=True, **opts) as store:
+            for _, _, pattern, size in (pt for pt in points if pt[:2] == (name, backend)):
+                results.append(measure(store, pattern, min(size, lay.num_rows), seconds, seed,
+                                       None if name == "memory" else drop))
+                bar.update()
+    drop()
+    fio_random = run_fio(fio_path, path, lay.file_bytes, fio_seconds, FIO_RANDOM)
+    bar.update()
+    fio_seq = run_fio(fio_path, path, lay.file_bytes, fio_seconds, FIO_SEQ) if fio_random["available"] \
+        else dict(fio_random)
+    bar.update()
+    bar.close()
+    r = ratios(results, fio_random, fio_seq, lay.num_rows)
+    meets = {k: (None if v is None else v >= TARGETS[k]) for k, v in r.items()}
+    obj = {"benchmark": "storage", "dataset": str(dataset), "file": path, "num_rows": lay.num_rows,
+           "row_bytes": lay.row_bytes, "row_stride": lay.row_stride, "file_bytes": lay.file_bytes,
+           "seconds_per_point": seconds, "fio": {"random": fio_random, "sequential": fio_seq},
+           "results": results, **r, "targets": TARGETS, "meets_targets": meets}
+    if output:
+        write_json(output, obj)
+    if as_json:
+        click.echo(json.dumps(obj, default=str))
+        return
+    _print_table(obj)
+
+
+def _print_table(obj: dict) -> None:
+    echo = click.echo
+    echo(f"storage benchmark: {obj['file']} ({obj['num_rows']} rows of {obj['row_bytes']} B, "
+         f"stride {obj['row_stride']} B, {obj['file_bytes'] / 1e9:.2f} GB)")
+    echo(f"{'reader':<10}{'backend':<12}{'pattern':<12}{'batch':>7}{'rows/s':>12}{'GB/s':>8}"
+         f"{'storage GB/s':>14}{'IOPS':>10}{'4K IOPS':>10}{'ampl':>6}")
+    for r in obj["results"]:
+        echo(f"{r['reader']:<10}{str(r['backend']):<12}{r['pattern']:<12}{r['batch_size']:>7}"
+             f"{r['rows_per_s']:>12.0f}{r['gb_per_s']:>8.3f}{r['storage_gb_per_s']:>14.3f}{r['iops']:>10.0f}"
+             f"{r['block_iops']:>10.0f}{r['read_amplification']:>6.2f}")
+    fr, fs = obj["fio"]["random"], obj["fio"]["sequential"]
+    if not fr["available"]:
+        echo(f"raw device limit: NOT MEASURED: {fr['reason']}; no ratios")
+        return
+    echo(f"fio ({fr['engine']}): random 4 KiB QD{fr['iodepth']}: {fr['iops']:.0f} IOPS; "
+         + (f"sequential 1 MiB QD{fs['iodepth']}: {fs['bw_bytes_per_s'] / 1e9:.3f} GB/s"
+            if fs["available"] else f"sequential: not measured ({fs['reason']})"))
+    for key, label in (("random_iops_vs_fio", "direct random 4K IOPS / fio (batches >= 4096)"),
+                       ("seq_bw_vs_fio", "direct sequential bandwidth / fio (batches >= 4096)")):
+        v = obj[key]
+        if v is None:
+            echo(f"{label}: n/a (no direct batches of {RATIO_MIN_BATCH} rows or more, or no fio figure)")
+        else:
+            verdict = "meets" if v >= TARGETS[key] else "BELOW"
+            echo(f"{label}: {v:.2f} ({verdict} the {TARGETS[key]:.0%} target)")

@@ -1,0 +1,328 @@
+"""The direct reader: O_DIRECT block reads issued in parallel with a deep queue.
+
+For each batch the distinct rows are turned into a read plan (`plan.py`: one read per distinct
+block, adjacent blocks merged), the reads land in one page-aligned staging buffer (anonymous
+mmap, as O_DIRECT requires), and the rows are gathered out of it in the order asked for.
+
+Two backends issue the reads:
+- `threads`: a pool of worker threads, each looping over its share of the plan with blocking
+  `pread` calls in compiled code (numba, GIL released), so `threads` reads are in flight at once;
+- `io_uring`: one ring of `queue_depth` entries through `liburing==2024.5.3` (optional; used
+  only when that exact version imports, because newer wheels crash on CPUs without AVX-512).
+`auto` picks the thread pool: each worker runs a numba loop of `pread` calls without the GIL, so
+Python pays nothing per read; through liburing's Python binding every read costs several Python
+calls, and io_uring measured about half as fast here (docs/storage.md).
+
+A short read is retried for the rest of its range; a read that returns nothing (the file ends
+before its metadata says) or fails is a DataError naming the file, never zero-filled rows.
+`BufferedStore` (buffered.py) is the same plan through the page cache (no O_DIRECT).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+
+from lsm_gnn.storage.base import FeatureStore
+from lsm_gnn.storage.plan import ReadPlan, plan_reads
+from lsm_gnn.utils.errors import DataError, InputError
+
+LIBURING_VERSION = "2024.5.3"
+_preadv = os.preadv  # module attributes so tests can inject short reads and failures
+
+# libc's pread, called from compiled code by symbol name (so the compiled loop can be cached)
+_pread = numba.types.ExternalFunction(
+    "pread", numba.types.int64(numba.types.int32, numba.types.uint64, numba.types.uint64, numba.types.int64))
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy_rows(buf, src, order, lo, hi, row_bytes, out):  # pragma: no cover - compiled
+    """out[j] = the row_bytes at buf[src[j]] for j in order[lo:hi]."""
+    for k in range(lo, hi):
+        j = order[k]
+        p = src[j]
+        out[j, :] = buf[p: p + row_bytes]
+
+
+@numba.njit(cache=True, nogil=True)
+def _pread_gather(fd, base, buf, offs, boffs, lens, start, step, got, src, order, seg, row_bytes,
+                  out):  # pragma: no cover - compiled
+    """For reads i = start, start+step, ...: got[i] = pread(...), then copy that read's rows to `out`.
+
+    Runs without the GIL, so each calling thread keeps one read in flight with no Python work per
+    read, and the gather overlaps the other threads' reads. Failed (-1) and short reads are left
+    for the caller to finish in Python (their rows are not copied here).
+    """
+    for i in range(start, offs.shape[0], step):
+        g = _pread(fd, base + boffs[i], lens[i], offs[i])
+        got[i] = g
+        if g == lens[i]:
+            _copy_rows(buf, src, order, seg[i], seg[i + 1], row_bytes, out)
+
+
+_native_reads = _pread_gather
+
+
+def liburing_status() -> tuple[bool, str]:
+    """Whether the io_uring backend can run here, and why not."""
+    try:
+        import importlib.metadata as md
+
+        version = md.version("liburing")
+    except Exception:
+        return False, "liburing is not installed"
+    if version != LIBURING_VERSION:
+        return False, f"liburing {version} installed; only {LIBURING_VERSION} is known to work here"
+    try:
+        import liburing  # noqa: F401
+    except Exception as e:  # pragma: no cover - depends on the build
+        return False, f"liburing does not import: {e}"
+    return True, "ok"
+
+
+class _Staging:
+    """A page-aligned buffer (anonymous mmap) that grows to the largest batch seen."""
+
+    def __init__(self):
+        self.mm = None
+        self.size = 0
+
+    def ensure(self, nbytes: int) -> tuple[memoryview, np.ndarray]:
+        if nbytes > self.size:
+            self.mm = self.mv = self.arr = None  # the old buffer is freed once nothing refers to it
+            self.size = max(nbytes, 2 * self.size, mmap.PAGESIZE)
+            self.size = -(-self.size // mmap.PAGESIZE) * mmap.PAGESIZE
+            self.mm = mmap.mmap(-1, self.size)
+            self.mv = memoryview(self.mm)
+            self.arr = np.frombuffer(self.mm, dtype=np.uint8)
+        return self.mv, self.arr
+
+    def close(self):
+        if self.mm is not None:
+            mm, self.mm, self.mv, self.arr, self.size = self.mm, None, None, None, 0
+            try:
+                mm.close()
+            except BufferError:  # a view is still alive somewhere: garbage collection frees it
+                pass
+
+
+class BlockStore(FeatureStore):
+    """Rows read in whole blocks with pread-style I/O; base of the direct and buffered readers."""
+
+    reader_name = "block"
+    o_direct = False
+
+    def __init__(self, path, num_rows: int, dim: int, dtype, row_stride: int, file_bytes: int | None = None,
+                 *, backend: str = "auto", threads: int = 64, queue_depth: int = 64, block_size: int = 4096,
+                 max_io_bytes: int = 1 << 20, row_map=None):
+        super().__init__(num_rows, dim, dtype, path=path, row_map=row_map)
+        if block_size <= 0 or block_size % 512:
+            raise InputError(f"block_size must be a positive multiple of 512, found {block_size}")
+        if max_io_bytes < block_size:
+            raise InputError(f"max_io_bytes ({max_io_bytes}) must be at least block_size ({block_size})")
+        if threads < 1 or queue_depth < 1:
+            raise InputError(f"threads and queue_depth must be at least 1, found {threads}, {queue_depth}")
+        self.row_stride, self.block, self.max_io_bytes = row_stride, block_size, max_io_bytes
+        need = num_rows * row_stride if file_bytes is None else file_bytes
+        self.fd = self._open()
+        try:
+            size = os.fstat(self.fd).st_size
+            if size < need:
+                raise DataError(self.path, "file is shorter than its metadata says", expected=f"{need} bytes",
+                                found=f"{size} bytes")
+            self.backend = self._pick_backend(backend)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.threads, self.queue_depth = threads, queue_depth
+        self._staging = _Staging()
+        self._pool: ThreadPoolExecutor | None = None
+        self._ring = None
+        self._lock = threading.Lock()  # one batch at a time per store (the staging buffer is shared)
+        depth = threads if self.backend == "threads" else queue_depth
+        self.path_info = {"reader": self.reader_name, "backend": self.backend, "queue_depth": depth,
+                          "o_direct": self.o_direct, "block_size": block_size, "max_io_bytes": max_io_bytes,
+                          "file": self.path}
+
+    # ---- setup ---------------------------------------------------------------------------
+    def _open(self) -> int:
+        flags = os.O_RDONLY | (os.O_DIRECT if self.o_direct else 0)
+        try:
+            return os.open(self.path, flags)
+        except FileNotFoundError:
+            raise DataError(self.path, "feature file does not exist") from None
+        except OSError as e:
+            if self.o_direct and e.errno == 22:
+                raise DataError(self.path, "this filesystem does not support O_DIRECT "
+                                "(use reader='buffered')") from None
+            raise DataError(self.path, f"cannot open feature file: {e.strerror}") from None
+
+    def _pick_backend(self, backend: str) -> str:
+        if backend not in ("auto", "threads", "io_uring"):
+            raise InputError(f"backend must be auto, threads or io_uring, found {backend!r}")
+        if backend == "io_uring":
+            ok, why = liburing_status()
+            if not ok:
+                raise InputError(f"io_uring backend unavailable: {why}")
+            return "io_uring"
+        return "threads"
+
+    # ---- reading -------------------------------------------------------------------------
+    def _read(self, ids, out):
+        if len(ids) > 1 and bool((ids[1:] > ids[:-1]).all()):  # already sorted and distinct
+            uniq, inv = ids, np.arange(len(ids), dtype=np.int64)
+        else:
+            uniq, inv = np.unique(ids, return_inverse=True)
+        plan = plan_reads(uniq, self.row_stride, self.row_bytes, self.block, self.max_io_bytes)
+        src = plan.row_pos[inv]  # staging-buffer byte offset of each requested row
+        target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+        with self._lock:
+            mv, arr = self._staging.ensure(plan.total_bytes)
+            ops = self._issue(plan, mv, arr, src, target.view(np.uint8).reshape(len(ids), self.row_bytes))
+        if target is not out:
+            out[...] = target
+        return len(uniq), ops, plan.total_bytes
+
+    def read_plan(self, ids) -> ReadPlan:
+        """The reads a batch of `ids` would issue (for inspection and tests)."""
+        uniq = np.unique(self.check_ids(ids))
+        return plan_reads(uniq, self.row_stride, self.row_bytes, self.block, self.max_io_bytes)
+
+    def _issue(self, plan: ReadPlan, mv: memoryview, arr: np.ndarray, src: np.ndarray, out: np.ndarray) -> int:
+        """Run the plan's reads into the staging buffer and copy each requested row to `out`
+        (uint8 rows); return the I/O operations issued."""
+        rb = self.row_bytes
+        if self.backend == "io_uring":
+            ops = self._issue_uring(plan.file_offsets.tolist(), plan.buf_offsets.tolist(),
+                                    plan.lengths.tolist(), mv)
+            _copy_rows(arr, src, np.arange(len(src), dtype=np.int64), 0, len(src), rb, out)
+            return ops
+        offs, boffs, lens = plan.file_offsets, plan.buf_offsets, plan.lengths
+        n = len(offs)
+        # group the requested rows by the read that brings them; rows split across two reads
+        # (longer than a block, cut at max_io_bytes) are copied once every read is done
+        op_first = np.searchsorted(boffs, src, "right") - 1
+        op_last = np.searchsorted(boffs, src + (rb - 1), "right") - 1
+        key = np.where(op_first == op_last, op_first, n)
+        order = np.argsort(key, kind="stable")
+        seg = np.searchsorted(key[order], np.arange(n + 2))
+        got = np.zeros(n, np.int64)
+        base = arr.ctypes.data
+        args = (arr, offs, boffs, lens)
+        workers = min(self.threads, n)
+        if workers <= 1:
+            _native_reads(self.fd, base, *args, 0, 1, got, src, order, seg, rb, out)
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=f"lsm-{self.reader_name}")
+            # worker w reads ops w, w+workers, ...: each is one read in flight, without the GIL
+            futs = [self._pool.submit(_native_reads, self.fd, base, *args, w, workers, got, src, order, seg, rb, out)
+                    for w in range(workers)]
+            for f in futs:
+                f.result()
+        ops = n
+        for i in np.flatnonzero(got != lens).tolist():  # short or failed reads: finish them here
+            done = max(int(got[i]), 0)
+            if got[i] == 0:
+                raise DataError(self.path, f"file ends before its metadata says (short read at offset "
+                                f"{int(offs[i])})", expected=f"{int(lens[i])} more bytes", found="end of file")
+            ops += self._read_full(self.fd, mv, int(boffs[i]) + done, int(lens[i]) - done, int(offs[i]) + done)
+            _copy_rows(arr, src, order, seg[i], seg[i + 1], rb, out)
+        _copy_rows(arr, src, order, seg[n], seg[n + 1], rb, out)
+        return ops
+
+    def _read_full(self, fd, mv, boff: int, length: int, off: int) -> int:
+        """Read exactly `length` bytes; retry short reads; DataError at end of file or on error."""
+        ops, done = 0, 0
+        while done < length:
+            try:
+                got = _preadv(fd, [mv[boff + done: boff + length]], off + done)
+            except OSError as e:
+                raise DataError(self.path, f"read of {length - done} bytes at offset {off + done} failed: "
+                                f"{e.strerror}") from None
+            ops += 1
+            if got == 0:
+                raise DataError(self.path, f"file ends before its metadata says (short read at offset "
+                                f"{off + done})", expected=f"{length - done} more bytes", found="end of file")
+            done += got
+        return ops
+
+    def _issue_uring(self, offs, boffs, lens, mv) -> int:
+        import liburing as L
+
+        if self._ring is None:
+            self._ring = L.io_uring()
+            L.io_uring_queue_init(self.queue_depth, self._ring, 0)
+            self._cqe = L.io_uring_cqe()
+        try:
+            return self._run_ring(L, offs, boffs, lens, mv)
+        except BaseException:  # reads may still be in flight: retire the ring with them
+            L.io_uring_queue_exit(self._ring)
+            self._ring = None
+            raise
+
+    def _run_ring(self, L, offs, boffs, lens, mv) -> int:
+        ring, cqe, fd = self._ring, self._cqe, self.fd
+        pending = list(range(len(offs) - 1, -1, -1))  # stack of read indices still to submit
+        done_bytes = [0] * len(offs)
+        inflight = ops = 0
+        while pending or inflight:
+            while pending and inflight < self.queue_depth:
+                i = pending.pop()
+                d = done_bytes[i]
+                sqe = L.io_uring_get_sqe(ring)
+                L.io_uring_prep_read(sqe, fd, mv[boffs[i] + d: boffs[i] + lens[i]], lens[i] - d, offs[i] + d)
+                L.io_uring_sqe_set_data64(sqe, i + 1)
+                inflight += 1
+                ops += 1
+            # one system call submits the new reads and waits for a quarter of the queue
+            L.io_uring_submit_and_wait(ring, min(inflight, max(1, self.queue_depth // 4)))
+            for _ in range(L.io_uring_cq_ready(ring)):  # one at a time: this liburing indexes a Cqe only at [0]
+                L.io_uring_peek_cqe(ring, cqe)
+                res, data = cqe.res, cqe.user_data
+                L.io_uring_cqe_seen(ring, cqe)
+                inflight -= 1
+                i = data - 1
+                if res < 0:
+                    raise DataError(self.path, f"read of {lens[i]} bytes at offset {offs[i]} failed: "
+                                    f"{os.strerror(-res)}")
+                if res == 0:
+                    raise DataError(self.path, f"file ends before its metadata says (short read at offset "
+                                    f"{offs[i] + done_bytes[i]})", expected=f"{lens[i] - done_bytes[i]} more bytes",
+                                    found="end of file")
+                done_bytes[i] += res
+                if done_bytes[i] < lens[i]:
+                    pending.append(i)  # short read: resubmit the rest
+        return ops
+
+    # ---- housekeeping --------------------------------------------------------------------
+    def drop_page_cache(self) -> None:
+        from lsm_gnn.storage.pagecache import drop_file_cache
+
+        drop_file_cache(self.path)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        if self._ring is not None:
+            import liburing as L
+
+            L.io_uring_queue_exit(self._ring)
+            self._ring = None
+        self._staging.close()
+        if self.fd is not None and self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class DirectStore(BlockStore):
+    """O_DIRECT reads: the page cache is bypassed and left untouched."""
+
+    reader_name = "direct"
+    o_direct = True

@@ -1,0 +1,125 @@
+"""`open_feature_store`: one entry point for every reader, over a dataset, its layout or a dataset path.
+
+    store = open_feature_store("data/synthetic-tiny", "direct", threads=64)
+    rows = store.read_rows(ids)            # (len(ids), dim), any order, duplicates allowed
+    store.path_info                        # which path ran: reader, backend, queue depth, ...
+    store.counters                         # rows, distinct rows, I/O ops, bytes read, seconds
+
+Per-owner files (multi-device): open the owner's file through a `FeatureLayout` with its own path
+and row count, and pass `row_map=owner_row_map(owner, num_owners)` so that global id v is read
+from local row v // num_owners (ids not owned by `owner` are an InputError).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from lsm_gnn.datasets.format import Dataset, FeatureLayout
+from lsm_gnn.storage.base import FeatureStore
+from lsm_gnn.utils.errors import InputError
+
+READERS = ("direct", "buffered", "mmap", "memory", "gpu")
+_BLOCK_OPTS = {"backend", "threads", "queue_depth", "block_size", "max_io_bytes"}
+
+
+def _layout(source) -> FeatureLayout:
+    if isinstance(source, FeatureLayout):
+        return source
+    if isinstance(source, Dataset):
+        return source.features()
+    if isinstance(source, (str, os.PathLike)):
+        return Dataset(Path(source)).features()
+    raise InputError(f"expected a Dataset, FeatureLayout or dataset directory, found {type(source).__name__}")
+
+
+def owner_row_map(owner: int, num_owners: int) -> Callable[[np.ndarray], np.ndarray]:
+    """Global id v -> local row v // num_owners of owner v % num_owners's file (must be `owner`)."""
+    if not 0 <= owner < num_owners:
+        raise InputError(f"owner {owner} out of range [0, {num_owners})")
+
+    def row_map(ids: np.ndarray) -> np.ndarray:
+        if ids.size and ids.min() < 0:
+            raise InputError(f"id {int(ids.min())} is negative")
+        wrong = ids % num_owners != owner
+        if wrong.any():
+            v = int(ids[np.argmax(wrong)])
+            raise InputError(f"id {v} belongs to owner {v % num_owners}, not {owner} (of {num_owners})")
+        return ids // num_owners
+
+    return row_map
+
+
+def open_feature_store(source, reader: str = "direct", *, row_map=None, drop_page_cache: bool = False,
+                       **opts) -> FeatureStore:
+    """Open a feature store; `opts` go to the reader (see docs/storage.md for each reader's options).
+
+    direct / buffered (accepted and ignored by mmap and memory): backend ("auto", "threads", "io_uring"), threads, queue_depth, block_size,
+    max_io_bytes. gpu: host_reader (default "direct"), transfer ("auto", "pinned", "kvikio"),
+    device, plus the host reader's options. drop_page_cache evicts the file's pages first.
+    """
+    if reader not in READERS:
+        raise InputError(f"reader must be one of {', '.join(READERS)}, found {reader!r}")
+    lay = _layout(source)
+    if drop_page_cache and reader != "memory":
+        from lsm_gnn.storage.pagecache import drop_file_cache
+
+        drop_file_cache(lay.path)
+    args = (lay.path, lay.num_rows, lay.dim, lay.dtype, lay.row_stride, lay.file_bytes)
+    if reader == "gpu":
+        return _open_gpu(lay, args, row_map, opts)
+    unknown = set(opts) - _BLOCK_OPTS
+    if unknown:
+        raise InputError(f"unknown option(s) {', '.join(sorted(unknown))} for reader {reader!r}; "
+                         f"the block readers take {', '.join(sorted(_BLOCK_OPTS))}")
+    # mmap and memory accept the block readers' options and ignore them, so one StorageConfig
+    # opens any reader
+    if reader == "direct":
+        from lsm_gnn.storage.direct import DirectStore
+
+        return DirectStore(*args, row_map=row_map, **opts)
+    if reader == "buffered":
+        from lsm_gnn.storage.buffered import BufferedStore
+
+        return BufferedStore(*args, row_map=row_map, **opts)
+    if reader == "mmap":
+        from lsm_gnn.storage.mmap_store import MmapStore
+
+        return MmapStore(*args, row_map=row_map)
+    from lsm_gnn.storage.memory import MemoryStore
+
+    return MemoryStore.load(lay, row_map=row_map)
+
+
+def _open_gpu(lay, args, row_map, opts) -> FeatureStore:
+    from lsm_gnn.storage import gpu
+
+    opts = dict(opts)
+    host_reader = opts.pop("host_reader", "direct")
+    transfer = opts.pop("transfer", "auto")
+    device = opts.pop("device", "cuda")
+    if transfer not in ("auto", "pinned", "kvikio"):
+        raise InputError(f"transfer must be auto, pinned or kvikio, found {transfer!r}")
+    if not gpu.cuda_available():
+        raise InputError("reader 'gpu' needs a CUDA device; torch.cuda.is_available() is False here")
+    if transfer in ("auto", "kvikio"):
+        ok, why = gpu.kvikio_status(lay.path)
+        if ok:
+            kv = {k: opts[k] for k in ("block_size", "max_io_bytes") if k in opts}
+            return gpu.KvikioStore(*args, row_map=row_map, **kv)
+        if transfer == "kvikio":
+            raise InputError(f"kvikio transfer unavailable: {why}")
+    host = open_feature_store(lay, host_reader, row_map=row_map, **opts)
+    return gpu.PinnedDeviceStore(host, device=device)
+
+
+def open_from_config(source, cfg, *, row_map=None) -> FeatureStore:
+    """Open the reader a `StorageConfig` describes."""
+    opts = {}
+    if cfg.reader in ("direct", "buffered"):
+        opts = {"backend": cfg.backend, "threads": cfg.threads, "queue_depth": cfg.queue_depth,
+                "block_size": cfg.block_size, "max_io_bytes": cfg.max_io_bytes}
+    return open_feature_store(source, cfg.reader, row_map=row_map, drop_page_cache=cfg.drop_page_cache, **opts)

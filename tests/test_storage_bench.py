@@ -1,0 +1,83 @@
+"""`lsm-gnn bench storage`: measures every reader, prints fio limits and ratios; says when fio is missing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from conftest import _build_random_dataset
+from lsm_gnn.cli import cli
+from lsm_gnn.storage.bench import measure, ratios
+from lsm_gnn.storage import open_feature_store
+
+
+@pytest.fixture(scope="module")
+def ds(tmp_path_factory):
+    return _build_random_dataset(tmp_path_factory.mktemp("bench") / "ds", num_nodes=2048, avg_degree=2, dim=1024)
+
+
+def _run(args):
+    res = CliRunner().invoke(cli, ["bench", "storage", *args], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_json_without_fio(ds):
+    out = _run([str(ds.root), "--json", "--seconds", "0.05", "--batch-sizes", "64,4096",
+                "--seq-batch-sizes", "4096", "--fio", "/nonexistent/fio", "--threads", "4"])
+    obj = json.loads(out)
+    assert obj["fio"]["random"]["available"] is False and "fio not found" in obj["fio"]["random"]["reason"]
+    assert obj["random_iops_vs_fio"] is None and obj["seq_bw_vs_fio"] is None
+    got = {(r["reader"], r["pattern"], r["batch_size"]) for r in obj["results"]}
+    for reader in ("direct", "buffered", "mmap", "memory"):
+        assert {(reader, "random", 64), (reader, "random", 2048), (reader, "sequential", 2048)} <= got
+    for r in obj["results"]:
+        assert r["rows_per_s"] > 0 and r["batches"] >= 2 and r["path_info"]["reader"] == r["reader"]
+        if r["reader"] == "direct":
+            assert r["path_info"]["backend"] == "threads" and r["path_info"]["queue_depth"] == 4
+            assert r["read_amplification"] == pytest.approx(1.0)
+    text = _run([str(ds.root), "--seconds", "0.02", "--batch-sizes", "64", "--seq-batch-sizes", "",
+                 "--readers", "direct", "--fio", "/nonexistent/fio"])
+    assert "raw device limit: NOT MEASURED: fio not found" in text
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (.ci/run installs it)")
+def test_with_fio_prints_ratios(ds, tmp_path):
+    out_file = tmp_path / "bench.json"
+    text = _run([str(ds.root), "--seconds", "0.05", "--batch-sizes", "4096", "--seq-batch-sizes", "4096",
+                 "--readers", "direct", "--fio-seconds", "0.5", "--output", str(out_file)])
+    assert "fio (" in text and "direct random 4K IOPS / fio" in text and "direct sequential bandwidth / fio" in text
+    obj = json.loads(out_file.read_text())
+    assert obj["fio"]["random"]["iops"] > 0 and obj["fio"]["sequential"]["bw_bytes_per_s"] > 0
+    assert obj["random_iops_vs_fio"] > 0 and obj["seq_bw_vs_fio"] > 0
+    assert set(obj["meets_targets"]) == {"random_iops_vs_fio", "seq_bw_vs_fio"}
+
+
+def test_ratio_arithmetic():
+    results = [
+        {"reader": "direct", "pattern": "random", "batch_size": 1024, "block_iops": 10.0, "storage_gb_per_s": 1.0},
+        {"reader": "direct", "pattern": "random", "batch_size": 4096, "block_iops": 80.0, "storage_gb_per_s": 1.0},
+        {"reader": "direct", "pattern": "random", "batch_size": 16384, "block_iops": 90.0, "storage_gb_per_s": 1.0},
+        {"reader": "mmap", "pattern": "random", "batch_size": 4096, "block_iops": 1.0, "storage_gb_per_s": 1.0},
+        {"reader": "direct", "pattern": "sequential", "batch_size": 4096, "block_iops": 1.0, "storage_gb_per_s": 0.9},
+    ]
+    r = ratios(results, {"available": True, "iops": 100.0}, {"available": True, "bw_bytes_per_s": 1e9})
+    assert r == {"random_iops_vs_fio": pytest.approx(0.8), "seq_bw_vs_fio": pytest.approx(0.9)}
+    assert ratios(results, {"available": False}, {"available": False}) == {"random_iops_vs_fio": None,
+                                                                          "seq_bw_vs_fio": None}
+
+
+def test_measure_counts_rows(ds):
+    with open_feature_store(ds, "direct", threads=2) as store:
+        r = measure(store, "sequential", 512, 0.0, 0, None)
+        assert r["batches"] == 2 and r["rows"] == 1024 and r["io_ops"] == 2 * 2  # 2 MiB per batch, 1 MiB reads
+        assert r["bytes_read"] == 1024 * 4096 and np.isclose(r["read_amplification"], 1.0)
+
+
+def test_bad_batch_sizes(ds):
+    res = CliRunner().invoke(cli, ["bench", "storage", str(ds.root), "--batch-sizes", "a,b"])
+    assert res.exit_code != 0 and "comma-separated integers" in res.output

@@ -1,0 +1,114 @@
+"""Workflow step: statistics of the generated dataset, two seaborn figures and the report fragment
+(degree distribution, PageRank distribution, feature bytes, comparison with IGB)."""
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from lsm_gnn.datasets.format import Dataset  # noqa: E402
+from lsm_gnn.datasets.pagerank import homogeneous_view, pagerank, percentile_byte  # noqa: E402
+from lsm_gnn.datasets.stats import IGB_REFERENCE, degree_distribution, summary  # noqa: E402
+from lsm_gnn.utils.atomic import atomic_path, write_json, write_text  # noqa: E402
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+ds = Dataset(sm.params.data)
+stats = summary(ds)
+bench = pd.read_csv(sm.input.benchmark, sep="\t")
+stats["generate_seconds"] = float(bench["s"].iloc[0])
+write_json(sm.output.stats, stats)
+sns.set_theme(style="whitegrid", context="paper")
+types = list(ds.features().type_offsets)
+
+# ---- degree distribution (log-log) and its complementary CDF ------------------------------------
+rows = []
+for t in types:
+    deg = np.asarray(ds.degree(t))
+    values, counts = degree_distribution(deg)
+    ccdf = 1.0 - np.concatenate(([0], np.cumsum(counts)[:-1])) / deg.size  # P(degree >= value)
+    rows.append(pd.DataFrame({"node type": t, "degree": values, "nodes": counts, "P(degree >= d)": ccdf}))
+dd = pd.concat(rows)
+dd = dd[dd["degree"] > 0]
+fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+sns.scatterplot(data=dd, x="degree", y="nodes", hue="node type", s=10, linewidth=0, ax=axes[0])
+sns.lineplot(data=dd, x="degree", y="P(degree >= d)", hue="node type", ax=axes[1], legend=False)
+for ax in axes:
+    ax.set(xscale="log", yscale="log")
+axes[0].set_title("degree distribution")
+axes[1].set_title("complementary CDF")
+ref = IGB_REFERENCE.get(sm.params.size)
+if ref and len(types) == 1:
+    axes[1].axvline(ref["max_degree"], color="grey", ls="--", lw=1)
+    axes[1].text(ref["max_degree"], 0.5, f" IGB-{sm.params.size} max", color="grey", fontsize=8)
+fig.tight_layout()
+with atomic_path(sm.output.degree, suffix=".png") as tmp:
+    fig.savefig(tmp, dpi=120)
+plt.close(fig)
+
+# ---- PageRank: raw values (recomputed) and the stored percentile byte against degree -----------
+counts = {t: ds.num_nodes(t) for t in ds.node_types}
+rels = [(ds.edge_type_triple(e)[0], ds.edge_type_triple(e)[2], *ds.csc(e)) for e in ds.edge_types]
+indptr, indices, offsets = homogeneous_view(counts, rels, types)
+pr = pagerank(indptr, indices)
+recomputed = percentile_byte(pr)
+frames = []
+for t in types:
+    off, n = offsets[t], counts[t]
+    frames.append(pd.DataFrame({"node type": t, "PageRank x N": pr[off:off + n] * pr.size,
+                                "PageRank byte": np.asarray(ds.pagerank_u8(t)),
+                                "degree": np.asarray(ds.degree(t))}))
+    if not np.array_equal(recomputed[off:off + n], np.asarray(ds.pagerank_u8(t))):
+        raise SystemExit(f"{ds.root}/static/{t}.pagerank_u8.npy: stored bytes differ from the recomputed PageRank")
+pf = pd.concat(frames)
+fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+sns.histplot(data=pf, x="PageRank x N", hue="node type", log_scale=(True, True), bins=60, element="step", fill=False,
+             ax=axes[0])
+axes[0].set_title("PageRank (damping 0.85, 20 iterations), 1 = uniform")
+per_byte = pf.groupby(["node type", "PageRank byte"], as_index=False)["degree"].median()
+sns.lineplot(data=per_byte, x="PageRank byte", y="degree", hue="node type", ax=axes[1], legend=False)
+axes[1].set(yscale="log", title="median degree per stored PageRank byte")
+fig.tight_layout()
+with atomic_path(sm.output.pagerank, suffix=".png") as tmp:
+    fig.savefig(tmp, dpi=120)
+plt.close(fig)
+
+# ---- fragment ---------------------------------------------------------------------------------
+src = stats["source"]
+lines = [f"## Dataset: {ds.name}", "",
+         f"Synthetic IGB-like graph (`lsm-gnn dataset generate {sm.params.size} --seed {src.get('seed', 0)}"
+         f"{' --hetero' if src.get('heterogeneous') else ''}`; recipe in docs/datasets.md), generated in "
+         f"{stats['generate_seconds']:.1f} s on this machine. Verification: "
+         f"{Path(sm.input.verify).read_text().strip().split(': ', 1)[-1]}", "",
+         "| node type | nodes | min deg | max deg | mean deg | median | p99 | degree-1 nodes | isolated |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+for t, d in stats["degree"].items():
+    lines.append(f"| {t} | {d['nodes']:,} | {d['min']} | {d['max']:,} | {d['mean']:.2f} | {d['median']:.0f} | "
+                 f"{d['p99']:.0f} | {d['degree_1']:,} | {d['isolated']:,} |")
+lines += ["", "| edge type | edges (directed, stored) |", "|---|---:|"]
+lines += [f"| {e} | {m:,} |" for e, m in stats["edge_types"].items()]
+if ref and len(types) == 1:
+    d = stats["degree"]["paper"]
+    lines += ["", f"Against IGB-{sm.params.size} (README table"
+              + ("; IGB-tiny's figures include 100,000 self loops and are sparser by design" if sm.params.size == "tiny" else "")
+              + "):", "", "| | nodes | edges | max / min / avg degree |", "|---|---:|---:|---|",
+              f"| IGB-{sm.params.size} | {ref['nodes']:,} | {ref['edges']:,} | {ref['max_degree']:,} / {ref['min_degree']} / {ref['avg_degree']:.2f} |",
+              f"| synthetic | {d['nodes']:,} | {stats['num_edges']:,} | {d['max']:,} / {d['min']} / {d['mean']:.2f} |"]
+if stats.get("homophily") is not None:
+    lines += ["", f"Homophily (fraction of paper-paper edges joining two papers of the same class, of "
+              f"{stats['labels']['num_classes']}): {stats['homophily']:.3f}."]
+lines += ["", "![degree distribution](figures/dataset_degree.png)", "",
+          "![PageRank](figures/dataset_pagerank.png)", "",
+          "Feature bytes (`features.bin`, one flat row space; rows padded to the O_DIRECT stride):", "",
+          "| node type | rows | dim | dtype | bytes/row | stride | bytes |", "|---|---:|---:|---|---:|---:|---:|"]
+for f in stats["features"]:
+    lines.append(f"| {f['node_type']} | {f['rows']:,} | {f['dim']} | {f['dtype']} | {f['row_bytes']} | "
+                 f"{f['row_stride']} | {f['bytes'] / 2**20:,.1f} MiB |")
+b = stats["bytes"]
+lines += ["", f"On disk: {b['total'] / 2**20:,.1f} MiB in all (features {b['features'] / 2**20:,.1f} MiB, "
+          f"topology {b['topology'] / 2**20:,.1f} MiB, labels/splits/static scores {b['other'] / 2**20:,.1f} MiB).", ""]
+write_text(sm.output.fragment, "\n".join(lines))

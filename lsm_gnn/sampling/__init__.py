@@ -1,1 +1,4 @@
-"""sampling"""
+"""Neighbour sampling: deterministic multi-layer sampler, lookahead window, background runner."""
+
+from lsm_gnn.sampling.lookahead import Background, Lookahead  # noqa: F401
+from lsm_gnn.sampling.sampler import MiniBatch, NeighborSampler  # noqa: F401

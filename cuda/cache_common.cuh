@@ -1,0 +1,49 @@
+// Shared definitions of the GPU cache engine (lsm_gnn/cache/gpu_engine.py).
+// gpu_engine.py prepends this file to every cuda/cache_*.cu source (no #include, so CuPy's
+// kernel cache, keyed on the source text, sees every change), and before it a block of
+// #defines generated from the Python constants (gpu_engine.constant_defines: window.NO_REUSE,
+// FRESH, TAG_DTYPE, the policy codes, the statuses), so the two engines cannot drift apart.
+// The defaults below are those values at the time of writing; they let cuda/check_compile.py
+// compile the sources on their own.
+#ifndef TAG_T
+#define TAG_T int                            // window.TAG_DTYPE (int32 tags)
+#endif
+#ifndef NO_REUSE
+#define NO_REUSE 2147483647LL                // window.NO_REUSE: no request inside the window
+#endif
+#ifndef FRESH
+#define FRESH 2147483646LL                   // window.FRESH: filled since the last refresh
+#endif
+#ifndef POLICY_RR
+#define POLICY_RR 0                          // policies.RR ... policies.SIEVE
+#define POLICY_STATIC 1
+#define POLICY_DYNAMIC 2
+#define POLICY_HYBRID 3
+#define POLICY_HYBRID_PVP 4
+#define POLICY_LRU 5
+#define POLICY_SIEVE 6
+#endif
+#ifndef STATUS_HIT
+#define STATUS_HIT 0                         // engine.HIT / VICTIM_HIT / STORAGE
+#define STATUS_VICTIM_HIT 1
+#define STATUS_STORAGE 2
+#endif
+#ifndef NOT_SPILLED
+#define NOT_SPILLED -1                       // engine.NOT_SPILLED / SPILL_DROPPED
+#define SPILL_DROPPED -2
+#endif
+#define NONE_POS 2147483647                  // "no position" in row_first / row_land (int32)
+
+#define FULL_MASK 0xffffffffu
+#define WARP_SIZE 32
+
+// The tag as every rule reads it in iteration t: an expired known tag means no reuse.
+__device__ __forceinline__ long long effective_tag(long long tag, long long t) {
+    return tag <= t ? NO_REUSE : tag;
+}
+
+// tag := min(tag, v) for 32- or 64-bit tags (tags are >= 0: the unsigned minimum is the signed one)
+__device__ __forceinline__ void tag_min(int* p, long long v) { atomicMin(p, (int)v); }
+__device__ __forceinline__ void tag_min(long long* p, long long v) {
+    atomicMin((unsigned long long*)p, (unsigned long long)v);
+}

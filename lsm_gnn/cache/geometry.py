@@ -1,0 +1,74 @@
+"""Cache geometry and id ownership: how many sets and ways, which set a node maps to.
+
+Node v belongs to owner ``v % G``; the owner's cache line key is v, its set ``(v // G) % sets``.
+A capacity of C lines with W ways gives ``sets = C // W`` (so sets * ways <= C: capacity is
+never exceeded); a capacity below W gives one set of C ways.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lsm_gnn.utils.errors import InputError
+
+
+@dataclass(frozen=True)
+class Geometry:
+    sets: int
+    ways: int
+
+    @property
+    def lines(self) -> int:
+        return self.sets * self.ways
+
+
+def cache_geometry(capacity_rows: int, ways: int) -> Geometry:
+    capacity_rows, ways = int(capacity_rows), int(ways)
+    if capacity_rows < 1:
+        raise InputError(f"cache capacity must be at least one line, found {capacity_rows}")
+    if ways < 1:
+        raise InputError(f"ways must be at least 1, found {ways}")
+    ways = min(ways, capacity_rows)
+    return Geometry(sets=capacity_rows // ways, ways=ways)
+
+
+def capacity_rows_for(cfg, num_rows: int, row_bytes: int) -> int:
+    """Lines per device from a CacheConfig: capacity_bytes // row_bytes if set, else
+    floor(capacity_fraction * num_rows) (a fraction of all feature bytes, per device)."""
+    if cfg.capacity_bytes is not None:
+        return int(cfg.capacity_bytes) // int(row_bytes)
+    return int(cfg.capacity_fraction * num_rows)
+
+
+def local_rows(num_rows: int, num_owners: int) -> int:
+    """Size of an owner-local id space (v // G for every owned v < num_rows)."""
+    return (int(num_rows) - 1) // int(num_owners) + 1 if num_rows > 0 else 0
+
+
+def check_owner_args(num_rows: int, num_owners: int, owner: int) -> None:
+    if num_owners < 1:
+        raise InputError(f"num_owners must be at least 1, found {num_owners}")
+    if not 0 <= owner < num_owners:
+        raise InputError(f"owner must be in [0, {num_owners}), found {owner}")
+    if num_rows < 1:
+        raise InputError(f"num_rows must be positive, found {num_rows}")
+
+
+def check_owned_ids(ids: np.ndarray, num_rows: int, num_owners: int, owner: int, what: str = "ids") -> np.ndarray:
+    """ids as a flat int64 array; InputError unless every id is in [0, num_rows) and owned."""
+    arr = np.asarray(ids)
+    if arr.dtype.kind not in "iu":
+        raise InputError(f"{what}: expected integer node ids, found dtype {arr.dtype}")
+    arr = np.ascontiguousarray(arr.ravel(), dtype=np.int64)
+    if len(arr):
+        lo, hi = arr.min(), arr.max()
+        if lo < 0 or hi >= num_rows:
+            raise InputError(f"{what}: ids must be in [0, {num_rows}), found range [{lo}, {hi}]")
+        if num_owners > 1:
+            bad = arr[arr % num_owners != owner]
+            if len(bad):
+                raise InputError(f"{what}: owner {owner} of {num_owners} serves ids v with "
+                                 f"v % {num_owners} == {owner}, found {bad[0]}")
+    return arr

@@ -1,0 +1,449 @@
+"""The GPU cache engine: the CPU engine's decisions with CuPy kernels (sources in cuda/cache_*.cu).
+
+`GpuCacheEngine` has the interface of `lsm_gnn.cache.engine.CpuCacheEngine` (same constructor,
+`step`, `end_iteration`, `replay`, `resident_keys`, `occupancy`, state arrays of the same names)
+and makes identical decisions on the same inputs (docs/cache-semantics.md); its arrays live on
+the device as CuPy arrays, and a `StepResult` holds CuPy views. How one step maps to kernels:
+
+1. dedupe (`cache_dedupe_*`): first occurrence per id by atomicMin on a per-row position, an
+   inclusive scan numbers the distinct ids in batch order;
+2. lookup (`cache_lookup`): O(1) through a per-owned-row slot map (as the CPU engine);
+3. misses (`cache_miss_keys`, a sort, `cache_segment_flags`, `cache_fill`): misses grouped by
+   set in order of first occurrence; one warp serves one set's misses one by one, choosing
+   victims with a warp reduction that has the CPU engine's tie-breaks;
+4. spill (`cache_spill_*`): a stable counting sort by queue puts spilled lines into the victim
+   queues in the CPU engine's global order (first occurrence) and drops the ones that overflow;
+5. tags (`cache_tags_*`) and PVP (`cache_land_*`), as the CPU engine's refresh and prefetch.
+
+The module imports without CuPy; constructing an engine without CuPy and a usable GPU raises
+`InputError`. cuda/README.md lists every kernel and its launch shape.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from lsm_gnn.cache import engine as _cpu, policies as _pol, window as _win
+from lsm_gnn.cache.engine import COUNT_NAMES, StepResult
+from lsm_gnn.cache.geometry import cache_geometry, check_owner_args, local_rows
+from lsm_gnn.cache.policies import KERNEL_CODES, get_policy, resolve_policy
+from lsm_gnn.cache.window import NO_REUSE, TAG_DTYPE
+from lsm_gnn.utils.errors import InputError
+
+CUDA_DIR = Path(__file__).resolve().parents[2] / "cuda"
+COMMON_HEADER = "cache_common.cuh"
+NONE_POS = 2**31 - 1   # "no position" in row_first / row_land (cache_common.cuh)
+THREADS = 256          # elementwise kernels
+FILL_THREADS = 128     # cache_fill: 4 warps per block, one set per warp
+SPILL_CHUNK = 256      # misses per thread in the spill counting sort
+COUNT_BLOCKS_MAX = 1024
+
+# every kernel this module launches (tests check each is defined in cuda/cache_*.cu)
+KERNELS = (
+    "cache_dedupe_first", "cache_dedupe_flag", "cache_dedupe_scatter", "cache_dedupe_reset",
+    "cache_lookup", "cache_count", "cache_miss_keys", "cache_segment_flags",
+    "cache_compact_positions", "cache_fill", "cache_tags_reset", "cache_tags_window",
+    "cache_spill_count", "cache_spill_assign", "cache_spill_commit", "cache_spill_advance",
+    "cache_land_clear", "cache_land_gather", "cache_land_finish", "cache_copy_rows_words",
+    "cache_copy_rows_bytes",
+)
+_KERNEL_RE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
+
+
+def available() -> bool:
+    """True when CuPy imports and sees a usable CUDA device."""
+    try:
+        import cupy
+
+        return bool(cupy.is_available())
+    except Exception:
+        return False
+
+
+def _cupy():
+    if not available():
+        raise InputError("the GPU cache engine needs CuPy with a usable GPU "
+                         "(cupy is not installed or cupy.is_available() is False); use engine='cpu'")
+    import cupy
+
+    return cupy
+
+
+def constant_defines() -> str:
+    """#defines of the constants the kernels share with the CPU engine, from the Python values
+    (cache_common.cuh holds defaults for standalone compiles)."""
+    tag_t = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}[np.dtype(TAG_DTYPE)]
+    values = {
+        "NO_REUSE": f"{int(_win.NO_REUSE)}LL", "FRESH": f"{int(_win.FRESH)}LL",
+        "POLICY_RR": _pol.RR, "POLICY_STATIC": _pol.STATIC, "POLICY_DYNAMIC": _pol.DYNAMIC,
+        "POLICY_HYBRID": _pol.HYBRID, "POLICY_HYBRID_PVP": _pol.HYBRID_PVP, "POLICY_LRU": _pol.LRU,
+        "POLICY_SIEVE": _pol.SIEVE, "STATUS_HIT": _cpu.HIT, "STATUS_VICTIM_HIT": _cpu.VICTIM_HIT,
+        "STATUS_STORAGE": _cpu.STORAGE, "NOT_SPILLED": _cpu.NOT_SPILLED,
+        "SPILL_DROPPED": _cpu.SPILL_DROPPED,
+    }
+    return f"#define TAG_T {tag_t}\n" + "".join(f"#define {k} {v}\n" for k, v in values.items())
+
+
+def module_source() -> str:
+    """The one translation unit the engine compiles: the constants, the common header, then
+    every cuda/cache_*.cu in name order (prepended rather than #included, so that CuPy's kernel
+    cache, keyed on the source text, sees a change of the header)."""
+    parts = [constant_defines(), (CUDA_DIR / COMMON_HEADER).read_text()]
+    parts += [p.read_text() for p in sorted(CUDA_DIR.glob("cache_*.cu"))]
+    return "\n".join(parts)
+
+
+def defined_kernels() -> set[str]:
+    """Names of the `extern "C" __global__` kernels in the cache sources."""
+    return set(_KERNEL_RE.findall(module_source()))
+
+
+@lru_cache(maxsize=None)
+def _module():
+    cp = _cupy()
+    return cp.RawModule(code=module_source(), options=("-std=c++11",))
+
+
+def _blocks(n: int, threads: int = THREADS) -> int:
+    return -(-int(n) // threads)
+
+
+_i32, _i64 = np.int32, np.int64
+
+
+class DeviceVictimQueues:
+    """Victim-queue ids on the device: W queues of `depth` lines (as victim.VictimQueues)."""
+
+    def __init__(self, window: int, depth: int):
+        cp = _cupy()
+        self.window, self.depth = int(window), int(depth)
+        self.ids = cp.full(max(self.window, 1) * self.depth, -1, dtype=cp.int64)
+        self.count = cp.zeros(max(self.window, 1), dtype=cp.int64)
+
+    def queue(self, q: int):
+        start = q * self.depth
+        return self.ids[start: start + int(self.count[q])]
+
+    def resident_ids(self):
+        cp = _cupy()
+        if not self.window:
+            return self.ids[:0]
+        return cp.concatenate([self.queue(q) for q in range(self.window)])
+
+
+class DeviceLandingBuffer:
+    """The PVP landing buffer's ids on the device (as victim.LandingBuffer)."""
+
+    def __init__(self, depth: int):
+        cp = _cupy()
+        self.ids = cp.full(int(depth), -1, dtype=cp.int64)
+        self.n = cp.zeros(1, dtype=cp.int64)
+
+    @property
+    def current(self):
+        return self.ids[: int(self.n[0])]
+
+
+class GpuCacheEngine:
+    """Decisions of one owner's cache on a GPU; identical to CpuCacheEngine's."""
+
+    def __init__(self, capacity_rows: int, num_rows: int, static_scores, *, ways: int = 32,
+                 policy: str = "hybrid", window: int = 8, refresh_every: int = 1, pvp: bool = True,
+                 victim_depth: int = 32768, num_owners: int = 1, owner: int = 0,
+                 victims: DeviceVictimQueues | None = None, landing: DeviceLandingBuffer | None = None):
+        cp = _cupy()
+        self._cp = cp
+        check_owner_args(num_rows, num_owners, owner)
+        if refresh_every < 1:
+            raise InputError(f"refresh_every must be at least 1, found {refresh_every}")
+        if window < 0 or victim_depth < 1:
+            raise InputError(f"window must be >= 0 and victim_depth >= 1, found {window}, {victim_depth}")
+        self.geometry = cache_geometry(capacity_rows, ways)
+        if self.geometry.ways > 2047:
+            raise InputError(f"the GPU engine supports at most 2047 ways, found {self.geometry.ways}")
+        self.num_rows, self.num_owners, self.owner = int(num_rows), int(num_owners), int(owner)
+        self.window, self.refresh_every = int(window), int(refresh_every)
+        self.pvp = bool(pvp) and self.window > 0
+        self.policy_name = resolve_policy(policy, self.pvp)
+        self.code = get_policy(self.policy_name).code
+        if self.code not in KERNEL_CODES:
+            raise InputError(f"policy {self.policy_name!r} has no GPU kernel (reference engine only)")
+        scores = np.ascontiguousarray(cp.asnumpy(static_scores) if isinstance(static_scores, cp.ndarray)
+                                      else static_scores, dtype=np.uint8)
+        if scores.shape != (self.num_rows,):
+            raise InputError(f"static_scores: expected shape ({self.num_rows},), found {scores.shape}")
+        self.static = cp.asarray(scores)
+        self.depth = int(victim_depth)
+        for name, obj in (("victims", victims), ("landing", landing)):
+            if obj is not None and not isinstance(obj.ids, cp.ndarray):
+                raise InputError(f"{name}: the GPU engine needs device buffers "
+                                 f"(DeviceVictimQueues / DeviceLandingBuffer), found {type(obj).__name__}")
+        self.victims = victims or DeviceVictimQueues(self.window, self.depth)
+        self.landing = landing or DeviceLandingBuffer(self.depth)
+        if self.victims.depth != self.depth or int(self.landing.ids.size) != self.depth:
+            raise InputError("victim queues and landing buffer must have victim_depth lines")
+        self.t = 0
+        self._mod = _module()
+        self._alloc_state()
+        self._scratch_size = 0
+
+    def _alloc_state(self) -> None:
+        cp, g = self._cp, self.geometry
+        lines, sets, nloc = g.lines, g.sets, local_rows(self.num_rows, self.num_owners)
+        if lines >= 2**31:
+            raise InputError(f"at most 2**31 - 1 cache lines per owner, found {lines}")
+        self.keys = cp.full(lines, -1, dtype=cp.int64)
+        self.pagerank = cp.zeros(lines, dtype=cp.uint8)
+        self.tag = cp.full(lines, int(NO_REUSE), dtype=TAG_DTYPE)
+        self.stamp = cp.zeros(lines, dtype=cp.int64)
+        self.visited = cp.zeros(lines, dtype=cp.uint8)
+        self.newer = cp.full(lines, -1, dtype=cp.int32)
+        self.older = cp.full(lines, -1, dtype=cp.int32)
+        self.set_fill = cp.zeros(sets, dtype=cp.int32)
+        self.rr = cp.zeros(sets, dtype=cp.int64)
+        self.head = cp.full(sets, -1, dtype=cp.int32)
+        self.tail = cp.full(sets, -1, dtype=cp.int32)
+        self.hand = cp.full(sets, -1, dtype=cp.int32)
+        # per owned row v // G: its slot (-1), its first position in the batch being deduped and
+        # its position in the landing buffer (NONE_POS between uses)
+        self.row_slot = cp.full(nloc, -1, dtype=cp.int32)
+        self.row_first = cp.full(nloc, NONE_POS, dtype=cp.int32)
+        self.row_land = cp.full(nloc, NONE_POS, dtype=cp.int32)
+        self._counts_dev = cp.zeros(6, dtype=cp.int64)
+
+    def _ensure_scratch(self, n: int) -> None:
+        if n <= self._scratch_size:
+            return
+        cp = self._cp
+        size = max(n, 2 * self._scratch_size, 1024)
+        i64 = cp.int64
+        self._distinct, self._inverse = cp.empty(size, i64), cp.empty(size, i64)
+        self._status = cp.empty(size, cp.int8)
+        self._slot, self._src = cp.empty(size, i64), cp.empty(size, i64)
+        self._evicted, self._spill = cp.empty(size, i64), cp.empty(size, i64)
+        self._spill_slot, self._spill_dst = cp.empty(size, i64), cp.empty(size, i64)
+        self._flag, self._keys = cp.empty(size, i64), cp.empty(size, i64)
+        self._seg_begin, self._dst_of = cp.empty(size, i64), cp.empty(size, i64)
+        self._scratch_size = size
+
+    def _launch(self, name: str, n: int, args: tuple, threads: int = THREADS) -> None:
+        if n > 0:
+            self._mod.get_function(name)((_blocks(n, threads),), (threads,), args)
+
+    # ---- one iteration ------------------------------------------------------------------------
+    def refresh_due(self) -> bool:
+        return self.t % self.refresh_every == 0
+
+    def step(self, batch, window_ids=None, window_offsets=None) -> StepResult:
+        """Iteration self.t: refresh tags (if due) from the window, then serve `batch`.
+
+        As CpuCacheEngine.step: owned, in-range int64 ids (validate with
+        geometry.check_owned_ids: the kernels do not bounds-check); window batch k is
+        window_ids[window_offsets[k]:window_offsets[k+1]] (NumPy or CuPy arrays).
+        """
+        cp = self._cp
+        batch = cp.ascontiguousarray(cp.asarray(batch, dtype=cp.int64).ravel())
+        if self.refresh_due():
+            offsets = None
+            if window_offsets is not None:
+                offsets = (cp.asnumpy(window_offsets) if isinstance(window_offsets, cp.ndarray)
+                           else np.asarray(window_offsets)).astype(np.int64)[: self.window + 1]
+            self._refresh(window_ids, offsets)
+        return self._serve(batch)
+
+    def _refresh(self, window_ids, offsets: np.ndarray | None) -> None:
+        """Tags for iteration t from window batches ids[offsets[k]:offsets[k+1]] (host offsets)."""
+        cp, lines = self._cp, self.geometry.lines
+        self._launch("cache_tags_reset", lines, (self.tag, _i64(lines)))
+        if window_ids is None or offsets is None or len(offsets) < 2:
+            return
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        if hi <= lo:
+            return
+        ids = cp.ascontiguousarray(cp.asarray(window_ids, dtype=cp.int64))
+        self._launch("cache_tags_window", hi - lo,
+                     (ids, cp.asarray(offsets), _i32(len(offsets) - 1), _i64(self.t),
+                      _i64(self.num_owners), self.row_slot, self.tag))
+
+    def _serve(self, batch) -> StepResult:
+        cp = self._cp
+        n = int(batch.size)
+        if n >= NONE_POS:
+            raise InputError(f"a batch holds at most {NONE_POS - 1} requests, found {n}")
+        self._ensure_scratch(max(n, 1))
+        G, sets, t = _i64(self.num_owners), _i64(self.geometry.sets), self.t
+        counts = dict.fromkeys(COUNT_NAMES, 0)
+        counts["requests"] = n
+        nd = nsp = 0
+        if n:
+            # 1. dedupe in order of first occurrence
+            self._launch("cache_dedupe_first", n, (batch, _i64(n), G, self.row_first))
+            self._launch("cache_dedupe_flag", n, (batch, _i64(n), G, self.row_first, self._flag))
+            scan = cp.cumsum(self._flag[:n])
+            nd = int(scan[n - 1])
+            self._launch("cache_dedupe_scatter", n, (batch, _i64(n), G, self.row_first, scan,
+                                                     self._distinct, self._inverse))
+            self._launch("cache_dedupe_reset", nd, (self._distinct, _i64(nd), G, self.row_first))
+            # 2. lookup every distinct id against the state at the start of the batch
+            self._launch("cache_lookup", nd, (self._distinct, _i64(nd), G, _i32(self.code),
+                                              self.row_slot, self.row_land,
+                                              _i64(t + 1), self.stamp, self.visited, self._status,
+                                              self._slot, self._src, self._evicted, self._spill))
+            # 3. misses grouped by set, in order of first occurrence inside each set
+            self._launch("cache_miss_keys", nd, (self._distinct, self._status, _i64(nd), G, sets,
+                                                 self._keys))
+            order = cp.sort(self._keys[:nd])
+            self._launch("cache_segment_flags", nd, (order, _i64(nd), sets, self._flag))
+            seg_scan = cp.cumsum(self._flag[:nd])
+            nseg = int(seg_scan[nd - 1])
+            self._launch("cache_compact_positions", nd, (self._flag, seg_scan, _i64(nd), self._seg_begin))
+            self._launch("cache_fill", nseg * 32, (
+                order, _i64(nd), self._seg_begin, _i64(nseg), self._distinct, G, sets,
+                _i32(self.geometry.ways), _i32(self.code), _i64(t), _i64(self.window), _i32(self.pvp),
+                self.keys, self.pagerank, self.tag, self.stamp, self.visited, self.newer, self.older,
+                self.set_fill, self.rr, self.head, self.tail, self.hand, self.row_slot, self.static,
+                self._slot, self._evicted, self._spill), threads=FILL_THREADS)
+            # 4. spill candidates into the victim queues, in order of first occurrence
+            if self.pvp and nseg:
+                self._spill_to_queues(nd)
+            # counts (integer sums: exact whatever the order)
+            self._counts_dev.fill(0)
+            blocks = min(_blocks(nd), COUNT_BLOCKS_MAX)
+            self._mod.get_function("cache_count")((blocks,), (THREADS,), (
+                self._status, self._evicted, self._spill, _i64(nd), self._counts_dev))
+            h = self._counts_dev.get().tolist()
+            counts.update(distinct=nd, hits=h[0], victim_hits=h[1], storage_rows=h[2], evictions=h[3],
+                          spills=h[4], spill_dropped=h[5])
+            nsp = h[4]
+        return StepResult(self._distinct[:nd], self._inverse[:n], self._status[:nd], self._slot[:nd],
+                          self._src[:nd], self._evicted[:nd], self._spill[:nd],
+                          self._spill_slot[:nsp], self._spill_dst[:nsp], counts)
+
+    def _spill_to_queues(self, nd: int) -> None:
+        cp = self._cp
+        n_chunks = -(-nd // SPILL_CHUNK)
+        W = max(self.window, 1)
+        table = cp.zeros(W * n_chunks, dtype=cp.int64)
+        chunk_args = (_i64(nd), _i64(SPILL_CHUNK), _i64(n_chunks))
+        self._launch("cache_spill_count", n_chunks, (self._spill,) + chunk_args + (table,))
+        starts = cp.cumsum(table) - table   # exclusive, queue-major
+        cursor = starts.copy()
+        self._launch("cache_spill_assign", n_chunks, (self._spill, self._evicted) + chunk_args + (
+            _i64(self.depth), starts, cursor, self.victims.count, self.victims.ids, self._dst_of,
+            self._flag))
+        ok_scan = cp.cumsum(self._flag[:nd])
+        self._launch("cache_spill_commit", nd, (self._flag, ok_scan, self._dst_of, self._slot, _i64(nd),
+                                                self._spill_slot, self._spill_dst))
+        self._launch("cache_spill_advance", W, (table, _i64(n_chunks), _i64(W), _i64(self.depth),
+                                                self.victims.count))
+
+    def end_iteration(self) -> int:
+        """PVP: move queue (t+1) % W into the landing buffer; returns that queue (-1: PVP off).
+        Runs on the device without a host sync."""
+        q = -1
+        if self.pvp:
+            q = (self.t + 1) % self.window
+            G, land = _i64(self.num_owners), self.landing
+            self._launch("cache_land_clear", self.depth, (land.ids, land.n, G, self.row_land))
+            self._launch("cache_land_gather", self.depth, (self.victims.ids, self.victims.count, _i64(q),
+                                                           _i64(self.depth), G, land.ids, self.row_land))
+            self._launch("cache_land_finish", 1, (self.victims.count, _i64(q), land.n), threads=1)
+        self.t += 1
+        return q
+
+    # ---- a whole trace ------------------------------------------------------------------------
+    def replay(self, flat, offsets) -> np.ndarray:
+        """Run batches flat[offsets[b]:offsets[b+1]] from a fresh engine; one row of COUNT_NAMES
+        counts per batch (a host array), as CpuCacheEngine.replay."""
+        cp = self._cp
+        if self.t != 0:
+            raise InputError("replay starts from a fresh engine (t = 0)")
+        offsets = np.ascontiguousarray(cp.asnumpy(offsets) if isinstance(offsets, cp.ndarray)
+                                       else offsets, dtype=np.int64)
+        flat = cp.ascontiguousarray(cp.asarray(flat, dtype=cp.int64))
+        nb = len(offsets) - 1
+        out = np.zeros((nb, len(COUNT_NAMES)), np.int64)
+        prefetched = cp.zeros(max(nb, 1), dtype=cp.int64)
+        for t in range(nb):
+            if self.refresh_due():
+                e = min(t + 1 + self.window, nb)
+                self._refresh(flat, offsets[min(t + 1, nb): e + 1])
+            res = self._serve(flat[offsets[t]: offsets[t + 1]])
+            out[t] = [res.counts[k] for k in COUNT_NAMES]
+            self.end_iteration()
+            if self.pvp:
+                prefetched[t] = self.landing.n[0]
+        if self.pvp and nb:
+            out[:, COUNT_NAMES.index("prefetched")] = prefetched[:nb].get()
+        return out
+
+    # ---- inspection (tests, stats) ------------------------------------------------------------
+    def resident_keys(self) -> np.ndarray:
+        keys = self.keys.get()
+        return keys[keys >= 0]
+
+    def occupancy(self) -> int:
+        return int(self.set_fill.sum())
+
+    def host_state(self) -> dict[str, np.ndarray]:
+        """Every piece of state as host arrays under the CPU engine's meanings (row_land -1 for
+        'not in the landing buffer'), for comparisons with CpuCacheEngine."""
+        st = {name: getattr(self, name).get() for name in
+              ("keys", "pagerank", "tag", "stamp", "visited", "newer", "older", "set_fill", "rr",
+               "head", "tail", "hand", "row_slot")}
+        land = self.row_land.get()
+        st["row_land"] = np.where(land == NONE_POS, -1, land).astype(np.int32)
+        st["q_ids"], st["q_count"] = self.victims.ids.get(), self.victims.count.get()
+        st["land_ids"], st["land_n"] = self.landing.ids.get(), self.landing.n.get()
+        return st
+
+
+def copy_rows(src, src_idx, dst, dst_idx) -> None:
+    """dst[dst_idx[k]] = src[src_idx[k]] for 2-D CuPy arrays of the same row size and dtype
+    (row moves of a fetcher: spill, PVP, victim-hit re-insert). Either side may be a CuPy view
+    of pinned host memory mapped into the device."""
+    cp = _cupy()
+    if src.ndim != 2 or dst.ndim != 2 or src.shape[1:] != dst.shape[1:] or src.dtype != dst.dtype:
+        raise InputError(f"copy_rows: expected 2-D arrays of one row shape and dtype, found "
+                         f"{src.shape} {src.dtype} and {dst.shape} {dst.dtype}")
+    src_idx = cp.ascontiguousarray(cp.asarray(src_idx, dtype=cp.int64))
+    dst_idx = cp.ascontiguousarray(cp.asarray(dst_idx, dtype=cp.int64))
+    if src_idx.shape != dst_idx.shape:
+        raise InputError(f"copy_rows: index lengths differ ({src_idx.size} and {dst_idx.size})")
+    n = int(src_idx.size)
+    if n == 0:
+        return
+    if not (src.flags.c_contiguous and dst.flags.c_contiguous):
+        raise InputError("copy_rows: src and dst must be C-contiguous")
+    row_bytes = src.shape[1] * src.dtype.itemsize
+    mod = _module()
+    if row_bytes % 4 == 0:  # whole 32-bit words: 4x fewer loads and stores
+        fn, unit, word = mod.get_function("cache_copy_rows_words"), row_bytes // 4, cp.uint32
+    else:
+        fn, unit, word = mod.get_function("cache_copy_rows_bytes"), row_bytes, cp.uint8
+    fn((n,), (min(256, max(32, unit)),), (src.view(word), src_idx, dst.view(word), dst_idx, _i64(n), _i64(unit)))
+
+
+def make_engine(kind: str, capacity_rows: int, num_rows: int, static_scores, **kwargs):
+    """The cache engine named by CacheConfig.engine: "cpu" (CpuCacheEngine), "gpu"
+    (GpuCacheEngine; InputError without CuPy and a GPU) or "reference" (ReferenceCache, which
+    takes no victims/landing buffers). kwargs are the engines' keyword arguments."""
+    if kind == "cpu":
+        return _cpu.CpuCacheEngine(capacity_rows, num_rows, static_scores, **kwargs)
+    if kind == "gpu":
+        return GpuCacheEngine(capacity_rows, num_rows, static_scores, **kwargs)
+    if kind == "reference":
+        from lsm_gnn.cache.reference import ReferenceCache
+
+        return ReferenceCache(capacity_rows, num_rows, static_scores, **kwargs)
+    raise InputError(f"unknown cache engine {kind!r}; expected 'cpu', 'gpu' or 'reference'")
+
+
+def replay_counts(flat, offsets, capacity_rows: int, num_rows: int, static_scores, **kwargs) -> np.ndarray:
+    """Per-batch COUNT_NAMES rows (a host array) of a trace replayed on a fresh GpuCacheEngine:
+    the GPU side of lsm_gnn.cache.replay.replay(engine="gpu"). kwargs: the engine's keywords."""
+    return GpuCacheEngine(capacity_rows, num_rows, static_scores, **kwargs).replay(flat, offsets)

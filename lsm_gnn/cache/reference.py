@@ -1,0 +1,162 @@
+"""The reference cache engine: slow, plain Python, written to be obviously right.
+
+It follows docs/cache-semantics.md step by step with lists and dicts (a set is a list of `ways`
+lines; lookups scan the set; eviction asks the policy's plug-in class), and returns the same
+decisions as the CPU engine's `StepResult`, as Python lists. The tests hold every engine to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from lsm_gnn.cache.engine import COUNT_NAMES, HIT, NOT_SPILLED, SPILL_DROPPED, STORAGE, VICTIM_HIT
+from lsm_gnn.cache.geometry import cache_geometry, check_owner_args
+from lsm_gnn.cache.policies import LineView, get_policy, resolve_policy
+from lsm_gnn.cache.window import FRESH, NO_REUSE
+
+
+@dataclass
+class Line:
+    key: int
+    pagerank: int
+    tag: int
+
+
+@dataclass
+class ReferenceStep:
+    distinct: list[int]
+    inverse: list[int]
+    status: list[int]
+    slot: list[int]
+    src: list[int]
+    evicted: list[int]
+    spill: list[int]
+    counts: dict
+
+
+class ReferenceCache:
+    def __init__(self, capacity_rows: int, num_rows: int, static_scores: np.ndarray, *, ways: int = 32,
+                 policy: str = "hybrid", window: int = 8, refresh_every: int = 1, pvp: bool = True,
+                 victim_depth: int = 32768, num_owners: int = 1, owner: int = 0):
+        check_owner_args(num_rows, num_owners, owner)
+        geo = cache_geometry(capacity_rows, ways)
+        self.num_sets, self.ways = geo.sets, geo.ways
+        self.num_owners = num_owners
+        self.window, self.refresh_every, self.depth = window, refresh_every, victim_depth
+        self.pvp = pvp and window > 0
+        self.policy = get_policy(resolve_policy(policy, self.pvp))
+        self.static = [int(x) for x in static_scores]
+        self.sets: list[list[Line | None]] = [[None] * self.ways for _ in range(self.num_sets)]
+        self.policy_state = [self.policy.new_set_state(self.ways) for _ in range(self.num_sets)]
+        self.queues: list[list[int]] = [[] for _ in range(window)]
+        self.landing: list[int] = []
+        self.t = 0
+
+    def set_of(self, v: int) -> int:
+        return (v // self.num_owners) % self.num_sets
+
+    def find(self, v: int) -> int | None:
+        for way, line in enumerate(self.sets[self.set_of(v)]):
+            if line is not None and line.key == v:
+                return way
+        return None
+
+    def refresh(self, window_batches: Sequence[Sequence[int]]) -> None:
+        for lines in self.sets:
+            for line in lines:
+                if line is not None:
+                    line.tag = NO_REUSE
+        for k, batch in enumerate(list(window_batches)[: self.window]):
+            for v in batch:
+                way = self.find(int(v))
+                if way is not None:
+                    line = self.sets[self.set_of(int(v))][way]
+                    line.tag = min(line.tag, self.t + 1 + k)
+
+    def step(self, batch: Sequence[int], window_batches: Sequence[Sequence[int]] = ()) -> ReferenceStep:
+        t = self.t
+        if t % self.refresh_every == 0:
+            self.refresh(window_batches)
+        batch = [int(v) for v in batch]
+        position: dict[int, int] = {}
+        for v in batch:
+            position.setdefault(v, len(position))
+        distinct = list(position)
+        rec = ReferenceStep(distinct, [position[v] for v in batch], [], [], [], [], [], {})
+        # lookup every distinct id first
+        for v in distinct:
+            way = self.find(v)
+            if way is not None:
+                rec.status.append(HIT)
+                rec.slot.append(self.set_of(v) * self.ways + way)
+                rec.src.append(-1)
+                self.policy.on_hit(self.policy_state[self.set_of(v)], way, t)
+            elif v in self.landing:
+                rec.status.append(VICTIM_HIT)
+                rec.slot.append(-1)
+                rec.src.append(self.landing.index(v))
+            else:
+                rec.status.append(STORAGE)
+                rec.slot.append(-1)
+                rec.src.append(-1)
+            rec.evicted.append(-1)
+            rec.spill.append(NOT_SPILLED)
+        # then the misses, in order of first occurrence
+        for d, v in enumerate(distinct):
+            if rec.status[d] == HIT:
+                continue
+            s = self.set_of(v)
+            lines = self.sets[s]
+            empty = [w for w, line in enumerate(lines) if line is None]
+            if empty:
+                way = empty[0]
+            else:
+                views = [LineView(line.key, line.pagerank, line.tag) for line in lines]
+                way = self.policy.victim(self.policy_state[s], views, t, self.window)
+                old = lines[way]
+                rec.evicted[d] = old.key
+                if self.pvp and old.tag not in (NO_REUSE, FRESH) and old.tag > t:
+                    q = old.tag % self.window
+                    if len(self.queues[q]) < self.depth:
+                        self.queues[q].append(old.key)
+                        rec.spill[d] = q
+                    else:
+                        rec.spill[d] = SPILL_DROPPED
+            lines[way] = Line(v, self.static[v], FRESH)
+            self.policy.on_fill(self.policy_state[s], way, t)
+            rec.slot[d] = s * self.ways + way
+        rec.counts = {
+            "requests": len(batch), "distinct": len(distinct),
+            "hits": rec.status.count(HIT), "victim_hits": rec.status.count(VICTIM_HIT),
+            "storage_rows": rec.status.count(STORAGE),
+            "evictions": sum(e >= 0 for e in rec.evicted),
+            "spills": sum(q >= 0 for q in rec.spill), "spill_dropped": rec.spill.count(SPILL_DROPPED),
+            "prefetched": 0,
+        }
+        return rec
+
+    def end_iteration(self) -> int:
+        q = -1
+        if self.pvp:
+            q = (self.t + 1) % self.window
+            self.landing, self.queues[q] = self.queues[q], []
+        self.t += 1
+        return q
+
+    def replay(self, batches: Sequence[Sequence[int]]) -> np.ndarray:
+        rows = []
+        for t, batch in enumerate(batches):
+            rec = self.step(batch, batches[t + 1: t + 1 + self.window])
+            self.end_iteration()
+            rec.counts["prefetched"] = len(self.landing) if self.pvp else 0
+            rows.append([rec.counts[k] for k in COUNT_NAMES])
+        return np.array(rows, dtype=np.int64).reshape(len(rows), len(COUNT_NAMES))
+
+    def resident_keys(self) -> list[int]:
+        return [line.key for lines in self.sets for line in lines if line is not None]
+
+    def slot_keys(self) -> list[int]:
+        return [-1 if line is None else line.key for lines in self.sets for line in lines]

@@ -1,0 +1,133 @@
+"""Decision replay: run a request trace through one owner's cache, no feature data moved.
+
+`replay(batches, cfg, ...)` is what the simulator calls: batches are the ids this owner serves,
+one array per iteration (duplicates allowed); the lookahead window of iteration t is
+batches[t+1 : t+1+W]. The result has per-batch and total counts with the same names as the
+fetcher's counters.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from lsm_gnn.cache.engine import COUNT_NAMES, CpuCacheEngine
+from lsm_gnn.cache.geometry import cache_geometry, check_owned_ids, check_owner_args
+from lsm_gnn.cache.policies import resolve_policy
+from lsm_gnn.cache.window import MAX_ITERATIONS
+from lsm_gnn.utils.errors import InputError
+
+ENGINES = ("cpu", "reference", "gpu")
+
+
+@dataclass
+class ReplayResult:
+    """Counts per batch (`per_batch[name]`, one int64 per iteration) and in total.
+
+    requests: ids asked for; distinct: after coalescing duplicates; hits: distinct ids found in
+    the cache; victim_hits: found in the PVP landing buffer; storage_rows: read from storage
+    (hits + victim_hits + storage_rows == distinct); evictions; spills: evicted lines copied to
+    the victim buffer; spill_dropped: evicted with a known reuse but their queue was full;
+    prefetched: lines moved to the landing buffer at the end of the iteration.
+    """
+
+    per_batch: dict[str, np.ndarray]
+    policy: str
+    engine: str
+    capacity_rows: int
+    sets: int
+    ways: int
+    seconds: float = 0.0
+    config: dict = field(default_factory=dict)
+
+    @property
+    def totals(self) -> dict[str, int]:
+        return {k: int(v.sum()) for k, v in self.per_batch.items()}
+
+    @property
+    def num_batches(self) -> int:
+        return len(self.per_batch["requests"])
+
+    def hit_rate(self) -> float:
+        """(cache + victim hits) / distinct rows."""
+        t = self.totals
+        return (t["hits"] + t["victim_hits"]) / t["distinct"] if t["distinct"] else 0.0
+
+    def as_dict(self) -> dict:
+        return {"policy": self.policy, "engine": self.engine, "capacity_rows": self.capacity_rows,
+                "sets": self.sets, "ways": self.ways, "seconds": self.seconds,
+                "totals": self.totals, "hit_rate": self.hit_rate(), "config": self.config}
+
+
+def flatten_batches(batches: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, offsets) with batch b at ids[offsets[b]:offsets[b+1]]."""
+    offsets = np.zeros(len(batches) + 1, np.int64)
+    np.cumsum([len(b) for b in batches], out=offsets[1:])
+    flat = np.concatenate([np.asarray(b).ravel() for b in batches]) if len(batches) else np.zeros(0, np.int64)
+    return flat, offsets
+
+
+def replay(batches: Sequence[np.ndarray], cfg, num_rows: int, static_scores: np.ndarray, *,
+           capacity_rows: int, num_owners: int = 1, owner: int = 0, engine: str = "cpu") -> ReplayResult:
+    """Replay `batches` through the cache described by `cfg` (a CacheConfig).
+
+    The policy is cfg.policy (hybrid runs in the prefetcher order when the victim buffer is
+    enabled and W > 0); cfg.enabled=False replays a cache of no lines (every distinct id is a
+    storage read). `engine`: "cpu" (numba), "reference" (pure Python, slow) or "gpu" (CuPy, when
+    lsm_gnn.cache.gpu is installed and a GPU is present).
+    """
+    check_owner_args(num_rows, num_owners, owner)
+    if engine not in ENGINES:
+        raise InputError(f"engine must be one of {ENGINES}, found {engine!r}")
+    if len(batches) > MAX_ITERATIONS:
+        raise InputError(f"at most {MAX_ITERATIONS} batches per replay, found {len(batches)}")
+    flat, offsets = flatten_batches(batches)
+    flat = check_owned_ids(flat, num_rows, num_owners, owner, "batches")
+    pvp = bool(cfg.victim_buffer.enabled) and cfg.window > 0
+    policy = resolve_policy(cfg.policy, pvp)
+    settings = dict(policy=cfg.policy, window=cfg.window, refresh_every=cfg.refresh_every, pvp=pvp,
+                    victim_depth=cfg.victim_buffer.depth, num_owners=num_owners, owner=owner)
+    config = {"ways": cfg.ways, "window": cfg.window, "refresh_every": cfg.refresh_every,
+              "victim_buffer": pvp, "victim_depth": cfg.victim_buffer.depth,
+              "num_owners": num_owners, "owner": owner}
+    start = time.perf_counter()
+    if not cfg.enabled or capacity_rows < 1:
+        rows = _no_cache(flat, offsets)
+        sets = ways = capacity = 0
+        policy = "none"
+    else:
+        geo = cache_geometry(capacity_rows, cfg.ways)
+        sets, ways, capacity = geo.sets, geo.ways, int(capacity_rows)
+        if engine == "cpu":
+            eng = CpuCacheEngine(capacity_rows, num_rows, static_scores, ways=cfg.ways, **settings)
+            rows = eng.replay(flat, offsets)
+        elif engine == "reference":
+            from lsm_gnn.cache.reference import ReferenceCache
+
+            ref = ReferenceCache(capacity_rows, num_rows, static_scores, ways=cfg.ways, **settings)
+            rows = ref.replay([flat[offsets[b]: offsets[b + 1]] for b in range(len(offsets) - 1)])
+        else:
+            rows = _gpu_replay(flat, offsets, capacity_rows, num_rows, static_scores, cfg.ways, settings)
+    seconds = time.perf_counter() - start
+    per_batch = {name: np.ascontiguousarray(rows[:, i]) for i, name in enumerate(COUNT_NAMES)}
+    return ReplayResult(per_batch, policy, engine, capacity, sets, ways, seconds, config)
+
+
+def _no_cache(flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    rows = np.zeros((len(offsets) - 1, len(COUNT_NAMES)), np.int64)
+    for b in range(len(offsets) - 1):
+        ids = flat[offsets[b]: offsets[b + 1]]
+        d = len(np.unique(ids))
+        rows[b, 0], rows[b, 1], rows[b, 4] = len(ids), d, d
+    return rows
+
+
+def _gpu_replay(flat, offsets, capacity_rows, num_rows, static_scores, ways, settings) -> np.ndarray:
+    try:
+        from lsm_gnn.cache import gpu_engine as gpu  # CuPy engine; InputError without a GPU
+    except ImportError as e:
+        raise InputError(f"the GPU cache engine is not available here ({e}); use engine='cpu'") from None
+    return gpu.replay_counts(flat, offsets, capacity_rows, num_rows, static_scores, ways=ways, **settings)

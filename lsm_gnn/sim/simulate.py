@@ -1,0 +1,211 @@
+"""Replay a request trace through cache configurations and put the result next to the bounds.
+
+A trace of G devices is cut into the request streams of the caches that serve it:
+
+* **shared** (LSM-GNN): owner o caches only rows with `v % G == o` and, in iteration b, serves
+  them for every device, the devices' lists concatenated in device order;
+* **isolated** (multi-GPU GIDS): device d caches what it requests itself.
+
+Each stream is replayed with the cache engine's decision replay
+(`lsm_gnn.cache.replay.replay`), and the bounds are computed per stream at the same capacity
+(`lsm_gnn.sim.bounds`) and summed over streams; `min_total_rows` is MIN at the total capacity
+G*C over the interleaved trace of all devices (the floor of any way of sharing G*C rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from lsm_gnn.config import CacheConfig
+from lsm_gnn.sim import bounds as B
+from lsm_gnn.sim.trace import Trace
+from lsm_gnn.utils.errors import InputError
+
+MODES = ("shared", "isolated")
+RESULT_KEYS = ("requests", "distinct", "hits", "victim_hits", "storage_rows", "evictions", "spills")
+BOUND_KEYS = ("compulsory", "min_rows", "min_victim_rows", "min_set_rows", "opt_static_rows", "min_total_rows")
+
+
+@dataclass
+class CacheStream:
+    """What one cache serves: per iteration, the ids (duplicates kept) in arrival order."""
+
+    label: str
+    batches: list[np.ndarray]
+    num_owners: int
+    owner: int
+
+
+def cache_streams(trace: Trace, mode: str) -> list[CacheStream]:
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {MODES}, found {mode!r}")
+    g = trace.num_devices
+    if mode == "isolated" or g == 1:
+        return [CacheStream(f"device {d}", trace.device(d), 1, 0) for d in range(g)]
+    streams = []
+    for o in range(g):
+        per_iter = [np.concatenate([x[x % g == o] for x in it]) if it else np.zeros(0, np.int64)
+                    for it in trace.batches]
+        streams.append(CacheStream(f"owner {o}", per_iter, g, o))
+    return streams
+
+
+def interleaved(trace: Trace) -> list[np.ndarray]:
+    """Per iteration, every device's requests in device order (the system-wide stream)."""
+    return [np.concatenate(it) if it else np.zeros(0, np.int64) for it in trace.batches]
+
+
+def capacity_rows_of(cfg: CacheConfig, num_rows: int, row_bytes: int | None = None) -> int:
+    """Rows per device cache: capacity_bytes // row_bytes if set, else floor(fraction * rows)."""
+    if cfg.capacity_bytes is not None:
+        if not row_bytes:
+            raise InputError("cache.capacity_bytes is set: pass row_bytes (or use capacity_fraction)")
+        return int(cfg.capacity_bytes // row_bytes)
+    return int(cfg.capacity_fraction * num_rows)
+
+
+def victim_capacity_of(cfg: CacheConfig) -> int:
+    """Rows the victim buffer can hold at once: W queues x depth (0 without lookahead)."""
+    vb = cfg.victim_buffer
+    return int(cfg.window * vb.depth) if (vb.enabled and cfg.window > 0) else 0
+
+
+def set_geometry(capacity_rows: int, ways: int) -> tuple[int, int]:
+    """(sets, ways) of a set-associative cache of `capacity_rows` rows."""
+    if capacity_rows < ways:
+        return 1, capacity_rows
+    return capacity_rows // ways, ways
+
+
+class BoundsCalculator:
+    """Bounds of one trace, cached per capacity (MIN costs about one policy replay)."""
+
+    def __init__(self, trace: Trace, mode: str):
+        self.trace, self.mode = trace, mode
+        self.streams = cache_streams(trace, mode)
+        self.seqs = [B.RequestSequence.from_batches(s.batches, trace.num_rows) for s in self.streams]
+        self._global = None
+        self._memo: dict = {}
+
+    def _memoised(self, key, fn):
+        if key not in self._memo:
+            self._memo[key] = fn()
+        return self._memo[key]
+
+    @property
+    def global_sequence(self) -> B.RequestSequence:
+        if self._global is None:
+            self._global = B.RequestSequence.from_batches(interleaved(self.trace), self.trace.num_rows)
+        return self._global
+
+    def compulsory(self) -> int:
+        return self._memoised("compulsory", lambda: sum(B.compulsory_misses(s) for s in self.seqs))
+
+    def distinct_requests(self) -> int:
+        return sum(len(s) for s in self.seqs)
+
+    def min_rows(self, capacity: int) -> int:
+        return self._memoised(("min", capacity), lambda: sum(B.belady_min(s, capacity) for s in self.seqs))
+
+    def min_set_rows(self, capacity: int, ways: int) -> int:
+        sets, w = set_geometry(capacity, ways)
+        g = self.streams[0].num_owners
+        return self._memoised(("set", sets, w), lambda: sum(
+            B.belady_min_per_set(s, w, sets, num_owners=g) for s in self.seqs))
+
+    def opt_static_rows(self, capacity: int) -> int:
+        return self._memoised(("static", capacity), lambda: sum(B.optimal_static(s, capacity) for s in self.seqs))
+
+    def min_total_rows(self, capacity: int) -> int:
+        g = self.trace.num_devices
+        if g == 1:
+            return self.min_rows(capacity)
+        return self._memoised(("total", capacity), lambda: B.belady_min(self.global_sequence, g * capacity))
+
+    def all(self, capacity: int, victim_capacity: int, ways: int) -> dict:
+        return {"compulsory": self.compulsory(), "min_rows": self.min_rows(capacity),
+                "min_victim_rows": self.min_rows(capacity + victim_capacity),
+                "min_set_rows": self.min_set_rows(capacity, ways),
+                "opt_static_rows": self.opt_static_rows(capacity),
+                "min_total_rows": self.min_total_rows(capacity)}
+
+
+def default_replay() -> Callable:
+    from lsm_gnn.cache.replay import replay
+
+    return replay
+
+
+def simulate(trace: Trace, configs: Sequence[CacheConfig], *, static_scores: np.ndarray, mode: str = "shared",
+             row_bytes: int | None = None, replay_fn: Callable | None = None, engine: str = "cpu",
+             progress: bool = False) -> pd.DataFrame:
+    """One row per configuration: counts summed over the trace's caches, bounds and ratios.
+
+    `replay_fn` has the signature of `lsm_gnn.cache.replay.replay` (the default).
+    """
+    static_scores = np.asarray(static_scores)
+    if static_scores.shape != (trace.num_rows,) or static_scores.dtype != np.uint8:
+        raise InputError(f"static_scores: expected uint8 array of shape ({trace.num_rows},), "
+                         f"found {static_scores.dtype} {static_scores.shape}")
+    replay_fn = replay_fn or default_replay()
+    calc = BoundsCalculator(trace, mode)
+    epochs = max(len(trace.meta.get("batches_per_epoch", [])), 1)
+    rows = []
+    bar = tqdm(total=len(configs) * len(calc.streams), desc="replaying", unit="cache",
+               disable=not progress, leave=False)
+    for cfg in configs:
+        cap = capacity_rows_of(cfg, trace.num_rows, row_bytes)
+        counts = dict.fromkeys(RESULT_KEYS, 0)
+        for stream in calc.streams:
+            res = replay_fn(stream.batches, cfg, trace.num_rows, static_scores, capacity_rows=cap,
+                            num_owners=stream.num_owners, owner=stream.owner, engine=engine)
+            totals = res.totals
+            missing = [k for k in RESULT_KEYS if k not in totals]
+            if missing:  # a replay that does not count something must not read as zero
+                raise InputError(f"replay result lacks counts {missing}")
+            for k in RESULT_KEYS:
+                counts[k] += int(totals[k])
+            bar.update(1)
+        victim_cap = victim_capacity_of(cfg)
+        bnd = calc.all(cap, victim_cap, cfg.ways)
+        fraction = cfg.capacity_fraction if cfg.capacity_bytes is None else cap / trace.num_rows
+        row = {"policy": cfg.policy, "cache_fraction": fraction, "capacity_rows": cap,
+               "ways": cfg.ways, "window": cfg.window,
+               "victim_depth": cfg.victim_buffer.depth if cfg.victim_buffer.enabled else 0,
+               "victim_capacity": victim_cap, "mode": mode, "devices": trace.num_devices,
+               "batches": trace.num_batches, "epochs": epochs, **counts, **bnd}
+        row["storage_rows_per_epoch"] = counts["storage_rows"] / epochs
+        row["hit_rate"] = _ratio(counts["hits"] + counts["victim_hits"], counts["requests"])
+        for name, key in (("min", "min_rows"), ("min_victim", "min_victim_rows"), ("min_set", "min_set_rows"),
+                          ("opt_static", "opt_static_rows"), ("compulsory", "compulsory")):
+            row[f"storage_rows_vs_{name}"] = _ratio(counts["storage_rows"], bnd[key])
+        rows.append(row)
+    bar.close()
+    return pd.DataFrame(rows)
+
+
+def bounds_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The bounds per capacity (one row per distinct cache size and victim capacity)."""
+    cols = ["cache_fraction", "capacity_rows", "victim_capacity", *BOUND_KEYS]
+    return df[cols].drop_duplicates().sort_values(["capacity_rows", "victim_capacity"]).reset_index(drop=True)
+
+
+def headline(df: pd.DataFrame, fraction: float = 0.10) -> pd.DataFrame:
+    """Per policy, the row at the cache fraction nearest `fraction` and the largest window."""
+    if df.empty:
+        return df
+    fr = df["cache_fraction"].astype(float)
+    near = df[(fr - fraction).abs() == (fr - fraction).abs().min()]
+    near = near[near["window"] == near["window"].max()]
+    return near.drop_duplicates("policy").reset_index(drop=True)
+
+
+def _ratio(num: float, den: float) -> float:
+    if den == 0:
+        return 1.0 if num == 0 else float("inf")
+    return num / den

@@ -1,0 +1,312 @@
+"""The GPU cache engine makes the CPU engine's decisions, with the same state and counters.
+
+Every equality test runs on two backends:
+
+* ``cupy``: GpuCacheEngine on CuPy and a real GPU (marked ``gpu`` and ``requires_gpu``: skipped
+  cleanly without one; scripts/gpu_check.sh runs them on a GPU machine);
+* ``emulated``: the same engine and the same CUDA sources, compiled for the host by
+  tests/cuda_emu.py (g++), so the kernels' logic and the engine's host code are checked on every
+  machine; skipped without a C++ compiler.
+
+The rest needs neither: the sources define every kernel the engine launches, the constants the
+kernels are compiled with are the Python ones, and a missing GPU is a clear error.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import requires_gpu
+from lsm_gnn.cache import engine as cpu_engine
+from lsm_gnn.cache import gpu_engine, policies, window
+from lsm_gnn.cache.engine import CpuCacheEngine
+from lsm_gnn.cache.geometry import cache_geometry
+from lsm_gnn.cache.window import ROW_SLOT
+from lsm_gnn.utils.errors import InputError
+
+STEP_FIELDS = ("distinct", "inverse", "status", "slot", "src", "evicted", "spill", "spill_slot",
+               "spill_dst")
+STATE = ("keys", "pagerank", "tag", "stamp", "visited", "newer", "older", "set_fill", "rr", "head",
+         "tail", "hand")
+POLICIES = ("round_robin", "static", "dynamic", "hybrid", "lru", "sieve")
+
+_has_cxx = bool(shutil.which("g++") or shutil.which("c++"))
+BACKENDS = [
+    pytest.param("cupy", marks=[pytest.mark.gpu, requires_gpu]),
+    pytest.param("emulated", marks=pytest.mark.skipif(not _has_cxx, reason="needs g++ for the CUDA emulator")),
+]
+# problem sizes: the emulator runs a warp as 32 coroutines, so it gets a small cache
+SIZES = {
+    "cupy": dict(num_rows=60000, capacity=4096, ways=32, batches=14, batch=5000, window=8, depth=96),
+    "emulated": dict(num_rows=1200, capacity=96, ways=8, batches=9, batch=160, window=4, depth=8),
+}
+
+
+# ---- backends ---------------------------------------------------------------------------------
+_EMU: dict = {}
+
+
+@pytest.fixture
+def backend(request, monkeypatch):
+    """Name of the backend; for "emulated", gpu_engine runs on tests/cuda_emu.py."""
+    name = request.param
+    if name == "emulated":
+        from cuda_emu import fake_cupy
+
+        if not _EMU:
+            _EMU["cp"] = fake_cupy()
+            _EMU["mod"] = _EMU["cp"].RawModule(code=gpu_engine.module_source())
+        monkeypatch.setattr(gpu_engine, "_cupy", lambda: _EMU["cp"])
+        monkeypatch.setattr(gpu_engine, "_module", lambda: _EMU["mod"])
+    return name
+
+
+def host(a) -> np.ndarray:
+    return np.asarray(a.get()) if hasattr(a, "get") else np.asarray(a)
+
+
+def engines(size: dict, **kw):
+    args = (kw.pop("capacity", size["capacity"]), size["num_rows"], kw.pop("static"))
+    kw.setdefault("ways", size["ways"])
+    kw.setdefault("window", size["window"])
+    kw.setdefault("victim_depth", size["depth"])
+    return gpu_engine.GpuCacheEngine(*args, **kw), CpuCacheEngine(*args, **kw)
+
+
+# ---- traces -----------------------------------------------------------------------------------
+def mixed_trace(rng, size: dict, num_owners: int = 1, owner: int = 0) -> list[np.ndarray]:
+    """Uniform requests, a hot set that hits, and a narrow band that overloads a few sets."""
+    owned = np.arange(owner, size["num_rows"], num_owners)
+    hot = rng.choice(owned, max(8, len(owned) // 25), replace=False)
+    band = owned[: max(16, len(owned) // 10)]
+    n = size["batch"]
+    out = []
+    for _ in range(size["batches"]):
+        b = np.concatenate([rng.choice(owned, n // 2), rng.choice(hot, n // 4), rng.choice(band, n - n // 2 - n // 4)])
+        rng.shuffle(b)
+        out.append(b.astype(np.int64))
+    return out
+
+
+def one_set_trace(rng, size: dict, sets: int) -> list[np.ndarray]:
+    """Adversarial: every request maps to set 0 (far more misses than ways), with duplicates."""
+    same_set = np.arange(0, size["num_rows"], sets)
+    pool = same_set[: 6 * size["ways"]]
+    return [rng.choice(pool, size["batch"] // 2).astype(np.int64) for _ in range(size["batches"])]
+
+
+def window_of(batches, t: int, w: int):
+    nxt = batches[t + 1: t + 1 + w]
+    offsets = np.zeros(len(nxt) + 1, np.int64)
+    np.cumsum([len(b) for b in nxt], out=offsets[1:])
+    ids = np.concatenate(nxt) if nxt else np.zeros(0, np.int64)
+    return ids, offsets
+
+
+# ---- comparisons ------------------------------------------------------------------------------
+def assert_same_step(rg, rc, t: int) -> None:
+    for field in STEP_FIELDS:
+        np.testing.assert_array_equal(host(getattr(rg, field)), getattr(rc, field),
+                                      err_msg=f"step {t}: {field}")
+    assert rg.counts == rc.counts, f"step {t}"
+
+
+def assert_same_state(g, c, when: str) -> None:
+    st = g.host_state()
+    for name in STATE:
+        np.testing.assert_array_equal(st[name], getattr(c, name), err_msg=f"{when}: {name}")
+    np.testing.assert_array_equal(st["row_slot"], c.rows[:, ROW_SLOT], err_msg=f"{when}: row_slot")
+    np.testing.assert_array_equal(st["q_count"], c.victims.count, err_msg=f"{when}: queue counts")
+    for q in range(len(c.victims.count)):
+        np.testing.assert_array_equal(host(g.victims.queue(q)), c.victims.queue(q), err_msg=f"{when}: queue {q}")
+    n = int(c.landing.n[0])
+    assert int(st["land_n"][0]) == n, when
+    np.testing.assert_array_equal(st["land_ids"][:n], c.landing.ids[:n], err_msg=f"{when}: landing")
+
+
+def run_steps(g, c, batches, w: int) -> dict:
+    totals = dict.fromkeys(cpu_engine.COUNT_NAMES, 0)
+    for t, batch in enumerate(batches):
+        ids, offsets = window_of(batches, t, w)
+        rg, rc = g.step(batch, ids, offsets), c.step(batch, ids, offsets)
+        assert_same_step(rg, rc, t)
+        for k, v in rc.counts.items():
+            totals[k] += v
+        assert g.end_iteration() == c.end_iteration()
+        assert_same_state(g, c, f"after step {t}")
+    return totals
+
+
+# ---- the GPU engine against the CPU engine ----------------------------------------------------
+@pytest.mark.parametrize("pvp", [False, True], ids=["plain", "pvp"])
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_steps_match_cpu_engine(backend, policy, pvp):
+    size = SIZES[backend]
+    rng = np.random.default_rng(2 * POLICIES.index(policy) + pvp)
+    static = rng.integers(0, 256, size["num_rows"]).astype(np.uint8)
+    static[::7] = 17  # many PageRank ties: the tie-breaks decide
+    g, c = engines(size, static=static, policy=policy, pvp=pvp)
+    assert g.policy_name == c.policy_name
+    totals = run_steps(g, c, mixed_trace(rng, size), size["window"])
+    assert totals["hits"] > 0 and totals["evictions"] > 0  # the trace exercises hits and victims
+    if pvp:
+        assert totals["spills"] > 0
+
+
+REPLAY_CASES = {
+    "hybrid-refresh3": dict(policy="hybrid", pvp=True, refresh_every=3),
+    "hybrid-long-window": dict(policy="hybrid", pvp=True, window=40),  # CPU rescans (> 31)
+    "dynamic-40-ways": dict(policy="dynamic", pvp=True, ways=40),        # more ways than lanes
+    "lru-one-small-set": dict(policy="lru", pvp=False, capacity=5),      # capacity < ways
+    "sieve-owner-1-of-2": dict(policy="sieve", pvp=True, num_owners=2, owner=1),
+    "hybrid-pvp-drops": dict(policy="hybrid", pvp=True, victim_depth=2),
+    "static-no-window": dict(policy="static", pvp=True, window=0),
+    "round-robin-pvp": dict(policy="round_robin", pvp=True),
+}
+
+
+@pytest.mark.parametrize("case", list(REPLAY_CASES))
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_replay_matches_cpu_engine(backend, case):
+    size = SIZES[backend]
+    kw = dict(REPLAY_CASES[case])
+    if "ways" in kw:
+        kw["capacity"] = kw["ways"] * 4
+    rng = np.random.default_rng(sum(map(ord, case)))
+    static = rng.integers(0, 256, size["num_rows"]).astype(np.uint8)
+    g, c = engines(size, static=static, **kw)
+    batches = mixed_trace(rng, size, kw.get("num_owners", 1), kw.get("owner", 0))
+    flat = np.concatenate(batches)
+    offsets = np.zeros(len(batches) + 1, np.int64)
+    np.cumsum([len(b) for b in batches], out=offsets[1:])
+    out_g, out_c = g.replay(flat, offsets), c.replay(flat, offsets)
+    np.testing.assert_array_equal(out_g, out_c)
+    assert g.t == c.t == len(batches)
+    assert_same_state(g, c, "after replay")
+    assert out_c[:, cpu_engine.COUNT_NAMES.index("evictions")].sum() > 0
+
+
+def cache_cfg(**kw):
+    """A duck-typed CacheConfig (lsm_gnn.config needs pydantic, which GPU images may lack)."""
+    from types import SimpleNamespace
+
+    vb = SimpleNamespace(enabled=kw.pop("pvp", True), depth=kw.pop("depth", 8))
+    base = dict(enabled=True, ways=8, policy="hybrid", window=4, refresh_every=1, victim_buffer=vb)
+    return SimpleNamespace(**{**base, **kw})
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_cache_replay_on_the_gpu_engine(backend):
+    """lsm_gnn.cache.replay.replay(engine="gpu") gives the CPU engine's per-batch counts."""
+    from lsm_gnn.cache.replay import replay
+
+    size = SIZES[backend]
+    rng = np.random.default_rng(11)
+    static = rng.integers(0, 256, size["num_rows"]).astype(np.uint8)
+    cfg = cache_cfg(ways=size["ways"], window=size["window"], depth=size["depth"])
+    batches = mixed_trace(rng, size)
+    res = {e: replay(batches, cfg, size["num_rows"], static, capacity_rows=size["capacity"], engine=e)
+           for e in ("cpu", "gpu")}
+    for name, per_batch in res["cpu"].per_batch.items():
+        np.testing.assert_array_equal(res["gpu"].per_batch[name], per_batch, err_msg=name)
+    assert res["cpu"].per_batch["spills"].sum() > 0
+
+
+@pytest.mark.parametrize("policy", POLICIES + ("hybrid_pvp",))
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_one_overloaded_set_matches_cpu_engine(backend, policy):
+    """Adversarial: every miss lands in one set, so one warp serves them all in order."""
+    size = SIZES[backend]
+    rng = np.random.default_rng(7)
+    static = (np.arange(size["num_rows"]) % 5).astype(np.uint8)  # heavy ties
+    pvp = policy == "hybrid_pvp"
+    g, c = engines(size, static=static, policy="hybrid" if pvp else policy, pvp=pvp)
+    sets = cache_geometry(size["capacity"], size["ways"]).sets
+    totals = run_steps(g, c, one_set_trace(rng, size, sets), size["window"])
+    assert totals["evictions"] > size["ways"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_empty_and_all_duplicate_batches(backend):
+    size = SIZES[backend]
+    static = np.full(size["num_rows"], 3, np.uint8)
+    g, c = engines(size, static=static, policy="hybrid", pvp=True)
+    batches = [np.zeros(0, np.int64), np.full(50, 11, np.int64), np.full(30, 11, np.int64),
+               np.zeros(0, np.int64), np.arange(0, 40, dtype=np.int64)]
+    totals = run_steps(g, c, batches, size["window"])
+    assert totals["requests"] == 120 and totals["distinct"] == 42 and totals["hits"] == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_copy_rows_moves_rows(backend):
+    cp = gpu_engine._cupy()
+    rng = np.random.default_rng(3)
+    for dtype, dim in ((np.float32, 24), (np.uint8, 7)):
+        src = rng.integers(0, 100, (50, dim)).astype(dtype)
+        dst = np.zeros((20, dim), dtype)
+        s_idx, d_idx = rng.choice(50, 12, replace=False), rng.choice(20, 12, replace=False)
+        dst_dev = cp.asarray(dst)
+        gpu_engine.copy_rows(cp.asarray(src), s_idx, dst_dev, d_idx)
+        dst[d_idx] = src[s_idx]
+        np.testing.assert_array_equal(host(dst_dev), dst)
+    with pytest.raises(InputError, match="row shape"):
+        gpu_engine.copy_rows(cp.asarray(src), s_idx, cp.asarray(np.zeros((20, dim + 1), dtype)), d_idx)
+
+
+# ---- no GPU needed ----------------------------------------------------------------------------
+def test_sources_define_every_kernel_the_engine_launches():
+    for name in ("cache_common.cuh", "cache_lookup.cu", "cache_fill.cu", "cache_tags.cu",
+                 "cache_spill.cu", "cache_pvp.cu"):
+        assert (gpu_engine.CUDA_DIR / name).is_file(), name
+    defined = gpu_engine.defined_kernels()
+    assert set(gpu_engine.KERNELS) <= defined, set(gpu_engine.KERNELS) - defined
+    # every kernel name the engine's code passes to a launch is in KERNELS
+    code = open(gpu_engine.__file__).read()
+    launched = set(re.findall(r'(?:_launch|get_function)\(\s*"(\w+)"', code))
+    assert launched and launched <= set(gpu_engine.KERNELS), launched - set(gpu_engine.KERNELS)
+
+
+def test_kernels_are_compiled_with_the_python_constants():
+    defines = dict(re.findall(r"#define (\w+) (\S+)", gpu_engine.constant_defines()))
+    assert int(defines["NO_REUSE"].rstrip("L")) == int(window.NO_REUSE)
+    assert int(defines["FRESH"].rstrip("L")) == int(window.FRESH)
+    tag_t = re.search(r"#define TAG_T (.+)", gpu_engine.constant_defines()).group(1).strip()
+    assert tag_t == {4: "int", 8: "long long"}[np.dtype(window.TAG_DTYPE).itemsize]
+    for name in ("RR", "STATIC", "DYNAMIC", "HYBRID", "HYBRID_PVP", "LRU", "SIEVE"):
+        assert int(defines[f"POLICY_{name}"]) == getattr(policies, name)
+    assert int(defines["STATUS_HIT"]) == cpu_engine.HIT
+    assert int(defines["STATUS_VICTIM_HIT"]) == cpu_engine.VICTIM_HIT
+    assert int(defines["SPILL_DROPPED"]) == cpu_engine.SPILL_DROPPED
+    assert gpu_engine.module_source().startswith(gpu_engine.constant_defines())
+    # the header's standalone defaults (used by cuda/check_compile.py) are the same values
+    header = (gpu_engine.CUDA_DIR / gpu_engine.COMMON_HEADER).read_text()
+    defaults = dict(re.findall(r"#define (\w+) (\S+)", header))
+    for key in ("NO_REUSE", "FRESH", "POLICY_HYBRID_PVP", "POLICY_SIEVE", "NOT_SPILLED"):
+        assert defaults[key] == defines[key], key
+
+
+@pytest.mark.skipif(gpu_engine.available(), reason="checks the no-GPU behaviour")
+def test_without_a_gpu_the_engine_is_a_clear_error():
+    with pytest.raises(InputError, match="CuPy with a usable GPU"):
+        gpu_engine.GpuCacheEngine(64, 1000, np.zeros(1000, np.uint8))
+    with pytest.raises(InputError, match="CuPy with a usable GPU"):
+        gpu_engine.make_engine("gpu", 64, 1000, np.zeros(1000, np.uint8))
+    from lsm_gnn.cache.replay import replay
+
+    with pytest.raises(InputError, match="CuPy with a usable GPU"):
+        replay([np.arange(10)], cache_cfg(), 1000, np.zeros(1000, np.uint8), capacity_rows=64, engine="gpu")
+
+
+def test_make_engine_selects_by_name():
+    static = np.zeros(100, np.uint8)
+    assert isinstance(gpu_engine.make_engine("cpu", 16, 100, static, ways=4), CpuCacheEngine)
+    from lsm_gnn.cache.reference import ReferenceCache
+
+    assert isinstance(gpu_engine.make_engine("reference", 16, 100, static, ways=4), ReferenceCache)
+    with pytest.raises(InputError, match="unknown cache engine"):
+        gpu_engine.make_engine("tpu", 16, 100, static)

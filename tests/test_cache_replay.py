@@ -1,0 +1,93 @@
+"""The decision-replay API: engines agree, totals are consistent, PVP saves storage reads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lsm_gnn.cache.replay import replay
+from lsm_gnn.config import CacheConfig
+from lsm_gnn.utils.errors import InputError
+
+
+def _trace(seed=0, num_rows=2000, num_batches=40, size=300):
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, num_rows + 1) ** 0.9
+    p /= p.sum()
+    perm = rng.permutation(num_rows)
+    return [np.unique(perm[rng.choice(num_rows, size=size, p=p)]) for _ in range(num_batches)]
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "static", "dynamic", "hybrid", "lru", "sieve"])
+def test_cpu_replay_equals_reference_replay(policy):
+    batches = _trace()
+    static = np.random.default_rng(1).integers(0, 256, 2000).astype(np.uint8)
+    cfg = CacheConfig(policy=policy, ways=8, window=6, victim_buffer={"depth": 30})
+    a = replay(batches, cfg, 2000, static, capacity_rows=160, engine="cpu")
+    b = replay(batches, cfg, 2000, static, capacity_rows=160, engine="reference")
+    for k in a.per_batch:
+        assert a.per_batch[k].tolist() == b.per_batch[k].tolist(), k
+    t = a.totals
+    assert t["hits"] + t["victim_hits"] + t["storage_rows"] == t["distinct"]
+    assert t["requests"] == sum(len(x) for x in batches)
+    assert a.policy == ("hybrid_pvp" if policy == "hybrid" else policy)
+    assert (a.sets, a.ways) == (20, 8)
+
+
+def test_pvp_saves_storage_reads_for_hybrid():
+    batches = _trace(seed=3)
+    static = np.random.default_rng(2).integers(0, 256, 2000).astype(np.uint8)
+    on = replay(batches, CacheConfig(policy="hybrid", window=8, victim_buffer={"depth": 512}), 2000, static,
+                capacity_rows=128)
+    off = replay(batches, CacheConfig(policy="hybrid", window=8, victim_buffer={"enabled": False}), 2000, static,
+                 capacity_rows=128)
+    assert on.totals["victim_hits"] > 0 and off.totals["victim_hits"] == 0
+    assert on.totals["storage_rows"] < off.totals["storage_rows"]
+    assert on.totals["prefetched"] >= on.totals["victim_hits"]
+
+
+def test_no_cache_and_sharded_owner():
+    batches = [np.array([4, 4, 10]), np.array([10, 16])]
+    r = replay(batches, CacheConfig(enabled=False), 20, np.zeros(20, np.uint8), capacity_rows=10,
+               num_owners=3, owner=1)
+    assert r.totals["storage_rows"] == 4 and r.totals["distinct"] == 4 and r.policy == "none"
+    r = replay(batches, CacheConfig(policy="lru", window=1), 20, np.zeros(20, np.uint8), capacity_rows=10,
+               num_owners=3, owner=1)
+    assert r.per_batch["hits"].tolist() == [0, 1]
+    with pytest.raises(InputError, match="owner 1 of 3"):
+        replay([np.array([3])], CacheConfig(), 20, np.zeros(20, np.uint8), capacity_rows=4, num_owners=3, owner=1)
+    with pytest.raises(InputError, match="engine"):
+        replay(batches, CacheConfig(), 20, np.zeros(20, np.uint8), capacity_rows=4, engine="tpu")
+
+
+def test_gpu_engine_reports_absence_cleanly():
+    from lsm_gnn.cache import gpu_engine
+
+    if gpu_engine.available():
+        pytest.skip("a GPU is present; tests/test_cache_gpu.py compares the engines")
+    with pytest.raises(InputError, match="GPU cache engine"):
+        replay([np.array([1])], CacheConfig(), 4, np.zeros(4, np.uint8), capacity_rows=2, engine="gpu")
+
+
+def test_bench_cache_cli_json(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from lsm_gnn.cache.bench import bench_cache, synthetic_trace
+    from lsm_gnn.sim.trace import Trace
+
+    args = ["--rows", "5000", "--batches", "6", "--batch-size", "400", "--reference-requests", "500",
+            "--repeat", "1", "--policy", "hybrid", "--policy", "lru", "--json"]
+    res = CliRunner().invoke(bench_cache, args)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["requests_per_s_per_core"] == out["policies"]["hybrid"]["requests_per_s_per_core"] > 0
+    assert out["policies"]["hybrid"]["policy_run"] == "hybrid_pvp"
+    batches, _ = synthetic_trace(3000, 5, 200, seed=1)
+    path = tmp_path / "trace.npz"
+    Trace(1, 3000, [[b] for b in batches]).save(path)
+    res = CliRunner().invoke(bench_cache, ["--trace", str(path), "--reference-requests", "300", "--repeat", "1",
+                                           "--policy", "static"])
+    assert res.exit_code == 0, res.output
+    assert "requests_per_s_per_core" in res.output

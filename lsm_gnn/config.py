@@ -44,8 +44,13 @@ class StorageConfig(Section):
 
 class VictimBufferConfig(Section):
     enabled: bool = True
-    depth: int = Field(32768, ge=1)
-    """Lines per queue; there is one queue per batch of the lookahead window."""
+    depth: int | None = Field(None, ge=1)
+    """Lines per queue (one queue per batch of the lookahead window). None: capacity/32 lines,
+    the paper's ratio (32768 lines of 4 KiB per 4 GiB of cache), so W=8 queues hold a quarter of
+    the cache; a fixed depth for a tiny cache would make the buffer bigger than the cache."""
+
+    def depth_for(self, capacity_rows: int) -> int:
+        return int(self.depth) if self.depth is not None else max(1, int(capacity_rows) // 32)
 
 
 class CacheConfig(Section):

@@ -66,7 +66,7 @@ class CachedFeatureSource:
         if not self.enabled:
             self.stats["victim_buffer_bytes"] = 0
             return
-        depth = int(cfg.victim_buffer.depth)
+        depth = cfg.victim_buffer.depth_for(self.capacity_rows)
         row_shape = (self.dim,) if self.pvp else ()
         if self.pvp:
             self._check_shm(cfg.window * depth * self.row_bytes)

@@ -88,10 +88,11 @@ def replay(batches: Sequence[np.ndarray], cfg, num_rows: int, static_scores: np.
     flat = check_owned_ids(flat, num_rows, num_owners, owner, "batches")
     pvp = bool(cfg.victim_buffer.enabled) and cfg.window > 0
     policy = resolve_policy(cfg.policy, pvp)
+    depth = cfg.victim_buffer.depth_for(capacity_rows)
     settings = dict(policy=cfg.policy, window=cfg.window, refresh_every=cfg.refresh_every, pvp=pvp,
-                    victim_depth=cfg.victim_buffer.depth, num_owners=num_owners, owner=owner)
+                    victim_depth=depth, num_owners=num_owners, owner=owner)
     config = {"ways": cfg.ways, "window": cfg.window, "refresh_every": cfg.refresh_every,
-              "victim_buffer": pvp, "victim_depth": cfg.victim_buffer.depth,
+              "victim_buffer": pvp, "victim_depth": depth,
               "num_owners": num_owners, "owner": owner}
     start = time.perf_counter()
     if not cfg.enabled or capacity_rows < 1:

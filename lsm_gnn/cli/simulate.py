@@ -132,7 +132,7 @@ def _cache_config(base, policy: str, fraction: float, window: int, victim_depth:
 
     cap = int(fraction * num_rows)
     if victim_depth == "auto":
-        depth = max(1, cap // 32)
+        depth = None  # capacity/32: VictimBufferConfig.depth_for
     else:
         try:
             depth = int(victim_depth)

@@ -69,10 +69,10 @@ def capacity_rows_of(cfg: CacheConfig, num_rows: int, row_bytes: int | None = No
     return int(cfg.capacity_fraction * num_rows)
 
 
-def victim_capacity_of(cfg: CacheConfig) -> int:
+def victim_capacity_of(cfg: CacheConfig, capacity_rows: int) -> int:
     """Rows the victim buffer can hold at once: W queues x depth (0 without lookahead)."""
     vb = cfg.victim_buffer
-    return int(cfg.window * vb.depth) if (vb.enabled and cfg.window > 0) else 0
+    return int(cfg.window * vb.depth_for(capacity_rows)) if (vb.enabled and cfg.window > 0) else 0
 
 
 def set_geometry(capacity_rows: int, ways: int) -> tuple[int, int]:
@@ -171,12 +171,12 @@ def simulate(trace: Trace, configs: Sequence[CacheConfig], *, static_scores: np.
             for k in RESULT_KEYS:
                 counts[k] += int(totals[k])
             bar.update(1)
-        victim_cap = victim_capacity_of(cfg)
+        victim_cap = victim_capacity_of(cfg, cap)
         bnd = calc.all(cap, victim_cap, cfg.ways)
         fraction = cfg.capacity_fraction if cfg.capacity_bytes is None else cap / trace.num_rows
         row = {"policy": cfg.policy, "cache_fraction": fraction, "capacity_rows": cap,
                "ways": cfg.ways, "window": cfg.window,
-               "victim_depth": cfg.victim_buffer.depth if cfg.victim_buffer.enabled else 0,
+               "victim_depth": cfg.victim_buffer.depth_for(cap) if cfg.victim_buffer.enabled else 0,
                "victim_capacity": victim_cap, "mode": mode, "devices": trace.num_devices,
                "batches": trace.num_batches, "epochs": epochs, **counts, **bnd}
         row["storage_rows_per_epoch"] = counts["storage_rows"] / epochs

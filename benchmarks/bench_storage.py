@@ -1,4 +1,6 @@
-"""asv benchmarks of the feature-store readers: one random batch of rows per call.
+"""asv benchmarks of the feature-store readers: one random batch of rows per call, and one
+sequential batch (consecutive rows) into a page-aligned or an unaligned output buffer (the direct
+reader reads the aligned case straight into it, the unaligned one through its staging buffer).
 
 The file (16k rows of 4 KiB, 64 MB) is built once by `setup_cache`, in the working directory asv
 gives it (asv's own cache directory, removed after the run).
@@ -11,6 +13,7 @@ import numpy as np
 
 from lsm_gnn.datasets.format import Dataset, DatasetWriter
 from lsm_gnn.storage import open_feature_store
+from lsm_gnn.storage.base import aligned_empty
 from lsm_gnn.storage.pagecache import drop_file_cache
 
 ROWS, DIM = 16384, 1024
@@ -59,3 +62,29 @@ class ReadRows:
         return self.store.counters.read_amplification
 
     track_read_amplification.unit = "storage bytes per useful byte"
+
+
+class ReadSequential:
+    params = (["direct", "buffered", "mmap"], ["aligned", "unaligned"])
+    param_names = ["reader", "out"]
+    timeout = 120
+
+    def setup_cache(self):
+        root = os.path.abspath("lsm-gnn-asv-storage-seq")
+        _build(root)
+        return root
+
+    def setup(self, root, reader, out):
+        self.store = open_feature_store(Dataset(root), reader)
+        self.ids = np.arange(4096, 8192)
+        self.out = aligned_empty((4096, DIM), np.float32)
+        if out == "unaligned":  # the same buffer shifted by 64 bytes
+            self.out = aligned_empty((4096 * DIM + 16,), np.float32)[16:16 + 4096 * DIM].reshape(4096, DIM)
+        self.store.read_rows(self.ids[:8])
+        drop_file_cache(self.store.path)
+
+    def teardown(self, root, reader, out):
+        self.store.close()
+
+    def time_read_rows(self, root, reader, out):
+        self.store.read_rows(self.ids, out=self.out)

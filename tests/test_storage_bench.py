@@ -37,9 +37,11 @@ def test_json_without_fio(ds):
         assert {(reader, "random", 64), (reader, "random", 2048), (reader, "sequential", 2048)} <= got
     for r in obj["results"]:
         assert r["rows_per_s"] > 0 and r["batches"] >= 2 and r["path_info"]["reader"] == r["reader"]
-        if r["reader"] == "direct":
-            assert r["path_info"]["backend"] == "threads" and r["path_info"]["queue_depth"] == 4
+        if r["reader"] == "direct":  # random batches at --threads, sequential at fio's sequential depth
+            depth = 4 if r["pattern"] == "random" else 16
+            assert r["path_info"]["backend"] == "threads" and r["path_info"]["queue_depth"] == depth
             assert r["read_amplification"] == pytest.approx(1.0)
+            assert r["in_place_batches"] == (r["batches"] if r["pattern"] == "sequential" else 0)
     text = _run([str(ds.root), "--seconds", "0.02", "--batch-sizes", "64", "--seq-batch-sizes", "",
                  "--readers", "direct", "--fio", "/nonexistent/fio"])
     assert "raw device limit: NOT MEASURED: fio not found" in text
@@ -49,11 +51,14 @@ def test_json_without_fio(ds):
 def test_with_fio_prints_ratios(ds, tmp_path):
     out_file = tmp_path / "bench.json"
     text = _run([str(ds.root), "--seconds", "0.05", "--batch-sizes", "4096", "--seq-batch-sizes", "4096",
-                 "--readers", "direct", "--fio-seconds", "0.5", "--output", str(out_file)])
+                 "--readers", "direct", "--fio-seconds", "0.5", "--seq-depth", "8", "--output", str(out_file)])
     assert "fio (" in text and "direct random 4K IOPS / fio" in text and "direct sequential bandwidth / fio" in text
     obj = json.loads(out_file.read_text())
     assert obj["fio"]["random"]["iops"] > 0 and obj["fio"]["sequential"]["bw_bytes_per_s"] > 0
     assert obj["random_iops_vs_fio"] > 0 and obj["seq_bw_vs_fio"] > 0
+    assert "sequential 1 MiB QD8" in text and obj["fio"]["sequential"]["iodepth"] == 8  # the same depth
+    seq = [r for r in obj["results"] if r["pattern"] == "sequential"]
+    assert seq and all(r["path_info"]["queue_depth"] == 8 for r in seq)
     assert set(obj["meets_targets"]) == {"random_iops_vs_fio", "seq_bw_vs_fio"}
 
 
@@ -76,6 +81,7 @@ def test_measure_counts_rows(ds):
         r = measure(store, "sequential", 512, 0.0, 0, None)
         assert r["batches"] == 2 and r["rows"] == 1024 and r["io_ops"] == 2 * 2  # 2 MiB per batch, 1 MiB reads
         assert r["bytes_read"] == 1024 * 4096 and np.isclose(r["read_amplification"], 1.0)
+        assert r["in_place_batches"] == 2  # consecutive 4 KiB rows into an aligned out: no staging copy
 
 
 def test_bad_batch_sizes(ds):

@@ -54,6 +54,19 @@ class IOCounters:
         return IOCounters(**asdict(self))
 
 
+def aligned_empty(shape, dtype, align: int = 4096) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on an `align`-byte boundary.
+
+    The direct reader reads a batch of consecutive rows straight into such an `out` (O_DIRECT
+    needs aligned memory), skipping its staging buffer and the copy out of it.
+    """
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + align, np.uint8)
+    skip = -raw.ctypes.data % align
+    return raw[skip: skip + nbytes].view(dtype).reshape(shape)
+
+
 class FeatureStore(abc.ABC):
     """Rows of a feature file. Subclasses implement `_read` (or override `read_rows` entirely)."""
 
@@ -112,9 +125,13 @@ class FeatureStore(abc.ABC):
                                  f"[0, {self.num_rows})")
         return arr
 
+    def empty_rows(self, n: int) -> np.ndarray:
+        """An (n, dim) output buffer, page-aligned so that readers can read straight into it."""
+        return aligned_empty((n, self.dim), self.dtype)
+
     def check_out(self, out, n: int) -> np.ndarray:
         if out is None:
-            return np.empty((n, self.dim), dtype=self.dtype)
+            return self.empty_rows(n)
         if not isinstance(out, np.ndarray):
             raise InputError(f"{self.path}: out must be a numpy array, found {type(out).__name__}")
         if out.dtype != self.dtype:

@@ -1,11 +1,14 @@
 """`lsm-gnn bench storage DATASET`: random and sequential row-read throughput of every reader,
 next to the raw device limit that fio measures over the same file in the same run.
 
-fio runs random 4 KiB O_DIRECT reads at queue depth 32 and sequential 1 MiB reads (queue depth
-16, enough to saturate the disks we measured). The ratios compare the direct reader with them:
-`random_iops_vs_fio` (4 KiB blocks per second over fio's IOPS; the lowest over random batches of
-4096 rows or more) and `seq_bw_vs_fio` (storage bytes per second over fio's bandwidth; the lowest
-over sequential batches of 4096 rows or more). Every storage reader starts each measurement with
+fio runs random 4 KiB O_DIRECT reads at queue depth 32 and sequential 1 MiB reads at queue depth
+`--seq-depth` (16); the block readers' sequential points run with that many threads and 1 MiB
+reads, so both sides have the same reads in flight. Output buffers come from `store.empty_rows`
+(page-aligned, like fio's), which lets the direct reader read consecutive rows straight into them.
+The ratios compare the direct reader with fio: `random_iops_vs_fio` (4 KiB blocks per second
+over fio's IOPS; the lowest over random batches of 4096 rows or more) and `seq_bw_vs_fio`
+(storage bytes per second over fio's bandwidth; the lowest over sequential batches of 4096 rows
+or more). Every storage reader starts each measurement with
 the file's pages dropped from the page cache.
 """
 
@@ -23,7 +26,8 @@ import numpy as np
 TARGETS = {"random_iops_vs_fio": 0.80, "seq_bw_vs_fio": 0.90}
 RATIO_MIN_BATCH = 4096
 FIO_RANDOM = {"rw": "randread", "bs": "4k", "iodepth": 32}
-FIO_SEQ = {"rw": "read", "bs": "1M", "iodepth": 16}
+FIO_SEQ = {"rw": "read", "bs": "1M", "iodepth": 16}  # bs = the block readers' default max_io_bytes
+BLOCK_READERS = ("direct", "buffered")
 
 
 def run_fio(fio: str, path: str, size: int, seconds: float, job: dict) -> dict:
@@ -71,12 +75,13 @@ def measure(store, pattern: str, batch: int, seconds: float, seed: int, drop) ->
     if drop is not None:
         drop()
     before = store.counters.snapshot()
+    in_place0 = getattr(store, "in_place_batches", 0)
     t0, k = time.perf_counter(), 0
     out = None
     while k < 2 or time.perf_counter() - t0 < seconds:
         ids = next(gen)
         if out is None or out.shape[0] != len(ids):
-            out = np.empty((len(ids), store.dim), store.dtype)
+            out = store.empty_rows(len(ids))  # page-aligned, so the direct reader can read into it
         store.read_rows(ids, out=out)
         k += 1
     c = store.counters
@@ -91,7 +96,8 @@ def measure(store, pattern: str, batch: int, seconds: float, seed: int, drop) ->
             "rows_per_s": rows / secs, "gb_per_s": rows * store.row_bytes / secs / 1e9,
             "storage_gb_per_s": nbytes / secs / 1e9, "iops": ops / secs, "block_iops": nbytes / block / secs,
             "io_ops": ops, "bytes_read": nbytes, "read_amplification": nbytes / useful if useful else 0.0,
-            "path_info": store.path_info}
+            # batches the direct/buffered reader read straight into `out` (no staging copy)
+            "in_place_batches": getattr(store, "in_place_batches", 0) - in_place0, "path_info": store.path_info}
 
 
 def ratios(results: list[dict], fio_random: dict, fio_seq: dict, num_rows: int | None = None) -> dict:
@@ -131,15 +137,19 @@ def _parse_ints(text: str, what: str) -> list[int]:
               help="Measuring time per reader, pattern and batch size.")
 @click.option("--readers", default="direct,buffered,mmap,memory", show_default=True,
               help="Readers to measure; direct:io_uring / direct:threads pick a backend.")
-@click.option("--threads", default=64, show_default=True, type=int, help="Reader threads (reads in flight).")
+@click.option("--threads", default=64, show_default=True, type=int,
+              help="Reader threads (reads in flight) for random batches.")
+@click.option("--seq-depth", default=FIO_SEQ["iodepth"], show_default=True, type=click.IntRange(min=1),
+              help="Reads in flight for sequential batches: the block readers' threads and fio's "
+                   "sequential queue depth alike.")
 @click.option("--fio", "fio_path", default="fio", show_default=True, help="The fio executable.")
 @click.option("--fio-seconds", default=5.0, show_default=True, type=float, help="Seconds per fio job.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON object here.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
-def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threads, fio_path, fio_seconds, seed,
-                  as_json, output, progress):
+def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threads, seq_depth, fio_path,
+                  fio_seconds, seed, as_json, output, progress):
     """Random and sequential row-read throughput of every reader vs fio's raw device limit."""
     from tqdm import tqdm
 
@@ -167,21 +177,28 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
     results = []
     bar = tqdm(total=len(points) + 2, desc="bench storage", disable=not progress or as_json or not sys.stderr.isatty())
     for name, backend in specs:
-        opts = {}
-        if name in ("direct", "buffered"):
-            opts = {"threads": threads, "backend": backend or "auto"}
-        elif backend:
+        if backend and name not in BLOCK_READERS:
             raise click.BadParameter(f"reader {name!r} has no backend choice")
-        with open_feature_store(lay, name, drop_page_cache=True, **opts) as store:
-            for _, _, pattern, size in (pt for pt in points if pt[:2] == (name, backend)):
-                results.append(measure(store, pattern, min(size, lay.num_rows), seconds, seed,
-                                       None if name == "memory" else drop))
-                bar.update()
+        groups = [("random", sizes, threads), ("sequential", seq_sizes, seq_depth)]
+        if name in BLOCK_READERS:  # one store per pattern: sequential batches run at fio's sequential depth
+            stores = [((pattern, ss), dict(threads=depth, queue_depth=depth, backend=backend or "auto"))
+                      for pattern, ss, depth in groups if ss]
+        else:
+            stores = [(None, {})]
+        for which, opts in stores:
+            with open_feature_store(lay, name, drop_page_cache=True, **opts) as store:
+                for pattern, ss, _ in groups:
+                    if which is not None and which[0] != pattern:
+                        continue
+                    for size in ss:
+                        results.append(measure(store, pattern, min(size, lay.num_rows), seconds, seed,
+                                               None if name == "memory" else drop))
+                        bar.update()
     drop()
     fio_random = run_fio(fio_path, path, lay.file_bytes, fio_seconds, FIO_RANDOM)
     bar.update()
-    fio_seq = run_fio(fio_path, path, lay.file_bytes, fio_seconds, FIO_SEQ) if fio_random["available"] \
-        else dict(fio_random)
+    fio_seq = (run_fio(fio_path, path, lay.file_bytes, fio_seconds, dict(FIO_SEQ, iodepth=seq_depth))
+               if fio_random["available"] else dict(fio_random))
     bar.update()
     bar.close()
     r = ratios(results, fio_random, fio_seq, lay.num_rows)
@@ -216,7 +233,8 @@ def _print_table(obj: dict) -> None:
          + (f"sequential 1 MiB QD{fs['iodepth']}: {fs['bw_bytes_per_s'] / 1e9:.3f} GB/s"
             if fs["available"] else f"sequential: not measured ({fs['reason']})"))
     for key, label in (("random_iops_vs_fio", "direct random 4K IOPS / fio (batches >= 4096)"),
-                       ("seq_bw_vs_fio", "direct sequential bandwidth / fio (batches >= 4096)")):
+                       ("seq_bw_vs_fio", f"direct sequential bandwidth / fio (batches >= 4096, both "
+                                         f"QD{fs.get('iodepth')})")):
         v = obj[key]
         if v is None:
             echo(f"{label}: n/a (no direct batches of {RATIO_MIN_BATCH} rows or more, or no fio figure)")

@@ -1,8 +1,13 @@
 """The direct reader: O_DIRECT block reads issued in parallel with a deep queue.
 
-For each batch the distinct rows are turned into a read plan (`plan.py`: one read per distinct
-block, adjacent blocks merged), the reads land in one page-aligned staging buffer (anonymous
-mmap, as O_DIRECT requires), and the rows are gathered out of it in the order asked for.
+A batch of consecutive rows whose file range starts and ends on block boundaries is read straight
+into the caller's `out` when `out` is block-aligned (`FeatureStore.empty_rows` allocates such
+buffers; any C-contiguous `out` for the buffered reader): the same 1 MiB reads, no staging buffer,
+no copy. Sequential scans then cost the CPUs almost nothing besides the system calls.
+
+For every other batch the distinct rows are turned into a read plan (`plan.py`: one read per
+distinct block, adjacent blocks merged), the reads land in one page-aligned staging buffer
+(anonymous mmap, as O_DIRECT requires), and the rows are gathered out of it in the order asked for.
 
 Two backends issue the reads:
 - `threads`: a pool of worker threads, each looping over its share of the plan with blocking
@@ -144,6 +149,7 @@ class BlockStore(FeatureStore):
         self._pool: ThreadPoolExecutor | None = None
         self._ring = None
         self._lock = threading.Lock()  # one batch at a time per store (the staging buffer is shared)
+        self.in_place_batches = 0  # batches read straight into the caller's buffer (no staging)
         depth = threads if self.backend == "threads" else queue_depth
         self.path_info = {"reader": self.reader_name, "backend": self.backend, "queue_depth": depth,
                           "o_direct": self.o_direct, "block_size": block_size, "max_io_bytes": max_io_bytes,
@@ -174,6 +180,9 @@ class BlockStore(FeatureStore):
 
     # ---- reading -------------------------------------------------------------------------
     def _read(self, ids, out):
+        span = self._in_place_span(ids, out)
+        if span is not None:
+            return self._read_in_place(ids, out, *span)
         if len(ids) > 1 and bool((ids[1:] > ids[:-1]).all()):  # already sorted and distinct
             uniq, inv = ids, np.arange(len(ids), dtype=np.int64)
         else:
@@ -183,26 +192,60 @@ class BlockStore(FeatureStore):
         target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         with self._lock:
             mv, arr = self._staging.ensure(plan.total_bytes)
-            ops = self._issue(plan, mv, arr, src, target.view(np.uint8).reshape(len(ids), self.row_bytes))
+            ops = self._issue(plan.file_offsets, plan.buf_offsets, plan.lengths, mv, arr, src,
+                              target.view(np.uint8).reshape(len(ids), self.row_bytes))
         if target is not out:
             out[...] = target
         return len(uniq), ops, plan.total_bytes
+
+    def _in_place_span(self, ids, out) -> tuple[int, int] | None:
+        """The file bytes [start, end) to read straight into `out`, or None to go through staging.
+
+        That is possible when the batch is consecutive rows packed without padding (so the file
+        range is byte for byte what `out` holds), the range starts and ends on block boundaries
+        (the reads are exactly the blocks the plan would read) and `out` is C-contiguous and, for
+        O_DIRECT, block-aligned in memory (`FeatureStore.empty_rows` allocates such buffers).
+        """
+        n = len(ids)
+        first, last = int(ids[0]), int(ids[-1])
+        if last - first != n - 1 or self.row_stride != self.row_bytes or not out.flags.c_contiguous:
+            return None
+        start, end = first * self.row_stride, (last + 1) * self.row_stride
+        if start % self.block or end % self.block or (self.o_direct and out.ctypes.data % self.block):
+            return None
+        if n > 1 and not bool((ids[1:] - ids[:-1] == 1).all()):  # same ends, but not consecutive
+            return None
+        return start, end
+
+    def _read_in_place(self, ids, out, start: int, end: int) -> tuple[int, int, int]:
+        """Read file bytes [start, end) straight into `out`: the same reads as the plan (the run
+        cut at max_io_bytes), with no staging buffer and no gather."""
+        step = self.max_io_bytes // self.block * self.block
+        offs = np.arange(start, end, step, dtype=np.int64)
+        lens = np.minimum(end - offs, step)
+        dst = out.reshape(-1).view(np.uint8)
+        none = np.empty(0, np.int64)
+        with self._lock:
+            ops = self._issue(offs, offs - start, lens, memoryview(dst), dst, none,
+                              np.empty((0, self.row_bytes), np.uint8))
+        self.in_place_batches += 1
+        return len(ids), ops, end - start
 
     def read_plan(self, ids) -> ReadPlan:
         """The reads a batch of `ids` would issue (for inspection and tests)."""
         uniq = np.unique(self.check_ids(ids))
         return plan_reads(uniq, self.row_stride, self.row_bytes, self.block, self.max_io_bytes)
 
-    def _issue(self, plan: ReadPlan, mv: memoryview, arr: np.ndarray, src: np.ndarray, out: np.ndarray) -> int:
-        """Run the plan's reads into the staging buffer and copy each requested row to `out`
-        (uint8 rows); return the I/O operations issued."""
+    def _issue(self, offs, boffs, lens, mv: memoryview, arr: np.ndarray, src: np.ndarray,
+               out: np.ndarray) -> int:
+        """Run the reads (file offset, buffer offset, length) into `arr` (`mv` is a memoryview of
+        it) and copy the requested rows, which start at `src` in `arr`, to `out` (uint8 rows);
+        return the I/O operations issued."""
         rb = self.row_bytes
         if self.backend == "io_uring":
-            ops = self._issue_uring(plan.file_offsets.tolist(), plan.buf_offsets.tolist(),
-                                    plan.lengths.tolist(), mv)
+            ops = self._issue_uring(offs.tolist(), boffs.tolist(), lens.tolist(), mv)
             _copy_rows(arr, src, np.arange(len(src), dtype=np.int64), 0, len(src), rb, out)
             return ops
-        offs, boffs, lens = plan.file_offsets, plan.buf_offsets, plan.lengths
         n = len(offs)
         # group the requested rows by the read that brings them; rows split across two reads
         # (longer than a block, cut at max_io_bytes) are copied once every read is done

@@ -44,10 +44,10 @@ class StorageConfig(Section):
 
 class VictimBufferConfig(Section):
     enabled: bool = True
-    depth: int | None = Field(None, ge=1)
-    """Lines per queue (one queue per batch of the lookahead window). None: capacity/32 lines,
-    the paper's ratio (32768 lines of 4 KiB per 4 GiB of cache), so W=8 queues hold a quarter of
-    the cache; a fixed depth for a tiny cache would make the buffer bigger than the cache."""
+    depth: int | None = Field(32768, ge=1)
+    """Lines per queue (one queue per batch of the lookahead window); 32768 is the paper's
+    `pvp_depth`. The buffer lives in (pinned) host memory, which is larger than device memory, so
+    it may exceed the cache. None: capacity/32 lines per queue (a quarter of the cache at W=8)."""
 
     def depth_for(self, capacity_rows: int) -> int:
         return int(self.depth) if self.depth is not None else max(1, int(capacity_rows) // 32)

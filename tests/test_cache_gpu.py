@@ -196,6 +196,7 @@ def cache_cfg(**kw):
     from types import SimpleNamespace
 
     vb = SimpleNamespace(enabled=kw.pop("pvp", True), depth=kw.pop("depth", 8))
+    vb.depth_for = lambda capacity_rows: vb.depth
     base = dict(enabled=True, ways=8, policy="hybrid", window=4, refresh_every=1, victim_buffer=vb)
     return SimpleNamespace(**{**base, **kw})
 

@@ -39,8 +39,9 @@ def _int_list(text: str) -> list[int]:
 @click.option("--cache-fraction", "fractions", multiple=True, type=float,
               help="Cache rows per device as a fraction of all rows (repeatable; default config's, 0.10).")
 @click.option("--window", "windows", multiple=True, type=int, help="Lookahead window W (repeatable; default config's, 8).")
-@click.option("--victim-depth", default="auto", show_default=True,
-              help="Victim-buffer lines per queue, or 'auto' = capacity/32 (the paper's 32768 lines per 4 GB of 4 KB lines).")
+@click.option("--victim-depth", default="config", show_default=True,
+              help="Victim-buffer lines per queue: an integer, 'config' (the run config's "
+                   "cache.victim_buffer.depth, 32768 by default, the paper's pvp_depth) or 'auto' (capacity/32).")
 @click.option("--victim/--no-victim", "victim", default=None, help="Victim buffer + PVP on/off (default config's, on).")
 @click.option("--ways", type=int, default=None, help="Set associativity (default config's, 32).")
 @click.option("--engine", type=click.Choice(["cpu", "gpu", "reference"]), default="cpu", show_default=True)
@@ -131,13 +132,15 @@ def _cache_config(base, policy: str, fraction: float, window: int, victim_depth:
     from lsm_gnn.utils.errors import InputError
 
     cap = int(fraction * num_rows)
-    if victim_depth == "auto":
+    if victim_depth == "config":
+        depth = base.victim_buffer.depth
+    elif victim_depth == "auto":
         depth = None  # capacity/32: VictimBufferConfig.depth_for
     else:
         try:
             depth = int(victim_depth)
         except ValueError:
-            raise InputError(f"--victim-depth must be 'auto' or an integer, found {victim_depth!r}") from None
+            raise InputError(f"--victim-depth must be 'config', 'auto' or an integer, found {victim_depth!r}") from None
         if depth < 1:
             raise InputError(f"--victim-depth must be >= 1, found {depth}")
     vb = base.victim_buffer.model_copy(update={"depth": depth})

@@ -21,11 +21,8 @@ def build_model(model_cfg, dataset, num_layers: int, source: str = "<config>"):
     name = model_cfg.name
     if name not in MODELS:
         raise ConfigError(source, "model.name", f"unknown model {name!r}; choose one of {sorted(MODELS)}")
-    homogeneous = dataset.is_homogeneous
-    if homogeneous and name in HETEROGENEOUS:
-        # a relational model on one relation is legal and sometimes useful (tests, ablations)
-        pass
-    if not homogeneous and name in HOMOGENEOUS:
+    # a relational model on a homogeneous graph is legal (one relation); the reverse is not
+    if not dataset.is_homogeneous and name in HOMOGENEOUS:
         raise ConfigError(source, "model.name",
                           f"{name!r} is for homogeneous graphs but {dataset.root} has node types "
                           f"{dataset.node_types} and {len(dataset.edge_types)} edge types; "

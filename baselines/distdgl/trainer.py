@@ -1,0 +1,192 @@
+"""Entry point of every Dist-DGL process of the emulated cluster (servers and trainers alike).
+
+Started by launch.py as `python -m baselines.distdgl.trainer ARGS.json` with DGL's environment
+variables. `dgl.distributed.initialize` runs the server loop and exits for servers; trainers go on:
+DistGraph, `node_split` of the training nodes, `DistNodeDataLoader` + `NeighborSampler` with
+lsm-gnn's fan-outs and batch size, and lsm-gnn's own model (Dist-DGL's blocks are converted to the
+index-based block representation, see `bridge.py`) under DDP with the same optimiser settings.
+
+Each trainer writes `metrics/rank<r>.json`: the seconds of every iteration per stage, the
+iteration count of an epoch, network counters of its machine around the timed window, startup
+times and, after training, the accuracy on the validation and test nodes.
+
+The `__main__` guard is required: with DGL_NUM_SAMPLER > 0 DGL starts sampler processes with
+*spawn*, which re-imports this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+if os.environ.get("FAKE_MACHINE_ID") is not None:
+    # Loopback emulation: every ip_config line is 127.0.0.1, so DGL would call every trainer
+    # machine 0. Patched at import time, before `initialize` connects to the servers.
+    import dgl.distributed.rpc_client as _rpc_client
+
+    _rpc_client.get_local_machine_id = lambda server_namebook: int(os.environ["FAKE_MACHINE_ID"])
+
+
+def net_counters(iface: str = "eth0", enabled: bool = True) -> dict | None:
+    """rx/tx bytes of `iface` in this process's network namespace (None if it has none)."""
+    if not enabled:
+        return None
+    try:
+        for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
+            name, data = line.split(":", 1)
+            if name.strip() == iface:
+                f = data.split()
+                return {"rx_bytes": int(f[0]), "tx_bytes": int(f[8])}
+    except OSError:
+        pass
+    return None
+
+
+def _evaluate(g, model, bridge, sampler, nids, batch_size, dgl, torch):
+    """Sampled inference over this trainer's share of `nids`: (correct, count)."""
+    correct = count = 0
+    if len(nids) == 0:
+        return 0, 0
+    loader = dgl.dataloading.DistNodeDataLoader(g, nids, sampler, batch_size=batch_size, shuffle=False,
+                                                drop_last=False)
+    model.eval()
+    with torch.no_grad():
+        for input_nodes, seeds, blocks in loader:
+            x = g.ndata["feat"][input_nodes]
+            y = g.ndata["label"][seeds].long()
+            logits = bridge.forward(model, bridge.convert_blocks(blocks), x)
+            correct += int((logits.argmax(1) == y).sum())
+            count += len(seeds)
+    model.train()
+    return correct, count
+
+
+def train(args: dict) -> None:
+    import dgl
+    import torch
+    import torch.distributed as tdist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from baselines.distdgl import bridge
+
+    t0 = time.perf_counter()
+    dgl.distributed.initialize(args["ip_config"])  # servers never return from here
+    t_init = time.perf_counter()
+    torch.set_num_threads(int(args.get("threads") or 1))
+    rank = int(os.environ["RANK"])
+    local_rank = int(os.environ["LOCAL_RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    import datetime
+
+    tdist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(args.get("pg_timeout_s", 120))))
+    g = dgl.distributed.DistGraph(args["graph_name"], part_config=args["part_config"])
+    pb = g.get_partition_book()
+    train_nids = dgl.distributed.node_split(g.ndata["train_mask"], pb, force_even=True)
+    fanouts = list(args["fanouts"])
+    batch_size = int(args["batch_size"])
+    sampler = dgl.dataloading.NeighborSampler(fanouts)
+    torch.manual_seed(int(args.get("seed", 0)))
+    loader = dgl.dataloading.DistNodeDataLoader(g, train_nids, sampler, batch_size=batch_size,
+                                                shuffle=bool(args.get("shuffle", True)), drop_last=False)
+    model = bridge.build_model(args["model"], args["dataset"], len(fanouts))
+    model = DistributedDataParallel(model) if world > 1 else model
+    opt = torch.optim.Adam(model.parameters(), lr=float(args["lr"]), weight_decay=float(args.get("weight_decay", 0)))
+    loss_fn = torch.nn.CrossEntropyLoss()
+    t_ready = time.perf_counter()
+
+    iters_per_epoch = -(-len(train_nids) // batch_size)
+    warmup = int(args.get("warmup_iters") or 0)
+    timed = args.get("timed_iters")
+    # the same window as lsm-gnn's loop: every epoch runs warm-up + timed iterations (or all)
+    planned = min(iters_per_epoch, warmup + int(timed)) if timed else iters_per_epoch
+    epochs = int(args.get("epochs", 1))
+    measure_net = args.get("network") == "netns"  # loopback: eth0 would be the host's
+    die_at = (args.get("die_at") or {}).get(str(rank))  # fault injection for tests
+
+    iters: list[dict] = []
+    epoch_walls: list[float] = []
+    losses: list[float] = []
+    net_start = None
+    it_count = 0
+    for epoch in range(epochs):
+        tdist.barrier()
+        if epoch == min(1, epochs - 1):
+            net_start = net_counters(enabled=measure_net)
+            tdist.barrier()  # every rank has read its counters before any traffic of these epochs
+        t_epoch = time.perf_counter()
+        it = iter(loader)
+        for step in range(planned):
+            ts = time.perf_counter()
+            input_nodes, seeds, blocks = next(it)
+            tc = time.perf_counter()
+            our_blocks = bridge.convert_blocks(blocks)
+            tf = time.perf_counter()
+            x = g.ndata["feat"][input_nodes]
+            y = g.ndata["label"][seeds].long()
+            tt = time.perf_counter()
+            logits = bridge.forward(model, our_blocks, x)
+            loss = loss_fn(logits, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            te = time.perf_counter()
+            iters.append({"epoch": epoch, "step": step, "sample": tc - ts, "convert": tf - tc, "fetch": tt - tf,
+                          "train": te - tt, "total": te - ts, "input_rows": int(len(input_nodes)),
+                          "feature_bytes": int(x.numel() * x.element_size())})
+            losses.append(float(loss.detach()))
+            it_count += 1
+            if die_at is not None and it_count >= int(die_at):
+                os.kill(os.getpid(), 9)
+        del it  # a cut-short epoch: drop the rest of the iterator
+        epoch_walls.append(time.perf_counter() - t_epoch)
+    tdist.barrier()
+    net_end = net_counters(enabled=measure_net)
+
+    acc = {"val": None, "test": None}
+    if args.get("eval", True):
+        for split in ("val", "test"):
+            nids = dgl.distributed.node_split(g.ndata[f"{split}_mask"], pb, force_even=True)
+            if args.get("eval_nodes"):
+                nids = nids[: max(1, int(args["eval_nodes"]) // world)]
+            c, n = _evaluate(g, model, bridge, sampler, nids, batch_size, dgl, torch)
+            tot = torch.tensor([c, n], dtype=torch.float64)
+            tdist.all_reduce(tot)
+            acc[split] = float(tot[0] / tot[1]) if tot[1] > 0 else None
+
+    out = {"rank": rank, "local_rank": local_rank, "machine": int(os.environ.get("LSM_MACHINE_ID", 0)),
+           "part_id": int(g.get_partition_book().partid), "world_size": world,
+           "num_train_nids": int(len(train_nids)), "iters_per_epoch": iters_per_epoch,
+           "warmup_iters": warmup, "timed_iters": int(timed) if timed else None, "planned_iters": planned,
+           "iterations": iters, "epoch_walls": epoch_walls, "losses": losses,
+           "net_start": net_start, "net_end": net_end, "accuracy": acc,
+           "startup": {"initialize_s": t_init - t0, "setup_s": t_ready - t_init}}
+    mdir = Path(args["metrics_dir"])
+    tmp = mdir / f".rank{rank}.json.partial"
+    tmp.write_text(json.dumps(out))
+    os.replace(tmp, mdir / f"rank{rank}.json")
+    tdist.barrier()
+    tdist.destroy_process_group()
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 1:
+        sys.exit("usage: python -m baselines.distdgl.trainer ARGS.json")
+    args = json.loads(Path(argv[0]).read_text())
+    try:
+        train(args)
+    except (Exception, KeyboardInterrupt):
+        # DGL's atexit handler waits for the servers, which wait for every client: a trainer
+        # that failed must leave at once so that the launcher sees the failure.
+        import traceback
+
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,201 @@
+"""One harness for every compared system: `run_system(system, cfg, ...) -> run record`.
+
+Systems (`SYSTEMS`):
+- `lsm`: LSM-GNN, shared cache over G devices (lsm_gnn.dist.launch.run_multi_device);
+- `isolated`: per-device caches of the same size, each device caching what it requests;
+- `memory`: the in-memory ideal (every feature row in RAM);
+- `mmap`, `direct`: plain storage loaders without a cache (baselines.loaders);
+- `distdgl`: Dist-DGL on M emulated machines x T trainers (baselines.distdgl).
+Every system trains the same model with the same sampler settings and writes the same record
+(schema lsm_gnn/schemas/run_record.schema.json): epoch times (cold, steady), stage breakdown per
+iteration where the system has the stage, storage bytes, bytes over the network or between
+devices, accuracy, preprocessing time, and `time.first_epoch_s` = preprocessing + cold epoch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from lsm_gnn.config import RunConfig, config_to_dict, parse_config
+from lsm_gnn.records import STAGES, new_record, write_record
+from lsm_gnn.utils.errors import ConfigError, DistributedError
+
+SYSTEMS = ("lsm", "isolated", "mmap", "direct", "memory", "distdgl")
+
+
+def system_config(system: str, cfg: RunConfig, devices: int) -> RunConfig:
+    """`cfg` with the switches that make it `system` on `devices` devices."""
+    if system not in SYSTEMS:
+        raise ConfigError("--system", "system", f"unknown system {system!r}; choose one of {', '.join(SYSTEMS)}")
+    d = config_to_dict(cfg)
+    d["distributed"]["devices"] = devices
+    if system == "lsm":
+        d["cache"]["enabled"], d["distributed"]["mode"] = True, "shared"
+    elif system == "isolated":
+        d["cache"]["enabled"], d["distributed"]["mode"] = True, "isolated"
+    elif system in ("memory", "mmap", "direct"):
+        d["cache"]["enabled"], d["distributed"]["mode"] = False, "isolated"
+        d["storage"]["reader"] = system
+        if system == "mmap":
+            d["train"]["overlap_fetch"] = False  # the cap binds only while no train step allocates
+    return parse_config(d, f"<system {system}>")
+
+
+def lsm_cache_bytes(cfg: RunConfig, devices: int) -> int:
+    """Total bytes of the lsm-gnn device caches (the mmap page cache gets the same budget)."""
+    from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.train.sources import cache_capacity_rows
+
+    lay = Dataset(cfg.dataset.path).features()
+    return cache_capacity_rows(cfg, lay.num_rows, lay.row_bytes) * lay.row_bytes * devices
+
+
+def run_system(system: str, cfg: RunConfig, *, devices: int = 1, machines: int = 2, trainers: int = 2,
+               record_path: str | os.PathLike | None = None, progress: bool = False) -> dict:
+    """Run one system and return its record (written to `record_path` if given)."""
+    if system == "distdgl":
+        rec = run_distdgl(cfg, machines=machines, trainers=trainers, progress=progress)
+    else:
+        rec = _run_lsm_family(system, cfg, devices, progress)
+    finish_record(rec)
+    if record_path is not None:
+        write_record(record_path, rec)
+    return rec
+
+
+def _run_lsm_family(system: str, cfg: RunConfig, devices: int, progress: bool) -> dict:
+    from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.dist.launch import run_multi_device
+
+    scfg = system_config(system, cfg, devices)
+    pre = 0.0
+    if system == "lsm" and devices > 1:
+        from lsm_gnn.dist.owner_files import ensure_owner_files
+
+        t0 = time.perf_counter()  # the per-owner files are lsm-gnn's preprocessing (cached once made)
+        ensure_owner_files(Dataset(scfg.dataset.path), devices, progress=progress)
+        pre = time.perf_counter() - t0
+    worker, args = "train", {}
+    if system in ("mmap", "direct"):
+        worker = "baselines.loaders:plain_worker"
+        budget = cfg.baseline.page_cache_budget_bytes
+        args = {"page_cache_budget": budget if budget is not None else lsm_cache_bytes(cfg, devices),
+                "cap": cfg.baseline.page_cache_cap}
+    rec = run_multi_device(scfg, worker=worker, worker_args=args, progress=progress)
+    rec["system"] = system
+    t = rec["metrics"].setdefault("time", {})
+    t["preprocessing_s"] = (t.get("preprocessing_s") or 0.0) + pre
+    if system == "mmap":
+        tr = rec["metrics"]["traffic"]
+        tr["storage_bytes"] = int(tr.get("storage_bytes_kernel", tr.get("storage_bytes", 0)))
+    return rec
+
+
+# ---- Dist-DGL ------------------------------------------------------------------------------------
+def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progress: bool = False) -> dict:
+    from baselines.distdgl.launch import ClusterSpec, run_cluster
+    from baselines.distdgl.partition import partition_dataset
+    from lsm_gnn.datasets.format import Dataset
+
+    b = cfg.baseline
+    ds = Dataset(cfg.dataset.path)
+    work = Path(tempfile.mkdtemp(prefix="lsm-gnn-distdgl-"))
+    try:
+        part_dir = Path(b.partition_dir) / f"{ds.name}-{machines}-{b.partition_method}" if b.partition_dir \
+            else work / "parts"
+        info = partition_dataset(ds, part_dir, machines, b.partition_method, reuse=bool(b.partition_dir),
+                                 num_trainers_per_machine=trainers)
+        tr = cfg.train
+        args = {"dataset": str(ds.root.resolve()), "fanouts": list(cfg.sampler.fanouts), "batch_size": cfg.sampler.batch_size,
+                "shuffle": cfg.sampler.shuffle, "model": cfg.model.model_dump(), "lr": tr.lr,
+                "weight_decay": tr.weight_decay, "seed": tr.seed, "epochs": tr.epochs,
+                "warmup_iters": tr.warmup_iters, "timed_iters": tr.timed_iters, "eval": tr.eval,
+                "eval_nodes": tr.eval_nodes, "threads": b.trainer_threads,
+                "pg_timeout_s": cfg.distributed.timeout_s, "die_at": b.fault_die_at or None}
+        spec = ClusterSpec(machines=machines, trainers=trainers, servers=b.servers, samplers=b.samplers,
+                           network=b.network, timeout_s=b.timeout_s)
+        t0 = time.perf_counter()
+        res = run_cluster(spec, info.part_config, info.graph_name, args, work / "cluster", progress=progress)
+        wall = time.perf_counter() - t0
+        return distdgl_record(cfg, info, spec, res.trainer_metrics, wall)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: float) -> dict:
+    """The run record of a Dist-DGL run, with lsm-gnn's epoch-time semantics (see train/loop.py)."""
+    rec = new_record("train", "distdgl", config_to_dict(cfg))
+    P = metrics[0]["iters_per_epoch"]
+    warm = metrics[0]["warmup_iters"]
+    timed = metrics[0]["timed_iters"] is not None
+    E = len(metrics[0]["epoch_walls"])
+    epochs = []
+    for e in range(E):
+        win = [[it for it in m["iterations"] if it["epoch"] == e] for m in metrics]
+        steady_win = [w[warm:] for w in win]
+        # per step, the slowest trainer (DDP waits for it); then the mean over the window
+        per_step = np.max(np.array([[it["total"] for it in w] for w in steady_win]), axis=0)
+        all_steps = np.max(np.array([[it["total"] for it in w] for w in win]), axis=0)
+        wall = max(m["epoch_walls"][e] for m in metrics)
+        epochs.append({"epoch": e, "iterations": len(win[0]), "time_s": wall,
+                       "epoch_s": float(per_step.mean() * P) if timed else wall,
+                       "cold_estimate_s": float(all_steps.mean() * P) if timed else wall,
+                       "extrapolated": timed and len(win[0]) < P,
+                       "loss": float(np.mean([it for m in metrics for it in m["losses"]])) if e == 0 else None})
+    steady_idx = list(range(1, E)) if E > 1 else ([0] if timed and warm > 0 else [])
+    cold = epochs[0]["epoch_s"] if (E > 1 or not timed or warm == 0) else epochs[0]["cold_estimate_s"]
+    steady = float(np.mean([epochs[i]["epoch_s"] for i in steady_idx])) if steady_idx else None
+    chosen = [it for m in metrics for it in m["iterations"]
+              if it["epoch"] in (steady_idx or range(E)) and it["step"] >= warm]
+    stage = {k: 0.0 for k in STAGES}
+    if chosen:
+        stage["sample"] = float(np.mean([it["sample"] for it in chosen]))
+        stage["exchange_rows"] = float(np.mean([it["fetch"] for it in chosen]))  # KVStore pull
+        stage["train"] = float(np.mean([it["train"] for it in chosen]))  # incl. DDP all-reduce
+        stage["other"] = float(np.mean([it["convert"] for it in chosen]))  # DGL block -> lsm-gnn Block
+    net = None
+    if spec.network == "netns":
+        net = 0
+        for m in metrics:
+            if m["local_rank"] == 0 and m["net_start"] and m["net_end"]:
+                net += m["net_end"]["tx_bytes"] - m["net_start"]["tx_bytes"]
+    measured_epochs = steady_idx or list(range(E))
+    feat_bytes = sum(it["feature_bytes"] for m in metrics for it in m["iterations"] if it["epoch"] in measured_epochs)
+    startup = max(m["startup"]["initialize_s"] + m["startup"]["setup_s"] for m in metrics)
+    rec["epochs"] = epochs
+    rec["metrics"] = {
+        "rows": {"requests": int(sum(it["input_rows"] for m in metrics for it in m["iterations"]))},
+        "traffic": {"storage_bytes": 0, "storage_io_ops": 0, "device_exchange_bytes": 0, "host_to_device_bytes": 0,
+                    **({"network_bytes": int(net)} if net is not None else {}),
+                    "kvstore_feature_bytes": int(feat_bytes)},
+        "time": {"per_iteration": stage, "epoch_cold_s": cold, "epoch_steady_s": steady,
+                 "preprocessing_s": info.preprocessing_s, "partition_s": info.partition_s,
+                 "partition_load_s": info.load_s, "startup_s": startup, "cluster_wall_s": wall_s,
+                 "timing_window": {"full_epoch": (not timed) or epochs[0]["iterations"] == P,
+                                   "warmup_iters": warm, "timed_iters": metrics[0]["timed_iters"],
+                                   "iterations_per_epoch": P, "steady_epochs": steady_idx}},
+        "accuracy": {"val": metrics[0]["accuracy"]["val"], "test": metrics[0]["accuracy"]["test"]},
+        "distdgl": {"machines": spec.machines, "trainers_per_machine": spec.trainers, "servers_per_machine":
+                    spec.servers, "samplers_per_trainer": spec.samplers, "network": spec.network,
+                    "network_bytes_over_epochs": measured_epochs if net is not None else None,
+                    "partition": info.as_dict(), "part_ids": [m["part_id"] for m in metrics],
+                    "train_nodes_per_trainer": [m["num_train_nids"] for m in metrics],
+                    "stage_map": {"sample": "DistNodeDataLoader (RPC sampling)",
+                                  "exchange_rows": "DistTensor pull of features and labels (KVStore)",
+                                  "train": "forward, backward, DDP all-reduce, Adam",
+                                  "other": "DGL block -> lsm_gnn Block conversion"}},
+    }
+    return rec
+
+
+def finish_record(rec: dict) -> None:
+    """Fields every system's record has: time to first epoch (preprocessing + cold epoch)."""
+    t = rec.setdefault("metrics", {}).setdefault("time", {})
+    cold, pre = t.get("epoch_cold_s"), t.get("preprocessing_s") or 0.0
+    t["first_epoch_s"] = None if cold is None else pre + cold + (t.get("startup_s") or 0.0)

@@ -1,0 +1,195 @@
+"""`lsm-gnn bench multidevice`: shared cache vs isolated caches vs one device, on one trace.
+
+One request trace (G devices, the training sampler and seed) is replayed three ways, with the
+same per-device cache capacity:
+  shared     G ranks, each owner caches only its rows (LSM-GNN), real exchange over gloo/NCCL;
+  isolated   G ranks, each caches what it requests and reads any row (multi-GPU GIDS);
+  one device one cache of G x the capacity serving every device's requests (same total cache).
+It prints storage rows per epoch, bytes exchanged per iteration and the replay time, with ratios
+to the isolated caches measured in the same run. `--json` prints one object with stable names;
+the headline is `shared_vs_isolated_storage_rows` (shared storage rows / isolated storage rows).
+No model is trained: this is the data path only (epoch time with training: `lsm-gnn train`).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+
+
+def one_device_replay(cfg, dataset, trace, capacity_rows: int) -> dict:
+    """Every device's requests served by one cache of `capacity_rows` (in this process)."""
+    from lsm_gnn.cache.fetcher import CachedFeatureSource
+    from lsm_gnn.dist.launch import open_store
+
+    lay = dataset.features()
+    cache = CachedFeatureSource(open_store(cfg, lay), lay.num_rows, lay.dim, lay.dtype, cfg.cache,
+                                dataset.static_scores(), num_owners=1, owner=0, capacity_rows=capacity_rows)
+    merged = [np.concatenate(b) for b in trace.batches]
+    W = cfg.cache.window
+    per_epoch = trace.meta.get("batches_per_epoch") or [len(merged)]
+    epochs, b0, per_iteration = [], 0, []
+    try:
+        for n in per_epoch:
+            t0, s0 = time.perf_counter(), cache.counters.storage_rows
+            for b in range(b0, b0 + n):
+                cache.advance(merged[b + 1: min(b + 1 + W, b0 + n)] if W else [])
+                before = cache.counters.storage_rows
+                cache.fetch(merged[b])
+                per_iteration.append(cache.counters.storage_rows - before)
+            epochs.append({"seconds": time.perf_counter() - t0, "storage_rows": cache.counters.storage_rows - s0})
+            b0 += n
+    finally:
+        cache.close()
+    return {"rows": cache.counters.as_dict(), "epochs": epochs, "storage_rows_per_iteration": per_iteration}
+
+
+def run_comparison(dataset_path: str, *, devices: int = 2, cache_fraction: float = 0.1, policy: str = "hybrid",
+                   window: int = 8, batch_size: int = 1024, fanouts=(10, 15), batches: int | None = None,
+                   epochs: int = 1, reader: str = "direct", seed: int = 0, verify: bool = False,
+                   timeout_s: float = 60.0, warmup: int = 0, victim_depth: int | None = None,
+                   victim: bool = True, trace_path: str | None = None, progress: bool = False) -> dict:
+    from lsm_gnn.config import parse_config
+    from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.dist.launch import capacity_rows, run_multi_device
+    from lsm_gnn.sim.generate import generate_trace
+
+    dataset = Dataset(dataset_path)
+    base = {"dataset": {"path": str(dataset_path)}, "storage": {"reader": reader},
+            "cache": {"capacity_fraction": cache_fraction, "policy": policy, "window": window,
+                      "victim_buffer": {"enabled": victim, "depth": victim_depth}},
+            "sampler": {"fanouts": list(fanouts), "batch_size": batch_size},
+            "train": {"seed": seed, "threads": 1},
+            "distributed": {"devices": devices, "timeout_s": timeout_s}}
+    if trace_path is not None:
+        from lsm_gnn.sim.trace import Trace
+
+        trace = Trace.load(trace_path)
+        if trace.num_devices != devices:
+            from lsm_gnn.utils.errors import DataError
+
+            raise DataError(trace_path, "trace devices", expected=devices, found=trace.num_devices)
+        trace.meta.setdefault("batches_per_epoch", [trace.num_batches])
+        if batches:  # keep the first `batches` iterations of the trace's first epoch
+            n = min(batches, trace.meta["batches_per_epoch"][0])
+            trace.batches, trace.meta["batches_per_epoch"] = trace.batches[:n], [n]
+        epochs = len(trace.meta["batches_per_epoch"])
+    else:
+        trace = generate_trace(dataset, fanouts=fanouts, batch_size=batch_size, seed=seed, epochs=epochs,
+                               devices=devices, max_batches=batches, progress=progress)
+    per_epoch = trace.meta["batches_per_epoch"][0]
+    out: dict = {"dataset": str(dataset_path), "devices": devices, "cache_fraction": cache_fraction,
+                 "policy": policy, "window": window, "batch_size": batch_size, "fanouts": list(fanouts),
+                 "epochs": epochs, "batches_per_epoch": per_epoch, "reader": reader,
+                 "victim_buffer": victim, "victim_depth": victim_depth or "auto (capacity/32)",
+                 "requests_per_epoch": trace.total_requests() // epochs}
+    with tempfile.TemporaryDirectory(prefix="lsm-gnn-bench-md-") as tmp:
+        tpath = Path(tmp) / "trace.npz"
+        trace.save(tpath)
+        systems = {}
+        for mode in ("shared", "isolated"):
+            cfg = parse_config({**base, "distributed": {**base["distributed"], "mode": mode}})
+            rec = run_multi_device(cfg, worker="trace", progress=progress,
+                                   worker_args={"trace": str(tpath), "verify": verify, "epoch_batches": per_epoch})
+            md = rec["metrics"]["multidevice"]
+            systems[mode] = {"storage_rows_per_epoch": md["storage_rows_per_epoch"],
+                             "storage_rows": rec["metrics"]["rows"]["storage_rows"],
+                             "rows": rec["metrics"]["rows"],
+                             "exchange_bytes_per_iteration": md["exchange_bytes_per_iteration"],
+                             "exchange_seconds_per_iteration": md["exchange_seconds_per_iteration"],
+                             "epoch_seconds": md["epoch_seconds"], "storage_bytes": rec["metrics"]["traffic"]["storage_bytes"],
+                             "storage_rows_per_iteration": md["storage_rows_per_iteration"]}
+        cfg = parse_config(base)
+        lay = dataset.features()
+        cap = capacity_rows(cfg, lay.num_rows, lay.row_bytes)
+        one = one_device_replay(cfg, dataset, trace, devices * cap)
+        systems["one_device"] = {"storage_rows_per_epoch": [e["storage_rows"] for e in one["epochs"]],
+                                 "storage_rows": one["rows"]["storage_rows"], "rows": one["rows"],
+                                 "exchange_bytes_per_iteration": 0.0, "exchange_seconds_per_iteration": 0.0,
+                                 "epoch_seconds": [e["seconds"] for e in one["epochs"]],
+                                 "storage_rows_per_iteration": one["storage_rows_per_iteration"]}
+    out["capacity_rows_per_device"] = cap
+    out["systems"] = systems
+    iso = max(1, systems["isolated"]["storage_rows"])
+    out["shared_vs_isolated_storage_rows"] = systems["shared"]["storage_rows"] / iso
+    out["one_device_vs_isolated_storage_rows"] = systems["one_device"]["storage_rows"] / iso
+    out["shared_vs_one_device_storage_rows"] = systems["shared"]["storage_rows"] / max(1, systems["one_device"]["storage_rows"])
+    # after a warm-up the caches are full: the ratio without the cold-start misses both pay
+    steady = {k: sum(v["storage_rows_per_iteration"][warmup:]) for k, v in systems.items()}
+    out["warmup_iterations"] = warmup
+    out["steady_storage_rows"] = steady
+    out["shared_vs_isolated_storage_rows_steady"] = steady["shared"] / max(1, steady["isolated"]) \
+        if warmup < len(systems["shared"]["storage_rows_per_iteration"]) else None
+    out["shared_exchange_bytes_per_iteration"] = systems["shared"]["exchange_bytes_per_iteration"]
+    out["distinct_rows_per_iteration"] = float(np.mean([len(np.unique(np.concatenate(b))) for b in trace.batches]))
+    out["cross_device_duplicate_fraction"] = _cross_duplicates(trace)
+    return out
+
+
+def _cross_duplicates(trace) -> float:
+    """Share of per-device requests in an iteration that another device also made (read once when shared)."""
+    dup = total = 0
+    for b in trace.batches:
+        uniq = [np.unique(x) for x in b]
+        allu = np.concatenate(uniq)
+        total += len(allu)
+        dup += len(allu) - len(np.unique(allu))
+    return dup / max(1, total)
+
+
+@click.command("multidevice")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False))
+@click.option("--devices", default=2, show_default=True, type=click.IntRange(2, 64))
+@click.option("--cache-fraction", default=0.1, show_default=True, type=float, help="per-device cache, fraction of feature bytes")
+@click.option("--policy", default="hybrid", show_default=True)
+@click.option("--window", default=8, show_default=True, type=int)
+@click.option("--batch-size", default=1024, show_default=True, type=int)
+@click.option("--fanouts", default="10,15", show_default=True)
+@click.option("--batches", default=None, type=int, help="iterations per epoch (default: the whole epoch)")
+@click.option("--epochs", default=1, show_default=True, type=int)
+@click.option("--reader", default="direct", show_default=True)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--trace", "trace_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="replay this recorded trace (lsm-gnn simulate --save-trace) instead of sampling one")
+@click.option("--warmup", default=0, show_default=True, type=int,
+              help="also report the ratio over the iterations after this many (caches warm)")
+@click.option("--victim-depth", type=int, default=None, help="victim-buffer lines per queue (default: capacity/32)")
+@click.option("--victim/--no-victim", default=True, show_default=True, help="victim buffer + PVP")
+@click.option("--verify/--no-verify", default=False, help="check every received row against features.bin")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--output", type=click.Path(dir_okay=False), default=None, help="also write the JSON here")
+def bench_multidevice(dataset, devices, cache_fraction, policy, window, batch_size, fanouts, batches, epochs,
+                      reader, seed, trace_path, warmup, victim_depth, victim, verify, as_json, output):
+    """Shared cache vs isolated caches vs one device (same total cache) on one trace."""
+    from lsm_gnn.utils.atomic import write_json
+
+    res = run_comparison(dataset, devices=devices, cache_fraction=cache_fraction, policy=policy, window=window,
+                         batch_size=batch_size, fanouts=[int(x) for x in fanouts.split(",")], batches=batches,
+                         epochs=epochs, reader=reader, seed=seed, verify=verify, trace_path=trace_path, warmup=warmup,
+                         victim_depth=victim_depth, victim=victim,
+                         progress=not as_json)
+    if output:
+        write_json(output, res)
+    if as_json:
+        click.echo(json.dumps(res, default=float))
+        return
+    s = res["systems"]
+    click.echo(f"{res['dataset']}: {devices} devices, cache {cache_fraction:.0%} of features per device "
+               f"({res['capacity_rows_per_device']} rows), policy {policy}, W={window}, "
+               f"{res['batches_per_epoch']} iterations/epoch")
+    click.echo(f"{'system':<12}{'storage rows/epoch':>22}{'exchange B/iter':>18}{'replay s/epoch':>16}")
+    for name in ("shared", "isolated", "one_device"):
+        x = s[name]
+        click.echo(f"{name:<12}{np.mean(x['storage_rows_per_epoch']):>22,.0f}"
+                   f"{x['exchange_bytes_per_iteration']:>18,.0f}{np.mean(x['epoch_seconds']):>16.2f}")
+    click.echo(f"shared / isolated storage rows:   {res['shared_vs_isolated_storage_rows']:.3f}  (target <= 0.6)")
+    if res["shared_vs_isolated_storage_rows_steady"] is not None and warmup:
+        click.echo(f"shared / isolated after {warmup} warm-up iterations: "
+                   f"{res['shared_vs_isolated_storage_rows_steady']:.3f}")
+    click.echo(f"one device / isolated storage rows: {res['one_device_vs_isolated_storage_rows']:.3f}")
+    click.echo(f"cross-device duplicate requests per iteration: {res['cross_device_duplicate_fraction']:.1%}")

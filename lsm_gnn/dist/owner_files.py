@@ -1,0 +1,126 @@
+"""Per-owner feature files: owner o's file holds the rows v with v % G == o at position v // G.
+
+This is the layout LSM-GNN gives each GPU's own SSDs (reference/paper.md §1.2): an owner reads
+from storage only the rows it owns, from a file of its own. The files keep the row stride and the
+4 KiB block padding of `features.bin`, so every reader (O_DIRECT included) opens them as they are.
+They are derived data, cached next to the dataset under `<dataset>/owners-G/` (or under a
+directory the caller names), each written atomically, with a manifest that ties them to the
+`features.bin` checksum so a changed dataset is never served from stale owner files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from lsm_gnn.datasets.format import BLOCK, Dataset, FeatureLayout
+from lsm_gnn.utils.atomic import atomic_path
+from lsm_gnn.utils.errors import DataError, InputError
+
+MANIFEST = "manifest.json"
+CHUNK_BYTES = 64 << 20
+
+
+def owner_num_rows(num_rows: int, num_owners: int, owner: int) -> int:
+    """How many of the rows 0..num_rows-1 owner `owner` holds (len(range(owner, num_rows, G)))."""
+    return max(0, -(-(num_rows - owner) // num_owners))
+
+
+def owner_dir(dataset: Dataset, num_owners: int, out_dir: str | os.PathLike | None = None) -> Path:
+    base = Path(out_dir) if out_dir is not None else dataset.root
+    return base / f"owners-{num_owners}"
+
+
+def owner_layout(layout: FeatureLayout, path: Path, num_owners: int, owner: int) -> FeatureLayout:
+    n = owner_num_rows(layout.num_rows, num_owners, owner)
+    data = n * layout.row_stride
+    return dataclasses.replace(layout, path=path, num_rows=n, file_bytes=data + (-data) % BLOCK,
+                               type_offsets={})
+
+
+def _source_id(dataset: Dataset) -> dict:
+    lay = dataset.features()
+    entry = dataset.meta.get("files", {}).get(lay.path.name, {})
+    return {"features_sha256": entry.get("sha256"), "features_bytes": lay.file_bytes,
+            "num_rows": lay.num_rows, "row_stride": lay.row_stride, "dtype": lay.dtype.name}
+
+
+def _is_current(directory: Path, expected: dict, layouts: list[FeatureLayout]) -> bool:
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    if manifest.get("source") != expected:
+        return False
+    return all(lay.path.is_file() and lay.path.stat().st_size == lay.file_bytes for lay in layouts)
+
+
+def _write_owner_file(src_rows: np.ndarray, lay: FeatureLayout, num_owners: int, owner: int, bar) -> None:
+    stride = lay.row_stride
+    rows_per_chunk = max(1, CHUNK_BYTES // stride)
+    with atomic_path(lay.path) as tmp:
+        with open(tmp, "wb") as f:
+            for start in range(0, lay.num_rows, rows_per_chunk):
+                stop = min(lay.num_rows, start + rows_per_chunk)
+                # local rows start..stop-1 are global rows owner + G*start .. (step G)
+                block = src_rows[owner + num_owners * start: owner + num_owners * (stop - 1) + 1: num_owners]
+                f.write(np.ascontiguousarray(block).data)
+                if bar is not None:
+                    bar.update(len(block))
+            pad = lay.file_bytes - lay.num_rows * stride
+            if pad:
+                f.write(b"\0" * pad)
+
+
+def ensure_owner_files(dataset: Dataset | str | os.PathLike, num_owners: int, *,
+                       out_dir: str | os.PathLike | None = None, owners: list[int] | None = None,
+                       progress: bool = True) -> list[FeatureLayout]:
+    """Layouts of the G owner files, writing any that are missing or stale.
+
+    `owners` limits which files this call writes (a rank writes only its own); the returned list
+    always has all G layouts.
+    """
+    if not isinstance(dataset, Dataset):
+        dataset = Dataset(dataset)
+    if num_owners < 1:
+        raise InputError(f"num_owners must be >= 1, found {num_owners}")
+    lay = dataset.features()
+    directory = owner_dir(dataset, num_owners, out_dir)
+    layouts = [owner_layout(lay, directory / f"owner-{o}.bin", num_owners, o) for o in range(num_owners)]
+    expected = _source_id(dataset)
+    wanted = range(num_owners) if owners is None else owners
+    if _is_current(directory, expected, [layouts[o] for o in wanted]):
+        return layouts
+    if not lay.path.is_file() or lay.path.stat().st_size < lay.num_rows * lay.row_stride:
+        raise DataError(lay.path, "feature file missing or shorter than metadata.json says",
+                        expected=lay.num_rows * lay.row_stride,
+                        found=lay.path.stat().st_size if lay.path.exists() else None)
+    directory.mkdir(parents=True, exist_ok=True)
+    raw = np.memmap(lay.path, dtype=np.uint8, mode="r", shape=(lay.num_rows * lay.row_stride,))
+    src_rows = raw.reshape(lay.num_rows, lay.row_stride)
+    bar = None
+    if progress and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=sum(layouts[o].num_rows for o in wanted), unit="row",
+                   desc=f"owner files (G={num_owners})")
+    try:
+        for o in wanted:
+            _write_owner_file(src_rows, layouts[o], num_owners, o, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    with atomic_path(directory / MANIFEST) as tmp:
+        tmp.write_text(json.dumps({"source": expected, "num_owners": num_owners,
+                                   "files": [la.path.name for la in layouts]}, indent=2) + "\n")
+    return layouts
+
+
+def read_owner_rows(layout: FeatureLayout, local_rows: np.ndarray) -> np.ndarray:
+    """Rows of an owner file by local position (tests and checks; the hot path uses a FeatureStore)."""
+    return np.asarray(layout.view("r")[local_rows])

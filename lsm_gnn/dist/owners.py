@@ -1,0 +1,102 @@
+"""Owner split and reorder: the CPU engine of the shared cache's request routing.
+
+Node v is owned by device `v % G`. A requester splits its input ids into G buckets (one per
+owner) and remembers, for every bucket entry, its position in the original list, so the rows that
+come back can be put in the requester's order. The split is a *stable* counting sort: inside a
+bucket, ids keep their order of appearance (duplicates are kept; the owner's cache coalesces
+them). The GPU engine (`lsm_gnn.dist.gpu`) makes exactly the same decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from lsm_gnn.utils.errors import InputError
+
+
+@dataclass(frozen=True)
+class OwnerSplit:
+    """Ids grouped by owner. `send_ids[k] == ids[positions[k]]`; bucket o is
+    `send_ids[offsets[o]:offsets[o + 1]]`."""
+
+    send_ids: np.ndarray   # int64, len(ids)
+    positions: np.ndarray  # int64, original position of each send_ids entry
+    counts: np.ndarray     # int64, (G,) ids per owner
+
+    @property
+    def offsets(self) -> np.ndarray:
+        out = np.zeros(len(self.counts) + 1, dtype=np.int64)
+        np.cumsum(self.counts, out=out[1:])
+        return out
+
+    def bucket(self, owner: int) -> np.ndarray:
+        off = self.offsets
+        return self.send_ids[off[owner]: off[owner + 1]]
+
+
+@numba.njit(cache=True, nogil=True)
+def _split_kernel(ids, num_owners, send_ids, positions, counts):
+    for i in range(ids.shape[0]):
+        counts[ids[i] % num_owners] += 1
+    cursor = np.zeros(num_owners, dtype=np.int64)
+    acc = 0
+    for o in range(num_owners):
+        cursor[o] = acc
+        acc += counts[o]
+    for i in range(ids.shape[0]):
+        o = ids[i] % num_owners
+        k = cursor[o]
+        send_ids[k] = ids[i]
+        positions[k] = i
+        cursor[o] = k + 1
+
+
+def as_ids(ids, num_rows: int | None = None, what: str = "ids") -> np.ndarray:
+    """Validate and convert to a contiguous int64 1-D array (InputError on anything else)."""
+    arr = np.asarray(ids)
+    if arr.ndim != 1:
+        raise InputError(f"{what}: expected a 1-D array of node ids, found shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise InputError(f"{what}: expected integer node ids, found dtype {arr.dtype}")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or (num_rows is not None and hi >= num_rows):
+            raise InputError(f"{what}: ids must lie in [0, {num_rows}), found range [{lo}, {hi}]")
+    return arr
+
+
+def split_by_owner(ids, num_owners: int, num_rows: int | None = None) -> OwnerSplit:
+    """Stable split of `ids` into `num_owners` buckets by `v % num_owners`."""
+    if num_owners < 1:
+        raise InputError(f"num_owners must be >= 1, found {num_owners}")
+    ids = as_ids(ids, num_rows)
+    send_ids = np.empty_like(ids)
+    positions = np.empty(len(ids), dtype=np.int64)
+    counts = np.zeros(num_owners, dtype=np.int64)
+    _split_kernel(ids, np.int64(num_owners), send_ids, positions, counts)
+    return OwnerSplit(send_ids, positions, counts)
+
+
+def reorder(rows: np.ndarray, positions: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Put rows received in owner order back into the requester's order: out[positions[k]] = rows[k]."""
+    if rows.shape[0] != positions.shape[0]:
+        raise InputError(f"reorder: {rows.shape[0]} rows for {positions.shape[0]} positions")
+    if out is None:
+        out = np.empty_like(rows)
+    elif out.shape != rows.shape or out.dtype != rows.dtype:
+        raise InputError(f"reorder: out must be {rows.shape} {rows.dtype}, found {out.shape} {out.dtype}")
+    out[positions] = rows
+    return out
+
+
+def owner_of(ids: np.ndarray, num_owners: int) -> np.ndarray:
+    return np.asarray(ids, dtype=np.int64) % num_owners
+
+
+def local_row(ids: np.ndarray, num_owners: int) -> np.ndarray:
+    """Position of global row v inside its owner's file: v // G."""
+    return np.asarray(ids, dtype=np.int64) // num_owners

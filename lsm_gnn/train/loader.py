@@ -1,0 +1,141 @@
+"""The loader: sampler -> lookahead window -> feature source -> (input_nodes, seeds, blocks, features).
+
+    loader = FeatureLoader(sampler, source, window=8)
+    for input_nodes, seeds, blocks, features in loader.epoch(e):   # the shape DGL/GIDS users know
+        ...
+
+Three stages, each in its own thread when that helps:
+1. sampling runs `sample_ahead` + W batches ahead in a background thread (numba kernels release
+   the GIL, so it overlaps the train step);
+2. the lookahead keeps the next W batches; for batch t the fetch stage calls
+   `source.advance(ids of batches t+1..t+W)` then `source.fetch(ids of t)` - in that order, one
+   batch after another, so the cache makes the same decisions whether or not stages overlap;
+3. with `overlap_fetch`, the fetch of batch t+1 runs in a thread while batch t trains.
+The window stays inside the epoch (like a per-epoch DataLoader, and like the trace replay).
+
+Each yielded batch (a 4-tuple) also carries `.labels` (tensor), `.minibatch`, `.times`: seconds of
+sample, fetch_cache, fetch_victim, fetch_storage (busy time of those stages for this batch) and
+wait (how long the consumer waited for it: the part of loading not hidden behind training), and
+`.counts`: the source's row and storage I/O counters for this batch alone (taken in the fetch
+stage, so they do not depend on how far ahead it runs).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from lsm_gnn.sampling import Background, Lookahead, MiniBatch, NeighborSampler
+from lsm_gnn.train.sources import counts, fetch_split, snapshot
+from lsm_gnn.utils.errors import InputError
+
+
+class LoadedBatch(tuple):
+    """(input_nodes, seeds, blocks, features) with .labels, .minibatch and .times attached."""
+
+    def __new__(cls, minibatch: MiniBatch, blocks, features: torch.Tensor, labels: torch.Tensor, times: dict):
+        obj = super().__new__(cls, (minibatch.input_nodes, minibatch.seeds, blocks, features))
+        obj.minibatch, obj.labels, obj.times = minibatch, labels, times
+        return obj
+
+    @property
+    def input_nodes(self):
+        return self[0]
+
+    @property
+    def seeds(self):
+        return self[1]
+
+    @property
+    def blocks(self):
+        return self[2]
+
+    @property
+    def features(self):
+        return self[3]
+
+
+def _timed(it: Iterator[MiniBatch]) -> Iterator[MiniBatch]:
+    while True:
+        t0 = time.perf_counter()
+        try:
+            mb = next(it)
+        except StopIteration:
+            return
+        mb.sample_s = time.perf_counter() - t0
+        yield mb
+
+
+class FeatureLoader:
+    def __init__(self, sampler: NeighborSampler, source, *, window: int = 0, sample_ahead: int = 2,
+                 overlap_fetch: bool = True, device: str | torch.device = "cpu", max_iters: int | None = None):
+        if window < 0 or sample_ahead < 0:
+            raise InputError(f"window and sample_ahead must be >= 0, found {window}, {sample_ahead}")
+        self.sampler, self.source, self.window = sampler, source, int(window)
+        self.sample_ahead, self.overlap_fetch = int(sample_ahead), bool(overlap_fetch)
+        self.device = torch.device(device)
+        self.max_iters = max_iters
+        self.row_dim = None
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return min(n, self.max_iters) if self.max_iters else n
+
+    def _fetch(self, mb: MiniBatch, window: list) -> LoadedBatch:
+        src = self.source
+        c0 = counts(src)
+        t0 = time.perf_counter()
+        before = snapshot(src)
+        src.advance(window)
+        rows = src.fetch(mb.input_nodes)
+        seconds = time.perf_counter() - t0
+        c1 = counts(src)
+        times = {"sample": getattr(mb, "sample_s", 0.0)}
+        times.update(fetch_split(src, seconds, before, snapshot(src)))
+        rows = np.asarray(rows)
+        if rows.ndim != 2 or rows.shape[0] != len(mb.input_nodes):
+            raise InputError(f"feature source returned shape {rows.shape} for {len(mb.input_nodes)} ids")
+        if not rows.flags.writeable:
+            rows = rows.copy()
+        feats = torch.from_numpy(rows)
+        labels = torch.from_numpy(mb.labels)
+        blocks = mb.blocks
+        if self.device.type != "cpu":
+            feats = feats.pin_memory().to(self.device, non_blocking=True)
+            labels = labels.to(self.device, non_blocking=True)
+            blocks = [b.to(self.device, non_blocking=True) for b in blocks]
+        item = LoadedBatch(mb, blocks, feats, labels, times)
+        item.counts = {k: c1[k] - c0.get(k, 0) for k in c1}   # rows and I/O of this batch alone
+        return item
+
+    def epoch(self, epoch: int) -> Iterator[LoadedBatch]:
+        threads = []
+        batches = _timed(iter(self.sampler.epoch(epoch)))
+        if self.max_iters:
+            batches = itertools.islice(batches, self.max_iters)
+        if self.sample_ahead > 0:
+            batches = Background(batches, depth=self.sample_ahead + self.window, name="lsm-gnn-sampler")
+            threads.append(batches)
+        fetched = (self._fetch(mb, win) for mb, win in Lookahead(batches, self.window))
+        if self.overlap_fetch:
+            fetched = Background(fetched, depth=1, name="lsm-gnn-fetch")
+            threads.insert(0, fetched)
+        try:
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    item = next(fetched)
+                except StopIteration:
+                    return
+                item.times["wait"] = time.perf_counter() - t0
+                yield item
+        finally:
+            for t in threads:
+                t.close()
+
+    def __iter__(self):
+        return self.epoch(0)

@@ -1,0 +1,282 @@
+"""The training loop of one device: `run_training(cfg) -> run record`.
+
+Per epoch: the loader yields (input_nodes, seeds, blocks, features) with the sampler running
+ahead and features fetched through the configured source (in-memory ideal, plain store, or the
+LSM-GNN cache); Adam + cross-entropy; stage timers per iteration; validation accuracy after the
+epoch, test accuracy at the end.
+
+Timing (written to `metrics.time.timing_window`):
+- whole epochs (`train.timed_iters` unset): each epoch's time is its measured wall time;
+  `warmup_iters` only excludes the first iterations of every epoch from the per-iteration means.
+- a timed window (`timed_iters` set): each epoch runs `warmup_iters + timed_iters` iterations and
+  its epoch time is extrapolated: mean wall time per timed iteration x batches per epoch.
+- cold = the first epoch (with a single timed epoch: extrapolated from all its iterations,
+  warm-up included); steady = the mean of the later epochs (with a single timed epoch: its timed
+  window, which follows the warm-up).
+`hidden_fetch_fraction` = 1 - (time the train step waited for inputs) / (fetch busy time): the
+share of fetch time hidden behind compute (waits for sampling count against it, so it is a
+lower bound).
+
+Multi-device: with world_size > 1 and torch.distributed initialised, seeds are sharded, the model
+is wrapped in DDP, and the caller's feature source is used (lsm_gnn.dist). Only rank 0 writes a
+record; every rank returns its own, with `metrics.ranks[rank]`.
+
+Interrupts: the record is written once, atomically, at the end. Ctrl-C writes nothing; an error
+after training started writes a record with status "failed" (if a record path is set) and
+re-raises; a config rejected before that writes nothing. `process_group_ready` is accepted for the
+launcher's benefit; whether a group is up is read from torch.distributed itself.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from lsm_gnn.config import RunConfig, config_to_dict
+from lsm_gnn.datasets.format import Dataset
+from lsm_gnn.features import MemoryFeatureSource
+from lsm_gnn.models import build_model
+from lsm_gnn.records import ROW_KEYS, STAGES, new_record, write_record
+from lsm_gnn.sampling import NeighborSampler
+from lsm_gnn.train.evaluate import evaluate
+from lsm_gnn.train.loader import FeatureLoader
+from lsm_gnn.train.sources import close_source, extra_stats, make_feature_source, system_name
+from lsm_gnn.train.timers import StageTimer, StageTimes
+from lsm_gnn.utils.errors import ConfigError, InputError
+
+FETCH = ("fetch_cache", "fetch_victim", "fetch_storage")
+
+
+def _distributed_ready(world_size: int) -> bool:
+    return world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def _check(cfg: RunConfig, world_size: int, source: str):
+    if cfg.train.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(source, "train.device", "cuda requested but torch sees no CUDA device")
+    if world_size > 1 and not _distributed_ready(world_size):
+        raise InputError(f"world_size={world_size} needs an initialised torch.distributed process group "
+                         "(use `lsm-gnn train --devices N`, which starts one)")
+
+
+def _exposed(mean: StageTimes) -> dict:
+    """Critical-path view of one iteration: train + other + the wait, split over the loading stages
+    in proportion to their busy time (sums to the iteration's wall time)."""
+    load = ("sample",) + FETCH
+    busy = sum(mean[k] for k in load)
+    out = {k: (mean["wait"] * mean[k] / busy if busy > 0 else 0.0) for k in load}
+    out["train"], out["other"] = mean["train"], mean["other"]
+    return out
+
+
+def _hidden_fraction(items) -> float | None:
+    fetch = sum(sum(it[k] for k in FETCH) for it in items)
+    wait = sum(it["wait"] for it in items)
+    return None if fetch <= 0 else max(0.0, min(1.0, 1.0 - wait / fetch))
+
+
+def _hit_rates(rows: dict) -> dict:
+    req = rows.get("requests", 0)
+    if not req:
+        return {}
+    return {"local": rows["local_hits"] / req, "peer": rows["peer_hits"] / req,
+            "victim": rows["victim_hits"] / req, "storage": rows["storage_rows"] / req}
+
+
+def run_training(cfg: RunConfig, *, rank: int = 0, world_size: int = 1, feature_source=None,
+                 process_group_ready: bool = False, progress: bool = True, record_path=None) -> dict:
+    """Train as `cfg` says; return the run record (and write it if a path is given, on rank 0)."""
+    path = record_path if record_path is not None else (cfg.output.record if world_size == 1 else None)
+    _check(cfg, world_size, "<config>")
+    record = new_record("train", system_name(cfg), config_to_dict(cfg))
+    own_source = feature_source is None
+    opened: dict = {}
+    try:
+        _train(cfg, record, rank, world_size, feature_source, progress, opened)
+    except KeyboardInterrupt:
+        raise                                       # nothing written: no record that looks complete
+    except Exception as e:
+        # a config or input rejected before training started is an error, not a failed run
+        if path is not None and rank == 0 and opened.get("started"):
+            record["status"] = "failed"
+            record["failure"] = {"rank": rank, "message": f"{type(e).__name__}: {e}"}
+            try:
+                write_record(path, record)
+            except Exception:  # noqa: BLE001 - never mask the original error
+                traceback.print_exc(file=sys.stderr)
+        raise
+    finally:
+        if own_source and opened.get("source") is not None:
+            close_source(opened["source"])
+    if path is not None and rank == 0:
+        write_record(path, record)
+    return record
+
+
+def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_source, progress: bool,
+           opened: dict) -> None:
+    distributed = _distributed_ready(world_size)
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    torch.manual_seed(cfg.train.seed)
+    device = torch.device(cfg.train.device)
+    if device.type == "cuda" and distributed:
+        device = torch.device("cuda", torch.cuda.current_device())
+
+    dataset = Dataset(cfg.dataset.path)
+    fanouts = list(cfg.sampler.fanouts)
+    sampler = NeighborSampler(dataset, fanouts, cfg.sampler.batch_size, seed=cfg.train.seed,
+                              shuffle=cfg.sampler.shuffle, rank=rank, world_size=world_size)
+    model = build_model(cfg.model, dataset, len(fanouts)).to(device)
+
+    t0 = time.perf_counter()
+    source = feature_source if feature_source is not None else make_feature_source(
+        cfg, dataset, rank=rank, world_size=world_size)
+    opened["source"] = source
+    preprocessing_s = time.perf_counter() - t0
+
+    net = model
+    if distributed:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        net = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+
+    per_epoch = len(sampler)
+    tr = cfg.train
+    timed = tr.timed_iters is not None
+    planned = min(per_epoch, tr.warmup_iters + tr.timed_iters) if timed else per_epoch
+    if tr.warmup_iters >= planned:
+        raise ConfigError("<config>", "train.warmup_iters",
+                          f"{tr.warmup_iters} warm-up iterations leave none to time in an epoch of {planned}")
+    window = cfg.cache.window if (cfg.cache.enabled or feature_source is not None) else 0
+    loader = FeatureLoader(sampler, source, window=window, sample_ahead=cfg.sampler.prefetch_batches,
+                           overlap_fetch=tr.overlap_fetch, device=device, max_iters=planned)
+    eval_features = source.features if isinstance(source, MemoryFeatureSource) else dataset.feature_array()
+    interactive = progress and sys.stderr.isatty()
+
+    epochs, measured_items, eval_s = [], [], 0.0
+    h2d = 0
+    opened["started"] = True
+    for epoch in range(tr.epochs):
+        net.train()
+        timer = StageTimer()
+        losses, correct, seen = [], 0, 0
+        batch_counts = []
+        bar = tqdm(total=planned, desc=f"epoch {epoch}", unit="it", disable=not interactive, leave=False)
+        t_epoch = t_iter = time.perf_counter()
+        for step, batch in enumerate(loader.epoch(epoch)):
+            with timer.stage("train"):
+                x = batch.features if batch.features.dtype == torch.float32 else batch.features.float()
+                logits = net(batch.blocks, x)
+                loss = F.cross_entropy(logits, batch.labels)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                loss_v = float(loss.item())
+            if device.type != "cpu":
+                h2d += batch.features.numel() * batch.features.element_size()
+            losses.append(loss_v)
+            correct += int((logits.argmax(1) == batch.labels).sum())
+            seen += len(batch.labels)
+            timer.add(batch.times)
+            batch_counts.append(batch.counts)
+            now = time.perf_counter()
+            cur = timer.current
+            cur["wall"] = now - t_iter
+            cur["other"] = max(0.0, cur["wall"] - cur["train"] - cur["wait"])
+            t_iter = now
+            timer.end_iteration()
+            bar.update(1)
+            if step % 10 == 0:
+                bar.set_postfix(loss=f"{loss_v:.3f}")
+        bar.close()
+        wall = time.perf_counter() - t_epoch
+        its = timer.iterations
+        if len(its) != planned:
+            raise RuntimeError(f"epoch {epoch}: loader gave {len(its)} batches, expected {planned}")
+        window_items = its[tr.warmup_iters:]
+        mean = StageTimer.mean(window_items)
+        epoch_s = mean["wall"] * per_epoch if timed else wall
+        ep = {"epoch": epoch, "iterations": len(its), "time_s": wall, "epoch_s": epoch_s,
+              "extrapolated": timed and planned < per_epoch,
+              "cold_estimate_s": StageTimer.mean(its)["wall"] * per_epoch if timed else wall,
+              "loss": float(np.mean(losses)), "losses": losses, "train_acc": correct / max(seen, 1),
+              "per_iteration": {k: mean[k] for k in STAGES + ("wall", "wait")},
+              "per_iteration_exposed": _exposed(mean),
+              "hidden_fetch_fraction": _hidden_fraction(window_items),
+              "rows": {k: sum(c.get(k, 0) for c in batch_counts[tr.warmup_iters:]) for k in ROW_KEYS},
+              "io": {k: sum(c.get(k, 0) for c in batch_counts[tr.warmup_iters:]) for k in ("bytes_read", "io_ops")}}
+        if tr.eval:
+            te = time.perf_counter()
+            ep["val_acc"], ep["val_nodes"] = evaluate(
+                model, dataset, eval_features, split="val", fanouts=fanouts, batch_size=cfg.sampler.batch_size,
+                seed=tr.seed, max_nodes=tr.eval_nodes, device=device, rank=rank, world_size=world_size)
+            eval_s += time.perf_counter() - te
+        epochs.append(ep)
+        measured_items.append(window_items)
+
+    test_acc = test_nodes = None
+    if tr.eval:
+        te = time.perf_counter()
+        test_acc, test_nodes = evaluate(model, dataset, eval_features, split="test", fanouts=fanouts,
+                                        batch_size=cfg.sampler.batch_size, seed=tr.seed,
+                                        max_nodes=tr.eval_nodes, device=device, rank=rank, world_size=world_size)
+        eval_s += time.perf_counter() - te
+
+    # ---- the record ---------------------------------------------------------------------------
+    E = len(epochs)
+    steady_idx = list(range(1, E)) if E > 1 else ([0] if timed and tr.warmup_iters > 0 else [])
+    cold = epochs[0]["epoch_s"] if (E > 1 or not timed or tr.warmup_iters == 0) else epochs[0]["cold_estimate_s"]
+    steady = float(np.mean([epochs[i]["epoch_s"] for i in steady_idx])) if steady_idx else None
+    chosen = [it for i in (steady_idx or range(E)) for it in measured_items[i]]
+    mean = StageTimer.mean(chosen)
+    rows = {k: sum(ep["rows"][k] for ep in epochs) for k in ROW_KEYS}
+    io = {k: sum(ep["io"].get(k, 0) for ep in epochs) for k in ("bytes_read", "io_ops")}
+    for ep in epochs:
+        ep["rows"] = {k: int(v) for k, v in ep["rows"].items()}
+    time_metrics = {
+        "per_iteration": {k: mean[k] for k in STAGES},
+        "per_iteration_wall": mean["wall"],
+        "per_iteration_wait": mean["wait"],
+        "per_iteration_exposed": _exposed(mean),
+        "epoch_cold_s": cold,
+        "epoch_steady_s": steady,
+        "preprocessing_s": preprocessing_s,
+        "eval_s": eval_s,
+        "hidden_fetch_fraction": _hidden_fraction(chosen),
+        "timing_window": {"full_epoch": not timed or planned == per_epoch, "warmup_iters": tr.warmup_iters,
+                          "timed_iters": tr.timed_iters, "iterations_per_epoch": per_epoch,
+                          "iterations_run_per_epoch": planned, "steady_epochs": steady_idx},
+    }
+    store = getattr(source, "store", None) or getattr(getattr(source, "cache", None), "store", None)
+    metrics = {
+        "rows": rows,
+        "hit_rate": _hit_rates(rows),
+        "traffic": {"storage_bytes": int(io["bytes_read"]), "storage_io_ops": int(io["io_ops"]),
+                    "device_exchange_bytes": 0, "host_to_device_bytes": int(h2d)},
+        "time": time_metrics,
+        "accuracy": {"val": epochs[-1].get("val_acc"), "test": test_acc,
+                     "val_curve": [ep.get("val_acc") for ep in epochs],
+                     "train_curve": [ep["train_acc"] for ep in epochs],
+                     "eval_nodes": {"val": epochs[-1].get("val_nodes"), "test": test_nodes}},
+        "source": {"kind": type(source).__name__, "window": window, "stats": extra_stats(source),
+                   "storage_path": dict(getattr(store, "path_info", {}) or {})},
+        "pipeline": {"sample_ahead": cfg.sampler.prefetch_batches, "overlap_fetch": tr.overlap_fetch,
+                     "torch_threads": torch.get_num_threads()},
+        "dataset": {"path": os.fspath(dataset.root), "name": dataset.name, "nodes": dataset.num_nodes(),
+                    "edges": dataset.num_edges(), "feature_bytes": dataset.features().num_rows
+                    * dataset.features().row_bytes},
+    }
+    metrics["ranks"] = {str(rank): {"rows": rows, "time": {"epoch_cold_s": cold, "epoch_steady_s": steady,
+                                                           "per_iteration": dict(time_metrics["per_iteration"])},
+                                    "storage_bytes": int(io["bytes_read"])}}
+    record["metrics"] = metrics
+    record["epochs"] = epochs

@@ -1,0 +1,87 @@
+"""Dist-DGL on emulated machines: real runs with 1 and 2 machines, cleanup also after a killed trainer."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from baselines.distdgl.launch import ClusterSpec, EmulatedCluster
+from baselines.distdgl.partition import partition_dataset
+from lsm_gnn.config import load_config
+from lsm_gnn.records import validate_record
+from lsm_gnn.utils.errors import DistributedError
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("nsenter"),
+                                reason="the Dist-DGL emulation needs root and util-linux unshare/nsenter")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is gone for our purposes only once reaped; EmulatedCluster reaps all it starts
+    return True
+
+
+def _args(ds, **kw):
+    return {"dataset": str(ds.root), "fanouts": [5, 5], "batch_size": 128, "model": {"name": "sage", "hidden": 16},
+            "lr": 0.01, "epochs": 2, "eval": True, "eval_nodes": 200, "seed": 0, **kw}
+
+
+def _shm():
+    return set(os.listdir("/dev/shm"))
+
+
+def test_one_machine_run_through_harness_validates(random_dataset, tmp_path):
+    from baselines.harness import run_system
+
+    ds = random_dataset(num_nodes=1500, dim=32)
+    before = _shm()
+    cfg = load_config(None, [f"dataset.path={ds.root}", "sampler.batch_size=128", "sampler.fanouts=[5,5]",
+                             "model.hidden=16", "train.epochs=2", "train.eval_nodes=200"])
+    rec = run_system("distdgl", cfg, machines=1, trainers=1, record_path=tmp_path / "r.json")
+    validate_record(rec)
+    m = rec["metrics"]
+    assert rec["system"] == "distdgl" and rec["status"] == "complete"
+    assert m["time"]["epoch_cold_s"] > 0 and m["time"]["epoch_steady_s"] > 0
+    assert m["time"]["partition_s"] > 0 and m["time"]["preprocessing_s"] >= m["time"]["partition_s"]
+    assert m["distdgl"]["part_ids"] == [0]
+    assert m["traffic"]["network_bytes"] >= 0  # one machine: nothing needs to cross the network
+    assert 0.0 <= m["accuracy"]["val"] <= 1.0
+    assert _shm() == before
+
+
+def test_two_machines_train_on_their_own_partitions_and_clean_up(random_dataset, tmp_path):
+    ds = random_dataset(num_nodes=2000, dim=32)
+    info = partition_dataset(ds, tmp_path / "parts", 2, "metis")
+    before = _shm()
+    with EmulatedCluster(ClusterSpec(machines=2, trainers=1, timeout_s=120), tmp_path / "work") as cluster:
+        res = cluster.run(info.part_config, info.graph_name, _args(ds))
+    pids = [p.pid for _, p in cluster.procs] + [h.pid for h in cluster.holders] + [cluster.switch.pid]
+    assert sorted(m["part_id"] for m in res.trainer_metrics) == [0, 1]   # each machine its own partition
+    assert [m["machine"] for m in res.trainer_metrics] == [0, 1]
+    for m in res.trainer_metrics:
+        assert len(m["iterations"]) == 2 * m["iters_per_epoch"]
+        assert m["net_end"]["tx_bytes"] > m["net_start"]["tx_bytes"]     # remote sampling/pulls/all-reduce
+    # both trainers evaluated the same all-reduced accuracy
+    assert res.trainer_metrics[0]["accuracy"] == res.trainer_metrics[1]["accuracy"]
+    assert not any(_alive(p) for p in pids)
+    assert _shm() == before
+
+
+def test_killed_trainer_fails_the_run_and_leaves_nothing_behind(random_dataset, tmp_path):
+    ds = random_dataset(num_nodes=2000, dim=32)
+    info = partition_dataset(ds, tmp_path / "parts", 2, "random")
+    before = _shm()
+    cluster = EmulatedCluster(ClusterSpec(machines=2, trainers=1, timeout_s=120), tmp_path / "work")
+    with pytest.raises(DistributedError) as err:
+        with cluster:
+            cluster.run(info.part_config, info.graph_name, _args(ds, die_at={"1": 2}))
+    assert err.value.rank == 1 and "signal 9" in str(err.value)
+    pids = [p.pid for _, p in cluster.procs] + [h.pid for h in cluster.holders] + [cluster.switch.pid]
+    assert len(pids) == 7   # 2 servers, 2 trainers, 2 machine namespace holders, the switch
+    assert not any(_alive(p) for p in pids)
+    assert _shm() == before

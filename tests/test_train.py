@@ -1,0 +1,313 @@
+"""The training loop, loader and sources: exact features through caches, identical losses,
+lookahead order, records, bad configs, Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from lsm_gnn.config import load_config
+from lsm_gnn.features import MemoryFeatureSource, TierCounters
+from lsm_gnn.records import read_record, validate_record
+from lsm_gnn.sampling import NeighborSampler
+from lsm_gnn.train.loader import FeatureLoader
+from lsm_gnn.train.loop import run_training
+from lsm_gnn.train.sources import StoreFeatureSource, make_feature_source
+from lsm_gnn.utils.errors import ConfigError, InputError
+from test_sampling import hetero_dataset  # noqa: F401  (fixture)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cfg(ds, **over):
+    base = {"dataset.path": str(ds.root), "storage.reader": "memory", "cache.enabled": False,
+            "sampler.batch_size": 64, "sampler.fanouts": [4, 4], "model.hidden": 16, "train.epochs": 2,
+            "train.eval_nodes": 200, "train.threads": 1}
+    base.update(over)
+    return load_config(None, base)
+
+
+class LruStandIn:
+    """A tiny LRU row cache over an array, recording the calls it gets (a cached source stand-in)."""
+
+    def __init__(self, features, capacity):
+        self.features, self.capacity = np.asarray(features), capacity
+        self.lines: OrderedDict = OrderedDict()
+        self.counters = TierCounters()
+        self.calls = []
+
+    def advance(self, window):
+        self.calls.append(("advance", [w.copy() for w in window]))
+
+    def fetch(self, ids):
+        self.calls.append(("fetch", ids.copy()))
+        out = np.empty((len(ids), self.features.shape[1]), self.features.dtype)
+        for i, v in enumerate(ids.tolist()):
+            if v in self.lines:
+                self.lines.move_to_end(v)
+                self.counters.local_hits += 1
+            else:
+                self.counters.storage_rows += 1
+                self.lines[v] = self.features[v].copy()
+                if len(self.lines) > self.capacity:
+                    self.lines.popitem(last=False)
+            out[i] = self.lines[v]
+        self.counters.requests += len(ids)
+        return out
+
+    def close(self):
+        pass
+
+
+def test_cached_run_has_the_memory_runs_losses(random_dataset):
+    ds = random_dataset(num_nodes=600, dim=16, num_classes=4)
+    mem = run_training(_cfg(ds), progress=False)
+    cache = LruStandIn(ds.feature_array(), capacity=60)
+    cached = run_training(_cfg(ds, **{"cache.window": 3}), feature_source=cache, progress=False)
+    a = [loss for ep in mem["epochs"] for loss in ep["losses"]]
+    b = [loss for ep in cached["epochs"] for loss in ep["losses"]]
+    assert len(a) == len(b) > 10
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    assert cached["metrics"]["rows"]["storage_rows"] > 0 and cached["metrics"]["rows"]["local_hits"] > 0
+
+
+def test_store_source_reads_exact_rows(random_dataset):
+    ds = random_dataset(num_nodes=300, dim=8)
+    cfg = _cfg(ds, **{"storage.reader": "buffered"})
+    src = make_feature_source(cfg, ds)
+    assert isinstance(src, StoreFeatureSource)
+    ids = np.array([5, 1, 5, 299, 0], dtype=np.int64)
+    np.testing.assert_array_equal(src.fetch(ids), np.asarray(ds.feature_array())[ids])
+    assert src.counters.requests == 5 and src.counters.storage_rows == 4
+    src.close()
+    mem = make_feature_source(_cfg(ds), ds)
+    assert isinstance(mem, MemoryFeatureSource)
+
+
+def test_plain_store_run_matches_memory_losses(random_dataset):
+    ds = random_dataset(num_nodes=400, dim=8, num_classes=3)
+    over = {"train.epochs": 1, "train.eval": False}
+    mem = run_training(_cfg(ds, **over), progress=False)
+    direct = run_training(_cfg(ds, **over, **{"storage.reader": "buffered"}), progress=False)
+    assert mem["epochs"][0]["losses"] == direct["epochs"][0]["losses"]
+    assert direct["system"] == "buffered" and direct["metrics"]["traffic"]["storage_bytes"] > 0
+
+
+@pytest.mark.parametrize("reader", ["buffered", "direct"])
+def test_real_cache_engine_gives_the_memory_losses(random_dataset, reader):
+    ds = random_dataset(num_nodes=600, dim=16, num_classes=4)
+    mem = run_training(_cfg(ds), progress=False)
+    over = {"cache.enabled": True, "cache.capacity_fraction": 0.1, "cache.window": 4, "storage.reader": reader,
+            "storage.drop_page_cache": False}
+    cached = run_training(_cfg(ds, **over), progress=False)
+    a = [loss for ep in mem["epochs"] for loss in ep["losses"]]
+    b = [loss for ep in cached["epochs"] for loss in ep["losses"]]
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    assert cached["system"] == "lsm" and cached["metrics"]["rows"]["storage_rows"] > 0
+    assert cached["metrics"]["rows"]["local_hits"] > 0 and cached["metrics"]["traffic"]["storage_bytes"] > 0
+    assert cached["metrics"]["source"]["storage_path"]["reader"] == reader
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_loader_feeds_the_window_in_order(random_dataset, overlap):
+    ds = random_dataset(num_nodes=500, dim=8)
+    sampler = NeighborSampler(ds, [3, 3], 32, seed=0)
+    src = LruStandIn(ds.feature_array(), capacity=50)
+    W = 3
+    loader = FeatureLoader(sampler, src, window=W, sample_ahead=2, overlap_fetch=overlap)
+    got = list(loader.epoch(1))
+    expected = [mb.input_nodes for mb in sampler.epoch(1)]
+    assert len(got) == len(expected) == len(loader)
+    feats = np.asarray(ds.feature_array())
+    for t, batch in enumerate(got):
+        input_nodes, seeds, blocks, features = batch                 # the DGL/GIDS shape
+        np.testing.assert_array_equal(input_nodes, expected[t])
+        np.testing.assert_array_equal(features.numpy(), feats[input_nodes])
+        kind, window = src.calls[2 * t]
+        assert kind == "advance" and len(window) == min(W, len(expected) - t - 1)
+        for k, ids in enumerate(window):
+            np.testing.assert_array_equal(ids, expected[t + 1 + k])
+        assert src.calls[2 * t + 1][0] == "fetch"
+        assert set(batch.times) >= {"sample", "fetch_cache", "wait"}
+
+
+def test_record_is_valid_and_reports_cold_and_steady(random_dataset, tmp_path):
+    ds = random_dataset(num_nodes=500, dim=8, num_classes=3)
+    path = tmp_path / "rec.json"
+    rec = run_training(_cfg(ds, **{"train.epochs": 3}), progress=False, record_path=path)
+    on_disk = read_record(path)                                # validates against the schema
+    assert on_disk["status"] == "complete" and on_disk["kind"] == "train" and on_disk["system"] == "memory"
+    t = rec["metrics"]["time"]
+    assert t["epoch_cold_s"] > 0 and t["epoch_steady_s"] > 0
+    assert t["timing_window"]["full_epoch"] and t["timing_window"]["steady_epochs"] == [1, 2]
+    assert set(t["per_iteration"]) >= {"sample", "fetch_cache", "fetch_victim", "fetch_storage", "train", "other"}
+    assert len(rec["epochs"]) == 3 and all(ep["val_acc"] is not None for ep in rec["epochs"])
+    assert rec["metrics"]["accuracy"]["test"] is not None
+    assert rec["metrics"]["rows"]["requests"] == sum(len(b.input_nodes) for e in range(3)
+                                                     for b in NeighborSampler(ds, [4, 4], 64, seed=0).epoch(e))
+    assert 0.0 <= t["hidden_fetch_fraction"] <= 1.0
+
+
+def test_timed_window_runs_warmup_plus_timed_and_extrapolates(random_dataset):
+    ds = random_dataset(num_nodes=800, dim=8)
+    rec = run_training(_cfg(ds, **{"train.epochs": 1, "train.warmup_iters": 2, "train.timed_iters": 3,
+                                   "train.eval": False, "sampler.batch_size": 32}), progress=False)
+    ep = rec["epochs"][0]
+    assert ep["iterations"] == 5 and ep["extrapolated"]
+    tw = rec["metrics"]["time"]["timing_window"]
+    assert tw == {**tw, "full_epoch": False, "warmup_iters": 2, "timed_iters": 3, "iterations_run_per_epoch": 5}
+    assert rec["metrics"]["time"]["epoch_steady_s"] == pytest.approx(ep["per_iteration"]["wall"] * tw["iterations_per_epoch"])
+    validate_record(rec)
+
+
+def test_same_seed_same_losses_and_other_seed_differs(random_dataset):
+    ds = random_dataset(num_nodes=400, dim=8)
+    over = {"train.epochs": 1, "train.eval": False}
+    a = run_training(_cfg(ds, **over), progress=False)["epochs"][0]["losses"]
+    b = run_training(_cfg(ds, **over, **{"train.overlap_fetch": False, "sampler.prefetch_batches": 0}),
+                     progress=False)["epochs"][0]["losses"]
+    c = run_training(_cfg(ds, **over, **{"train.seed": 1}), progress=False)["epochs"][0]["losses"]
+    assert a == b and a != c
+
+
+def test_sage_learns_the_synthetic_graph(tmp_path):
+    from lsm_gnn.datasets.synthetic import generate
+
+    ds = generate(tmp_path / "syn", 3000, feature_dim=64, progress=False)
+    rec = run_training(_cfg(ds, **{"train.epochs": 5, "sampler.batch_size": 128, "sampler.fanouts": [5, 10],
+                                   "model.hidden": 64, "train.lr": 0.01, "train.eval_nodes": None,
+                                   "train.threads": 2}), progress=False)
+    chance = 1 / ds.num_classes
+    assert rec["metrics"]["accuracy"]["val"] > 5 * chance      # measured: about 0.56 (chance 0.053)
+    assert rec["epochs"][-1]["loss"] < rec["epochs"][0]["losses"][0]
+
+
+def test_hetero_training_runs(hetero_dataset):
+    cfg = _cfg(hetero_dataset, **{"model.name": "rsage", "train.epochs": 2, "sampler.batch_size": 32})
+    rec = run_training(cfg, progress=False)
+    assert rec["epochs"][-1]["loss"] < rec["epochs"][0]["losses"][0]
+    assert rec["metrics"]["accuracy"]["val"] is not None
+    validate_record(rec)
+
+
+def test_bad_configs_are_rejected_with_clear_errors(random_dataset, hetero_dataset, tmp_path):
+    ds = random_dataset(num_nodes=200, dim=4)
+    with pytest.raises(ConfigError, match="sampler.fanouts"):
+        _cfg(ds, **{"sampler.fanouts": [0, 5]})
+    with pytest.raises(ConfigError, match="train.bogus: unknown key"):
+        _cfg(ds, **{"train.bogus": 1})
+    with pytest.raises(ConfigError, match="model.name"):
+        run_training(_cfg(hetero_dataset), progress=False)
+    with pytest.raises(ConfigError, match="warmup_iters"):
+        run_training(_cfg(ds, **{"train.warmup_iters": 50, "train.timed_iters": 1}), progress=False)
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="train.device"):
+            run_training(_cfg(ds, **{"train.device": "cuda"}), progress=False)
+    with pytest.raises(InputError, match="process group"):
+        run_training(_cfg(ds), world_size=2, progress=False)
+    from lsm_gnn.utils.errors import DataError
+
+    with pytest.raises(DataError, match="missing"):
+        run_training(_cfg(ds, **{"dataset.path": str(tmp_path)}), progress=False)
+    rec = tmp_path / "rejected.json"
+    with pytest.raises(ConfigError):
+        run_training(_cfg(hetero_dataset), progress=False, record_path=rec)
+    assert not rec.exists()                       # a rejected config leaves no record at all
+
+
+def test_failed_run_writes_a_failed_record(random_dataset, tmp_path):
+    ds = random_dataset(num_nodes=200, dim=4)
+
+    class Broken(LruStandIn):
+        def fetch(self, ids):
+            raise OSError("disk on fire")
+
+    path = tmp_path / "rec.json"
+    with pytest.raises(OSError, match="disk on fire"):
+        run_training(_cfg(ds), feature_source=Broken(ds.feature_array(), 10), progress=False, record_path=path)
+    rec = read_record(path)
+    assert rec["status"] == "failed" and "disk on fire" in rec["failure"]["message"]
+
+
+def test_cli_flags_override_the_file(tmp_path):
+    from lsm_gnn.cli.train import build_config
+
+    f = tmp_path / "c.yaml"
+    f.write_text("train:\n  epochs: 7\ncache:\n  policy: static\n")
+    cfg = build_config(str(f), ["model.hidden=12"], epochs=3, cache_fraction=0.2, reader="mmap", fanouts="5,6")
+    assert (cfg.train.epochs, cfg.cache.policy, cfg.cache.capacity_fraction, cfg.storage.reader) == (3, "static", 0.2, "mmap")
+    assert cfg.model.hidden == 12 and cfg.sampler.fanouts == [5, 6]
+    lsm = build_config("lsm")
+    assert lsm.cache.enabled and lsm.storage.reader == "direct" and lsm.cache.capacity_fraction == 0.1
+    mem = build_config("memory")
+    assert not mem.cache.enabled and mem.storage.reader == "memory"
+
+
+_INTERRUPT_DRIVER = """
+import os, sys, numpy as np
+from lsm_gnn.config import load_config
+from lsm_gnn.features import MemoryFeatureSource
+from lsm_gnn.datasets.format import Dataset
+from lsm_gnn.train.loop import run_training
+
+ds_path, record, marker = sys.argv[1:4]
+class Marking(MemoryFeatureSource):
+    def fetch(self, ids):
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+        return super().fetch(ids)
+cfg = load_config(None, {"dataset.path": ds_path, "storage.reader": "memory", "cache.enabled": False,
+                         "sampler.batch_size": 8, "sampler.fanouts": [4, 4], "model.hidden": 16,
+                         "train.epochs": 1000, "train.threads": 1})
+src = Marking(np.asarray(Dataset(ds_path).feature_array()))
+try:
+    run_training(cfg, feature_source=src, progress=False, record_path=record)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_leaves_no_record(random_dataset, tmp_path):
+    ds = random_dataset(num_nodes=400, dim=8)
+    record, marker = tmp_path / "out" / "rec.json", tmp_path / "started"
+    env = dict(os.environ, DGLBACKEND="pytorch")
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(_INTERRUPT_DRIVER), str(ds.root), str(record),
+                             str(marker)], env=env, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert proc.poll() is None, "driver exited before training started"
+            assert time.monotonic() < deadline, "training never started"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 130
+    assert not record.exists()
+    leftovers = list(record.parent.glob("*")) if record.parent.exists() else []
+    assert leftovers == []
+
+
+def test_window_counts_do_not_depend_on_how_far_fetching_runs_ahead(random_dataset):
+    ds = random_dataset(num_nodes=800, dim=8)
+    over = {"train.epochs": 1, "train.warmup_iters": 2, "train.timed_iters": 4, "train.eval": False,
+            "sampler.batch_size": 32, "cache.window": 2}
+    recs = [run_training(_cfg(ds, **over, **{"train.overlap_fetch": ov}),
+                         feature_source=LruStandIn(ds.feature_array(), 100), progress=False) for ov in (True, False)]
+    rows = [r["metrics"]["rows"] for r in recs]
+    assert rows[0] == rows[1]
+    expected = sum(len(b.input_nodes) for i, b in zip(range(6), NeighborSampler(ds, [4, 4], 32, seed=0).epoch(0))
+                   if i >= 2)
+    assert rows[0]["requests"] == expected

@@ -57,6 +57,10 @@ def plain_worker(cfg, rank: int, world_size: int, heartbeat, args: dict) -> dict
     lay = dataset.features()
     reader = cfg.storage.reader
     opts = {}
+    if reader == "mmap" and args.get("cap", True):
+        # under a page-cache cap as small as the caches' budget, readahead evicts the rows being
+        # gathered and the loader thrashes; a cache-aware mmap loader would madvise(RANDOM) too
+        opts = dict(advice="random")
     if reader == "direct":
         s = cfg.storage
         opts = dict(queue_depth=s.queue_depth, threads=s.threads, backend=s.backend)

@@ -24,7 +24,7 @@ class MmapStore(FeatureStore):
     reader_name = "mmap"
 
     def __init__(self, path, num_rows: int, dim: int, dtype, row_stride: int, file_bytes: int | None = None,
-                 *, row_map=None):
+                 *, row_map=None, advice: str = "normal"):
         super().__init__(num_rows, dim, dtype, path=path, row_map=row_map)
         self.row_stride = row_stride
         need = num_rows * row_stride if file_bytes is None else file_bytes
@@ -42,10 +42,16 @@ class MmapStore(FeatureStore):
         except OSError as e:
             raise DataError(self.path, f"cannot map feature file: {e.strerror}") from None
         self._raw = raw
+        # "random" (MADV_RANDOM) turns kernel readahead off: under a small page-cache cap,
+        # readahead of neighbouring pages evicts the rows being gathered and the loader thrashes
+        if advice not in ("normal", "random"):
+            raise ValueError(f"advice must be 'normal' or 'random', found {advice!r}")
+        if advice == "random" and getattr(raw, "_mmap", None) is not None and hasattr(mmap, "MADV_RANDOM"):
+            raw._mmap.madvise(mmap.MADV_RANDOM)
         self.rows = np.lib.stride_tricks.as_strided(
             raw[: num_rows * row_stride].view(self.dtype) if num_rows else raw[:0].view(np.uint8),
             shape=(num_rows, dim), strides=(row_stride, self.dtype.itemsize), writeable=False)
-        self.path_info = {"reader": "mmap", "backend": "page-faults", "file": self.path}
+        self.path_info = {"reader": "mmap", "backend": "page-faults", "file": self.path, "madvise": advice}
 
     def _read(self, ids, out):
         uniq = np.unique(ids)

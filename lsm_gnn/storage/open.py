@@ -58,7 +58,7 @@ def open_feature_store(source, reader: str = "direct", *, row_map=None, drop_pag
     """Open a feature store; `opts` go to the reader (see docs/storage.md for each reader's options).
 
     direct / buffered (accepted and ignored by mmap and memory): backend ("auto", "threads", "io_uring"), threads, queue_depth, block_size,
-    max_io_bytes. gpu: host_reader (default "direct"), transfer ("auto", "pinned", "kvikio"),
+    max_io_bytes. mmap: advice ("normal", or "random" to turn readahead off). gpu: host_reader (default "direct"), transfer ("auto", "pinned", "kvikio"),
     device, plus the host reader's options. drop_page_cache evicts the file's pages first.
     """
     if reader not in READERS:
@@ -71,6 +71,7 @@ def open_feature_store(source, reader: str = "direct", *, row_map=None, drop_pag
     args = (lay.path, lay.num_rows, lay.dim, lay.dtype, lay.row_stride, lay.file_bytes)
     if reader == "gpu":
         return _open_gpu(lay, args, row_map, opts)
+    advice = opts.pop("advice", "normal") if reader == "mmap" else "normal"
     unknown = set(opts) - _BLOCK_OPTS
     if unknown:
         raise InputError(f"unknown option(s) {', '.join(sorted(unknown))} for reader {reader!r}; "
@@ -88,7 +89,7 @@ def open_feature_store(source, reader: str = "direct", *, row_map=None, drop_pag
     if reader == "mmap":
         from lsm_gnn.storage.mmap_store import MmapStore
 
-        return MmapStore(*args, row_map=row_map)
+        return MmapStore(*args, row_map=row_map, advice=advice)
     from lsm_gnn.storage.memory import MemoryStore
 
     return MemoryStore.load(lay, row_map=row_map)

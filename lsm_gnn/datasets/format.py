@@ -315,6 +315,21 @@ class DatasetWriter:
         return Dataset(self.root)
 
 
+def encode_rows(rows: np.ndarray, dim: int, dtype: np.dtype, row_stride: int, room: int) -> memoryview:
+    """The bytes of `rows` as stored in features.bin (each row zero-padded to `row_stride`)."""
+    rows = np.ascontiguousarray(rows, dtype=dtype)
+    if rows.ndim != 2 or rows.shape[1] != dim:
+        raise ValueError(f"feature rows: expected shape (n, {dim}), found {rows.shape}")
+    if len(rows) > room:
+        raise ValueError(f"feature rows: {len(rows)} more rows than the {room} still declared")
+    row_bytes = dim * np.dtype(dtype).itemsize
+    if row_stride != row_bytes:
+        padded = np.zeros((len(rows), row_stride), dtype=np.uint8)
+        padded[:, :row_bytes] = rows.view(np.uint8).reshape(len(rows), -1)
+        rows = padded
+    return memoryview(rows).cast("B")
+
+
 class FeatureFileWriter:
     """Streams feature rows to features.bin with the padded stride; hashes while writing."""
 
@@ -332,21 +347,10 @@ class FeatureFileWriter:
 
     def write(self, rows: np.ndarray):
         """Append rows (n, dim) in global-id order."""
-        rows = np.ascontiguousarray(rows, dtype=self.dtype)
-        if rows.ndim != 2 or rows.shape[1] != self.dim:
-            raise ValueError(f"feature rows: expected shape (n, {self.dim}), found {rows.shape}")
-        if self.rows + len(rows) > self.total:
-            raise ValueError(f"feature rows: more than the {self.total} declared")
-        if self.row_stride != self.row_bytes:
-            padded = np.zeros((len(rows), self.row_stride), dtype=np.uint8)
-            padded[:, : self.row_bytes] = rows.view(np.uint8).reshape(len(rows), -1)
-            buf = padded
-        else:
-            buf = rows
-        mv = memoryview(buf).cast("B")
+        mv = encode_rows(rows, self.dim, self.dtype, self.row_stride, room=self.total - self.rows)
         self.f.write(mv)
         self.h.update(mv)
-        self.rows += len(rows)
+        self.rows += len(mv) // self.row_stride
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:

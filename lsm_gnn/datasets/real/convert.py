@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from lsm_gnn.datasets.format import BLOCK, row_stride_for
+from lsm_gnn.datasets.format import BLOCK, encode_rows, row_stride_for
 from lsm_gnn.utils.atomic import write_json
 from lsm_gnn.utils.errors import DataError
 
@@ -220,20 +220,10 @@ class FeatureFile:
         return max(1, FEATURE_CHUNK_BYTES // self.row_stride)
 
     def write(self, rows: np.ndarray):
-        rows = np.ascontiguousarray(rows, dtype=self.dtype)
-        if rows.ndim != 2 or rows.shape[1] != self.dim:
-            raise ValueError(f"feature rows: expected shape (n, {self.dim}), found {rows.shape}")
-        if self.rows + len(rows) > self.total:
-            raise ValueError(f"feature rows: more than the {self.total} declared")
-        if self.row_stride != self.row_bytes:
-            buf = np.zeros((len(rows), self.row_stride), dtype=np.uint8)
-            buf[:, : self.row_bytes] = rows.view(np.uint8).reshape(len(rows), -1)
-        else:
-            buf = rows
-        mv = memoryview(buf).cast("B")
+        mv = encode_rows(rows, self.dim, self.dtype, self.row_stride, room=self.total - self.rows)
         self.f.write(mv)
         self.h.update(mv)
-        self.rows += len(rows)
+        self.rows += len(mv) // self.row_stride
 
     def checkpoint(self):
         self.f.flush()

@@ -117,3 +117,27 @@ def test_victim_buffer_lives_in_shared_memory():
     src.close()
     with pytest.raises(FileNotFoundError):
         shared_memory.SharedMemory(name=name)
+
+
+def test_per_request_tiers_add_up_to_the_distinct_counts():
+    rng = np.random.default_rng(3)
+    feats = rng.normal(size=(500, 4)).astype(np.float32)
+    cfg = CacheConfig(capacity_bytes=64 * 16, ways=4, window=2, victim_buffer={"depth": 16})
+    batches = [rng.integers(0, 500, 120) for _ in range(12)]
+    with CachedFeatureSource(ArrayStore(feats), 500, 4, np.float32, cfg, np.zeros(500, np.uint8)) as src:
+        seen_tiers = set()
+        for t, b in enumerate(batches):
+            src.advance(batches[t + 1: t + 3])
+            before = src.counters.as_dict()
+            src.fetch(b)
+            after = src.counters.as_dict()
+            tiers = src.last_tiers
+            assert len(tiers) == len(b)
+            assert (tiers >= 0).sum() == after["distinct"] - before["distinct"]
+            for code, key in ((0, "local_hits"), (1, "victim_hits"), (2, "storage_rows")):
+                assert (tiers == code).sum() == after[key] - before[key]
+            # only the first occurrence of an id carries its tier
+            first = np.unique(b, return_index=True)[1]
+            assert np.all(tiers[first] >= 0)
+            seen_tiers |= set(np.unique(tiers[tiers >= 0]).tolist())
+        assert {0, 2} <= seen_tiers

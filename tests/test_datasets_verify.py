@@ -179,3 +179,11 @@ def test_missing_directory(tmp_path):
 
 def test_problem_str():
     assert str(Problem("labels/paper.npy", "bad")) == "labels/paper.npy: bad"
+
+
+def test_per_owner_files_beside_the_dataset_are_not_leftovers(ds):
+    (ds.root / "owners-2").mkdir()
+    (ds.root / "owners-2" / "owner-0.bin").write_bytes(b"\0" * 4096)
+    assert verify(ds.root, quick=True) == []
+    (ds.root / "stray.bin").write_bytes(b"x")
+    assert [p.file for p in verify(ds.root, quick=True)] == ["stray.bin"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,11 @@ import numpy as np
 from lsm_gnn.datasets.format import BLOCK, FEATURE_FILE, FORMAT_NAME, FORMAT_VERSION, HASH_CHUNK, row_stride_for
 
 CHECK_CHUNK = 1 << 22  # elements per pass over big index arrays (bounded memory)
+
+
+# Per-owner feature files derived from the dataset and kept beside it (lsm_gnn.dist.owner_files,
+# which checks its own manifest against features.bin's checksum).
+DERIVED_DIR = re.compile(r"owners-\d+")
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,8 @@ class _Checker:
                 self.add(rel, "sha256 differs from metadata.json (file changed or corrupt)")
         for p in sorted(self.root.rglob("*")):
             rel = p.relative_to(self.root).as_posix()
+            if DERIVED_DIR.fullmatch(rel.split("/", 1)[0]):
+                continue
             if p.is_file() and rel != "metadata.json" and rel not in listed:
                 self.add(rel, "not listed in metadata.json (left over from an interrupted write?)")
 

@@ -416,7 +416,14 @@ def merge_records(cfg: RunConfig, results: list[dict], worker: str, wall_s: floa
     ex_bytes = sum(int(s.get("exchange_bytes", 0)) for s in stats)
     ex_seconds = max(float(s.get("exchange_id_seconds", 0)) + float(s.get("exchange_row_seconds", 0)) for s in stats)
     metrics["rows"] = {**metrics.get("rows", {}), **rows,
-                       "peer_rows": sum(int(s.get("peer_rows", 0)) for s in stats)}
+                       "peer_rows": sum(int(s.get("peer_rows", 0)) for s in stats),
+                       # rows two devices asked of one owner in the same iteration, served once:
+                       # distinct = local_hits + peer_hits + victim_hits + storage_rows + coalesced
+                       "coalesced": sum(int(s.get("coalesced_requests", 0)) for s in stats)}
+    if "hit_rate" in metrics:  # rank 0's own rates: recompute over all devices
+        from lsm_gnn.train.loop import _hit_rates
+
+        metrics["hit_rate"] = _hit_rates(rows)
     traffic = metrics.setdefault("traffic", {})
     traffic["device_exchange_bytes"] = ex_bytes
     if base is not None:

@@ -15,6 +15,9 @@ CACHE_FRACTIONS = [0.01, 0.05, 0.10, 0.20]
 CACHE_MAX_BATCHES = config.get("cache_max_batches")
 CACHE_SAMPLER = {"fanouts": "10,15", "batch_size": 1024, "seed": config.get("seed", 0)}
 CACHE_FLAGS = " ".join(f"--cache-fraction {f}" for f in CACHE_FRACTIONS)
+# Victim-buffer lines per queue. On tiny (100k rows) the paper's 32768 x W lines would exceed the
+# whole dataset, so the default there is capacity/32 per queue; elsewhere the run config's depth.
+CACHE_VICTIM = str(config.get("cache_victim_depth") or ("auto" if SIZE == "tiny" else "config"))
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/30-cache.md")
 
@@ -49,11 +52,12 @@ rule cache_sweep:
         cli=CACHE_CLI,
         data=DATA,
         fractions=CACHE_FLAGS,
+        victim=CACHE_VICTIM,
     log:
         f"{RES}/logs/cache_sweep-W{{window}}.log",
     shell:
         "{params.cli} simulate {params.data} --trace {input.trace} --policy all {params.fractions} "
-        "--window {wildcards.window} --out {output.csv} --record {output.record} --json --no-progress "
+        "--window {wildcards.window} --victim-depth {params.victim} --out {output.csv} --record {output.record} --json --no-progress "
         "> {output.json} 2> {log}"
 
 
@@ -66,11 +70,13 @@ rule cache_multidevice:
     params:
         cli=CACHE_CLI,
         data=DATA,
+        victim=CACHE_VICTIM,
     log:
         f"{RES}/logs/cache_multidevice-{{mode}}.log",
     shell:
         "{params.cli} simulate {params.data} --trace {input.trace} --mode {wildcards.mode} "
-        "--policy hybrid --policy lru --cache-fraction 0.1 --window 8 --out {output.csv} --no-progress > {log} 2>&1"
+        "--policy hybrid --policy lru --cache-fraction 0.1 --window 8 --victim-depth {params.victim} "
+        "--out {output.csv} --no-progress > {log} 2>&1"
 
 
 rule cache_report:

@@ -4,7 +4,6 @@ Inputs: one run record per (system, devices, cache). Outputs: summary.csv, ratio
 names as `lsm-gnn bench compare --json`), three figures and the report section 60-baselines.md.
 """
 
-from __future__ import annotations
 
 import json
 from pathlib import Path

@@ -68,6 +68,10 @@ with atomic_path(sm.output.figure, suffix=".png") as tmp:
 
 # ---- tables ---------------------------------------------------------------------------------------
 at10 = sweep[(sweep["cache_fraction"] - 0.10).abs() < 1e-9]
+_depths = sorted(set(zip(at10["capacity_rows"], at10["victim_depth"])))
+victim_note = ", ".join(f"{d:,} lines per queue at {c:,} cache lines" for c, d in _depths[:1]) + (
+    " (capacity/32 per queue: the paper's 32768 x W lines would exceed this dataset)"
+    if all(d == max(1, c // 32) for c, d in _depths) else " (the run config's depth)")
 ratio = at10.pivot_table(index="policy", columns="window", values="storage_rows_vs_min").reset_index()
 ratio.columns = ["policy"] + [f"W={w}: rows / MIN" for w in ratio.columns[1:]]
 wmax = max(windows)
@@ -94,8 +98,8 @@ in {epochs} epoch(s) on one device) replayed through every eviction policy with 
 decision replay (`lsm-gnn simulate`). Bounds on the same coalesced trace (duplicates in a batch are one
 request): **MIN** is Belady's optimum at the device-cache capacity (batch-granular, may bypass,
 fully associative: a floor for every policy); **MIN (cache + victim)** adds the victim buffer's W x depth
-lines; **optimal static** is the best fixed set of C rows, filled on first use. Victim depth: capacity/32
-lines per queue (the paper's 32768 lines per 4 GB of 4 KB lines). Sweep: {sm.params.sweep}.
+lines; **optimal static** is the best fixed set of C rows, filled on first use. Victim depth: {victim_note}.
+Sweep: {sm.params.sweep}.
 
 ![storage rows per epoch](figures/cache_storage_rows.png)
 

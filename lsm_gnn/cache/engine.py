@@ -283,6 +283,31 @@ class StepResult:
     counts: dict
 
 
+def configure_engine(engine, capacity_rows, num_rows, static_scores, ways, policy, window, refresh_every,
+                     pvp, victim_depth, num_owners, owner, *, kind: str, max_ways: int | None = None):
+    """Validate and set the settings both engines share; returns the static scores (uint8, host)."""
+    check_owner_args(num_rows, num_owners, owner)
+    if refresh_every < 1:
+        raise InputError(f"refresh_every must be at least 1, found {refresh_every}")
+    if window < 0 or victim_depth < 1:
+        raise InputError(f"window must be >= 0 and victim_depth >= 1, found {window}, {victim_depth}")
+    engine.geometry = cache_geometry(capacity_rows, ways)
+    if max_ways is not None and engine.geometry.ways > max_ways:
+        raise InputError(f"the {kind} engine supports at most {max_ways} ways, found {engine.geometry.ways}")
+    engine.num_rows, engine.num_owners, engine.owner = int(num_rows), int(num_owners), int(owner)
+    engine.window, engine.refresh_every = int(window), int(refresh_every)
+    engine.pvp = bool(pvp) and engine.window > 0
+    engine.policy_name = resolve_policy(policy, engine.pvp)
+    engine.code = get_policy(engine.policy_name).code
+    if engine.code not in KERNEL_CODES:
+        raise InputError(f"policy {engine.policy_name!r} has no {kind} kernel (reference engine only)")
+    scores = np.ascontiguousarray(static_scores, dtype=np.uint8)
+    if scores.shape != (engine.num_rows,):
+        raise InputError(f"static_scores: expected shape ({engine.num_rows},), found {scores.shape}")
+    engine.depth = int(victim_depth)
+    return scores
+
+
 class CpuCacheEngine:
     """Decisions of one owner's cache (no feature data: see fetcher.CachedFeatureSource)."""
 
@@ -290,24 +315,8 @@ class CpuCacheEngine:
                  policy: str = "hybrid", window: int = 8, refresh_every: int = 1, pvp: bool = True,
                  victim_depth: int = 32768, num_owners: int = 1, owner: int = 0,
                  victims: VictimQueues | None = None, landing: LandingBuffer | None = None):
-        check_owner_args(num_rows, num_owners, owner)
-        if refresh_every < 1:
-            raise InputError(f"refresh_every must be at least 1, found {refresh_every}")
-        if window < 0 or victim_depth < 1:
-            raise InputError(f"window must be >= 0 and victim_depth >= 1, found {window}, {victim_depth}")
-        self.geometry = cache_geometry(capacity_rows, ways)
-        self.num_rows, self.num_owners, self.owner = int(num_rows), int(num_owners), int(owner)
-        self.window, self.refresh_every = int(window), int(refresh_every)
-        self.pvp = bool(pvp) and self.window > 0
-        self.policy_name = resolve_policy(policy, self.pvp)
-        self.code = get_policy(self.policy_name).code
-        if self.code not in KERNEL_CODES:
-            raise InputError(f"policy {self.policy_name!r} has no CPU kernel (reference engine only)")
-        scores = np.ascontiguousarray(static_scores, dtype=np.uint8)
-        if scores.shape != (self.num_rows,):
-            raise InputError(f"static_scores: expected shape ({self.num_rows},), found {scores.shape}")
-        self.static = scores
-        self.depth = int(victim_depth)
+        self.static = configure_engine(self, capacity_rows, num_rows, static_scores, ways, policy, window,
+                                       refresh_every, pvp, victim_depth, num_owners, owner, kind="CPU")
         self.victims = victims or VictimQueues(self.window, self.depth)
         self.landing = landing or LandingBuffer(self.depth)
         if self.victims.depth != self.depth or len(self.landing.ids) != self.depth:

@@ -29,8 +29,7 @@ import numpy as np
 
 from lsm_gnn.cache import engine as _cpu, policies as _pol, window as _win
 from lsm_gnn.cache.engine import COUNT_NAMES, StepResult
-from lsm_gnn.cache.geometry import cache_geometry, check_owner_args, local_rows
-from lsm_gnn.cache.policies import KERNEL_CODES, get_policy, resolve_policy
+from lsm_gnn.cache.geometry import local_rows
 from lsm_gnn.cache.window import NO_REUSE, TAG_DTYPE
 from lsm_gnn.utils.errors import InputError
 
@@ -157,27 +156,10 @@ class GpuCacheEngine:
                  victims: DeviceVictimQueues | None = None, landing: DeviceLandingBuffer | None = None):
         cp = _cupy()
         self._cp = cp
-        check_owner_args(num_rows, num_owners, owner)
-        if refresh_every < 1:
-            raise InputError(f"refresh_every must be at least 1, found {refresh_every}")
-        if window < 0 or victim_depth < 1:
-            raise InputError(f"window must be >= 0 and victim_depth >= 1, found {window}, {victim_depth}")
-        self.geometry = cache_geometry(capacity_rows, ways)
-        if self.geometry.ways > 2047:
-            raise InputError(f"the GPU engine supports at most 2047 ways, found {self.geometry.ways}")
-        self.num_rows, self.num_owners, self.owner = int(num_rows), int(num_owners), int(owner)
-        self.window, self.refresh_every = int(window), int(refresh_every)
-        self.pvp = bool(pvp) and self.window > 0
-        self.policy_name = resolve_policy(policy, self.pvp)
-        self.code = get_policy(self.policy_name).code
-        if self.code not in KERNEL_CODES:
-            raise InputError(f"policy {self.policy_name!r} has no GPU kernel (reference engine only)")
-        scores = np.ascontiguousarray(cp.asnumpy(static_scores) if isinstance(static_scores, cp.ndarray)
-                                      else static_scores, dtype=np.uint8)
-        if scores.shape != (self.num_rows,):
-            raise InputError(f"static_scores: expected shape ({self.num_rows},), found {scores.shape}")
-        self.static = cp.asarray(scores)
-        self.depth = int(victim_depth)
+        host = cp.asnumpy(static_scores) if isinstance(static_scores, cp.ndarray) else static_scores
+        self.static = cp.asarray(_cpu.configure_engine(
+            self, capacity_rows, num_rows, host, ways, policy, window, refresh_every, pvp, victim_depth,
+            num_owners, owner, kind="GPU", max_ways=2047))
         for name, obj in (("victims", victims), ("landing", landing)):
             if obj is not None and not isinstance(obj.ids, cp.ndarray):
                 raise InputError(f"{name}: the GPU engine needs device buffers "

@@ -50,10 +50,10 @@ def system_config(system: str, cfg: RunConfig, devices: int) -> RunConfig:
 def lsm_cache_bytes(cfg: RunConfig, devices: int) -> int:
     """Total bytes of the lsm-gnn device caches (the mmap page cache gets the same budget)."""
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.train.sources import cache_capacity_rows
+    from lsm_gnn.cache.geometry import capacity_rows_for
 
     lay = Dataset(cfg.dataset.path).features()
-    return cache_capacity_rows(cfg, lay.num_rows, lay.row_bytes) * lay.row_bytes * devices
+    return capacity_rows_for(cfg.cache, lay.num_rows, lay.row_bytes) * lay.row_bytes * devices
 
 
 def run_system(system: str, cfg: RunConfig, *, devices: int = 1, machines: int = 2, trainers: int = 2,

@@ -12,7 +12,8 @@ import pytest
 
 from lsm_gnn.cache.replay import replay
 from lsm_gnn.config import parse_config
-from lsm_gnn.dist.launch import capacity_rows, run_multi_device
+from lsm_gnn.cache.geometry import capacity_rows_for
+from lsm_gnn.dist.launch import run_multi_device
 from lsm_gnn.records import read_record
 from lsm_gnn.sim.trace import Trace
 from lsm_gnn.utils.errors import DistributedError
@@ -73,7 +74,7 @@ def test_shared_reads_at_most_isolated_and_runs_are_deterministic(setup):
     # the ranks make exactly the cache engine's decisions: shared = every owner replaying what all
     # devices ask it, isolated = every device replaying its own requests
     cfg = cfg_for(ds, "shared")
-    cap, t, static = capacity_rows(cfg, 3000, 16 * 4), Trace.load(trace), ds.static_scores()
+    cap, t, static = capacity_rows_for(cfg.cache, 3000, 16 * 4), Trace.load(trace), ds.static_scores()
     owner_replays = [replay([np.concatenate([x[x % G == o] for x in b]) for b in t.batches], cfg.cache, 3000,
                             static, capacity_rows=cap, num_owners=G, owner=o) for o in range(G)]
     device_replays = [replay(t.device(d), cfg.cache, 3000, static, capacity_rows=cap) for d in range(G)]

@@ -45,9 +45,12 @@ class CachedFeatureSource:
                  capacity_rows: int | None = None):
         check_owner_args(num_rows, num_owners, owner)
         self.dtype = np.dtype(dtype)
-        if (store.num_rows, store.dim, store.dtype) != (num_rows, row_dim, self.dtype):
+        # a store over an owner's own file maps global ids to its rows (storage.owner_row_map):
+        # it holds just the rows this owner owns
+        rows = num_rows if getattr(store, "row_map", None) is None else len(range(owner, num_rows, num_owners))
+        if (store.num_rows, store.dim, store.dtype) != (rows, row_dim, self.dtype):
             raise InputError(f"store holds ({store.num_rows} rows, dim {store.dim}, {store.dtype}), "
-                             f"expected ({num_rows} rows, dim {row_dim}, {self.dtype})")
+                             f"expected ({rows} rows, dim {row_dim}, {self.dtype})")
         self.store, self.num_rows, self.dim = store, int(num_rows), int(row_dim)
         self.num_owners, self.owner = int(num_owners), int(owner)
         self.row_bytes = self.dim * self.dtype.itemsize

@@ -69,7 +69,8 @@ class FeatureLayout:
             shape=(self.num_rows, self.dim), strides=(self.row_stride, itemsize), writeable=(mode != "r"))
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in chunks (the checksum metadata.json records)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(HASH_CHUNK):
@@ -305,7 +306,7 @@ class DatasetWriter:
         for p in sorted(self.tmp.rglob("*")):
             if p.is_file():
                 rel = p.relative_to(self.tmp).as_posix()
-                files[rel] = {"bytes": p.stat().st_size, "sha256": self._hashes.get(rel) or _sha256(p)}
+                files[rel] = {"bytes": p.stat().st_size, "sha256": self._hashes.get(rel) or sha256_file(p)}
         self.meta["files"] = files
         (self.tmp / "metadata.json").write_text(json.dumps(self.meta, indent=2) + "\n")
         if self.root.exists():

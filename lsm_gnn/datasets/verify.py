@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lsm_gnn.datasets.format import BLOCK, FEATURE_FILE, FORMAT_NAME, FORMAT_VERSION, HASH_CHUNK, row_stride_for
+from lsm_gnn.datasets.format import (BLOCK, FEATURE_FILE, FORMAT_NAME, FORMAT_VERSION, HASH_CHUNK,
+                                     row_stride_for, sha256_file)
 
 CHECK_CHUNK = 1 << 22  # elements per pass over big index arrays (bounded memory)
 
@@ -121,7 +122,7 @@ class _Checker:
                 continue
             if rel == (self.meta.get("features") or {}).get("file", FEATURE_FILE):
                 continue  # hashed in features(), in the same pass as the value checks
-            if _sha256(p) != info.get("sha256"):
+            if sha256_file(p) != info.get("sha256"):
                 self.add(rel, "sha256 differs from metadata.json (file changed or corrupt)")
         for p in sorted(self.root.rglob("*")):
             rel = p.relative_to(self.root).as_posix()
@@ -332,14 +333,6 @@ class _Checker:
             deg = self.load(f"static/{t}.degree.npy", np.int64, (n,))
             if deg is not None and n and np.asarray(deg).min() < 0:
                 self.add(f"static/{t}.degree.npy", "negative degree")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def verify(root: str | os.PathLike, quick: bool = False, progress: bool = False) -> list[Problem]:

@@ -25,7 +25,7 @@ import numpy as np
 def one_device_replay(cfg, dataset, trace, capacity_rows: int) -> dict:
     """Every device's requests served by one cache of `capacity_rows` (in this process)."""
     from lsm_gnn.cache.fetcher import CachedFeatureSource
-    from lsm_gnn.dist.launch import open_store
+    from lsm_gnn.train.sources import open_store
 
     lay = dataset.features()
     cache = CachedFeatureSource(open_store(cfg, lay), lay.num_rows, lay.dim, lay.dtype, cfg.cache,
@@ -56,7 +56,8 @@ def run_comparison(dataset_path: str, *, devices: int = 2, cache_fraction: float
                    victim: bool = True, trace_path: str | None = None, progress: bool = False) -> dict:
     from lsm_gnn.config import parse_config
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.dist.launch import capacity_rows, run_multi_device
+    from lsm_gnn.cache.geometry import capacity_rows_for
+    from lsm_gnn.dist.launch import run_multi_device
     from lsm_gnn.sim.generate import generate_trace
 
     dataset = Dataset(dataset_path)
@@ -106,7 +107,7 @@ def run_comparison(dataset_path: str, *, devices: int = 2, cache_fraction: float
                              "storage_rows_per_iteration": md["storage_rows_per_iteration"]}
         cfg = parse_config(base)
         lay = dataset.features()
-        cap = capacity_rows(cfg, lay.num_rows, lay.row_bytes)
+        cap = capacity_rows_for(cfg.cache, lay.num_rows, lay.row_bytes)
         one = one_device_replay(cfg, dataset, trace, devices * cap)
         systems["one_device"] = {"storage_rows_per_epoch": [e["storage_rows"] for e in one["epochs"]],
                                  "storage_rows": one["rows"]["storage_rows"], "rows": one["rows"],

@@ -29,9 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lsm_gnn.cache.geometry import capacity_rows_for
 from lsm_gnn.config import RunConfig, config_to_dict, parse_config
 from lsm_gnn.dist.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LIMIT_S, WORKING, Heartbeat
 from lsm_gnn.utils.atomic import write_json
+from lsm_gnn.train.sources import open_store
 from lsm_gnn.utils.errors import DistributedError, LsmGnnError
 
 POLL_S = 0.2
@@ -69,19 +71,6 @@ def init_process_group(cfg: RunConfig, rank: int, world_size: int, init_method: 
 
 
 # ---- feature sources -----------------------------------------------------------------------------
-def capacity_rows(cfg: RunConfig, num_rows: int, row_bytes: int) -> int:
-    """Rows of one device's cache: the same in shared and isolated mode (the fair comparison)."""
-    from lsm_gnn.train.sources import cache_capacity_rows
-
-    return cache_capacity_rows(cfg, num_rows, row_bytes)
-
-
-def open_store(cfg: RunConfig, layout):
-    from lsm_gnn.train.sources import open_store as _open
-
-    return _open(cfg, layout)
-
-
 def _local_source(cfg: RunConfig, store, lay, static, num_owners: int, owner: int):
     """A rank's own source over `store`: the cache engine, or plain storage when the cache is off."""
     if not cfg.cache.enabled:
@@ -90,9 +79,10 @@ def _local_source(cfg: RunConfig, store, lay, static, num_owners: int, owner: in
         return StoreFeatureSource(store)
     from lsm_gnn.cache.fetcher import CachedFeatureSource
 
+    # every device's cache has the same size in shared and isolated mode (the fair comparison)
     return CachedFeatureSource(store, lay.num_rows, lay.dim, lay.dtype, cfg.cache, static,
                                num_owners=num_owners, owner=owner,
-                               capacity_rows=capacity_rows(cfg, lay.num_rows, lay.row_bytes))
+                               capacity_rows=capacity_rows_for(cfg.cache, lay.num_rows, lay.row_bytes))
 
 
 def build_feature_source(cfg: RunConfig, dataset, rank: int, world_size: int, *, heartbeat=None,
@@ -100,7 +90,8 @@ def build_feature_source(cfg: RunConfig, dataset, rank: int, world_size: int, *,
     """The feature source of `rank`: shared (owner cache + exchange) or isolated (own cache)."""
     from lsm_gnn.dist.exchange import Exchange
     from lsm_gnn.dist.health import NULL_HEARTBEAT
-    from lsm_gnn.dist.source import IsolatedFeatureSource, OwnerRowStore, SharedCacheFeatureSource
+    from lsm_gnn.dist.source import IsolatedFeatureSource, SharedCacheFeatureSource
+    from lsm_gnn.storage.open import owner_row_map
 
     hb = heartbeat or NULL_HEARTBEAT
     lay = dataset.features()
@@ -111,7 +102,8 @@ def build_feature_source(cfg: RunConfig, dataset, rank: int, world_size: int, *,
     from lsm_gnn.dist.owner_files import ensure_owner_files
 
     layouts = owner_layouts or ensure_owner_files(dataset, world_size, owners=[rank], progress=False)
-    store = OwnerRowStore(open_store(cfg, layouts[rank]), world_size, rank, lay.num_rows)
+    # the owner's own file: global id v is its row v // G (ids of other owners are an error)
+    store = open_store(cfg, layouts[rank], row_map=owner_row_map(rank, world_size))
     local = _local_source(cfg, store, lay, static, world_size, rank)
     ex = exchange or Exchange(rank, world_size, device="cuda" if resolve_backend(cfg) == "nccl" else "cpu",
                               group=exchange_group(cfg), heartbeat=hb)

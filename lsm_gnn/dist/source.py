@@ -28,7 +28,6 @@ from lsm_gnn.dist.exchange import Exchange
 from lsm_gnn.dist.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
 from lsm_gnn.dist.owners import as_ids, reorder, split_by_owner
 from lsm_gnn.features import TierCounters
-from lsm_gnn.storage.base import FeatureStore
 from lsm_gnn.utils.errors import InputError
 
 HEADER = 3  # shift, kept, new
@@ -204,28 +203,3 @@ class IsolatedFeatureSource:
         close = getattr(self.cache, "close", None)
         if close is not None:
             close()
-
-
-class OwnerRowStore(FeatureStore):
-    """An owner file seen in the global id space: global row v is local row v // G.
-
-    Used when the cache hands global ids to its store; reads are delegated to a store opened
-    over the owner file, and its I/O counters are the ones reported.
-    """
-
-    reader_name = "owner"
-
-    def __init__(self, store: FeatureStore, num_owners: int, owner: int, num_rows: int):
-        super().__init__(num_rows, store.dim, store.dtype)
-        self.inner, self.num_owners, self.owner = store, num_owners, owner
-        self.counters = store.counters
-        self.path_info = {**store.path_info, "owner": owner, "num_owners": num_owners}
-
-    def read_rows(self, ids, out=None):
-        ids = as_ids(ids, self.num_rows)
-        if ids.size and np.any(ids % self.num_owners != self.owner):
-            raise InputError(f"owner store {self.owner}/{self.num_owners}: asked for rows it does not hold")
-        return self.inner.read_rows(ids // self.num_owners, out)
-
-    def close(self) -> None:
-        self.inner.close()

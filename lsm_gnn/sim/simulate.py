@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from lsm_gnn.cache.geometry import capacity_rows_for
 from lsm_gnn.config import CacheConfig
 from lsm_gnn.sim import bounds as B
 from lsm_gnn.sim.trace import Trace
@@ -58,15 +59,6 @@ def cache_streams(trace: Trace, mode: str) -> list[CacheStream]:
 def interleaved(trace: Trace) -> list[np.ndarray]:
     """Per iteration, every device's requests in device order (the system-wide stream)."""
     return [np.concatenate(it) if it else np.zeros(0, np.int64) for it in trace.batches]
-
-
-def capacity_rows_of(cfg: CacheConfig, num_rows: int, row_bytes: int | None = None) -> int:
-    """Rows per device cache: capacity_bytes // row_bytes if set, else floor(fraction * rows)."""
-    if cfg.capacity_bytes is not None:
-        if not row_bytes:
-            raise InputError("cache.capacity_bytes is set: pass row_bytes (or use capacity_fraction)")
-        return int(cfg.capacity_bytes // row_bytes)
-    return int(cfg.capacity_fraction * num_rows)
 
 
 def victim_capacity_of(cfg: CacheConfig, capacity_rows: int) -> int:
@@ -159,7 +151,7 @@ def simulate(trace: Trace, configs: Sequence[CacheConfig], *, static_scores: np.
     bar = tqdm(total=len(configs) * len(calc.streams), desc="replaying", unit="cache",
                disable=not progress, leave=False)
     for cfg in configs:
-        cap = capacity_rows_of(cfg, trace.num_rows, row_bytes)
+        cap = capacity_rows_for(cfg, trace.num_rows, row_bytes)
         counts = dict.fromkeys(RESULT_KEYS, 0)
         for stream in calc.streams:
             res = replay_fn(stream.batches, cfg, trace.num_rows, static_scores, capacity_rows=cap,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lsm_gnn.cache.geometry import capacity_rows_for
 from lsm_gnn.features import MemoryFeatureSource, TierCounters
 from lsm_gnn.utils.errors import ConfigError, InputError
 
@@ -58,18 +59,12 @@ def system_name(cfg) -> str:
     return "lsm"
 
 
-def open_store(cfg, layout):
+def open_store(cfg, layout, row_map=None):
     from lsm_gnn.storage.open import open_feature_store
 
     s = cfg.storage
     return open_feature_store(layout, reader=s.reader, queue_depth=s.queue_depth, threads=s.threads,
-                              backend=s.backend, drop_page_cache=s.drop_page_cache)
-
-
-def cache_capacity_rows(cfg, num_rows: int, row_bytes: int) -> int:
-    c = cfg.cache
-    total = c.capacity_bytes if c.capacity_bytes is not None else c.capacity_fraction * num_rows * row_bytes
-    return max(1, int(total // row_bytes))
+                              backend=s.backend, drop_page_cache=s.drop_page_cache, row_map=row_map)
 
 
 def make_feature_source(cfg, dataset, *, rank: int = 0, world_size: int = 1):
@@ -90,7 +85,7 @@ def make_feature_source(cfg, dataset, *, rank: int = 0, world_size: int = 1):
     shared = world_size > 1 and cfg.distributed.mode == "shared"
     return CachedFeatureSource(store, lay.num_rows, lay.dim, lay.dtype, cfg.cache, dataset.static_scores(),
                                num_owners=world_size if shared else 1, owner=rank if shared else 0,
-                               capacity_rows=cache_capacity_rows(cfg, lay.num_rows, lay.row_bytes))
+                               capacity_rows=capacity_rows_for(cfg.cache, lay.num_rows, lay.row_bytes))
 
 
 def close_source(source) -> None:

@@ -61,7 +61,7 @@ class CachedFeatureSource:
         self.pvp = bool(cfg.victim_buffer.enabled) and cfg.window > 0 and self.enabled
         self.window = LookaheadWindow(cfg.window)
         self.counters = TierCounters()
-        self.last_tiers = None  # per-request tier of the last fetch (see fetch)
+        self._last = None  # (status, inverse) of the last fetch, for last_tiers
         self.stats = {k: 0 for k in ("iterations", "evictions", "spilled", "spill_dropped", "prefetched",
                                      "prefetched_used", "victim_bytes", "prefetch_bytes")}
         self.stats.update(time_cache_s=0.0, time_victim_s=0.0, time_storage_s=0.0)
@@ -94,6 +94,18 @@ class CachedFeatureSource:
                 raise ConfigError("<cache config>", "cache.victim_buffer.depth",
                                   f"victim buffer needs {nbytes} bytes of shared memory, {SHM_DIR} has {free} free")
 
+    @property
+    def last_tiers(self) -> np.ndarray | None:
+        """Tier of each request of the last fetch (HIT / VICTIM_HIT / STORAGE) at its first
+        occurrence, -1 on the duplicates that coalesced into it, so the tiers add up to the
+        distinct-row counts. Computed on demand: only the shared cache needs it."""
+        if self._last is None:
+            return None
+        status, inverse = self._last
+        tiers = np.full(len(inverse), -1, np.int8)
+        tiers[np.unique(inverse, return_index=True)[1]] = status
+        return tiers
+
     # ---- FeatureSource protocol ---------------------------------------------------------------
     def advance(self, window: Sequence[np.ndarray]) -> None:
         """The next W batches' ids (this owner's); used by the next `fetch` only."""
@@ -102,7 +114,7 @@ class CachedFeatureSource:
 
     def fetch(self, ids: np.ndarray) -> np.ndarray:
         ids = check_owned_ids(ids, self.num_rows, self.num_owners, self.owner, "ids")
-        self.last_tiers = None
+        self._last = None
         if not self.enabled:
             return self._fetch_uncached(ids)
         st = self.stats
@@ -128,11 +140,7 @@ class CachedFeatureSource:
         final = self.engine.keys[miss_slots] == res.distinct[miss]  # a slot filled twice keeps its last line
         self.lines[miss_slots[final]] = rows[miss][final]
         out = rows[res.inverse]
-        # tier of each request (HIT / VICTIM_HIT / STORAGE) at its first occurrence, -1 on the
-        # duplicates that coalesced into it: per-row tiers add up to the distinct-row counts
-        first = np.unique(res.inverse, return_index=True)[1]
-        self.last_tiers = np.full(len(ids), -1, np.int8)
-        self.last_tiers[first] = status
+        self._last = (status, res.inverse)
         t4 = time.perf_counter()
         q = self.engine.end_iteration()
         if q >= 0:

@@ -29,8 +29,11 @@ launcher's benefit; whether a group is up is read from torch.distributed itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -99,7 +102,11 @@ def run_training(cfg: RunConfig, *, rank: int = 0, world_size: int = 1, feature_
     own_source = feature_source is None
     opened: dict = {}
     try:
-        _train(cfg, record, rank, world_size, feature_source, progress, opened)
+        with _ctrl_c_between_iterations() as interrupted:
+            opened["interrupted"] = interrupted
+            _train(cfg, record, rank, world_size, feature_source, progress, opened)
+            if interrupted.is_set():  # Ctrl-C during the last evaluation
+                raise KeyboardInterrupt
     except KeyboardInterrupt:
         raise                                       # nothing written: no record that looks complete
     except Exception as e:
@@ -118,6 +125,31 @@ def run_training(cfg: RunConfig, *, rank: int = 0, world_size: int = 1, feature_
     if path is not None and rank == 0:
         write_record(path, record)
     return record
+
+
+@contextlib.contextmanager
+def _ctrl_c_between_iterations():
+    """Turn the first Ctrl-C into a flag the loop checks after each iteration.
+
+    A KeyboardInterrupt raised wherever the signal lands can hit a finalizer, where Python only
+    prints "Exception ignored" and carries on training; the flag makes the stop certain. A second
+    Ctrl-C interrupts at once (for a loop stuck in a collective).
+    """
+    flag = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def on_sigint(signum, frame):
+        if flag.is_set():
+            raise KeyboardInterrupt
+        flag.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_source, progress: bool,
@@ -194,6 +226,8 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
             cur["other"] = max(0.0, cur["wall"] - cur["train"] - cur["wait"])
             t_iter = now
             timer.end_iteration()
+            if opened["interrupted"].is_set():
+                raise KeyboardInterrupt
             bar.update(1)
             if step % 10 == 0:
                 bar.set_postfix(loss=f"{loss_v:.3f}")

@@ -30,11 +30,12 @@ class DatasetConfig(Section):
 
 class StorageConfig(Section):
     reader: Literal["direct", "buffered", "mmap", "memory", "gpu"] = "direct"
-    queue_depth: int = Field(64, ge=1, le=4096)
-    """Reads in flight with the io_uring backend (ring entries)."""
+    queue_depth: int = Field(128, ge=1, le=4096)
+    """Reads in flight with the aio and io_uring backends."""
     threads: int = Field(64, ge=1, le=256)
     """Reader threads of the thread-pool backend: each keeps one read in flight."""
-    backend: Literal["auto", "io_uring", "threads"] = "auto"
+    backend: Literal["auto", "aio", "io_uring", "threads"] = "auto"
+    """auto: Linux native AIO where the kernel offers it, else the thread pool."""
     drop_page_cache: bool = True
     block_size: int = Field(4096, ge=512, multiple_of=512)
     """Storage read unit: every read covers whole blocks (read amplification below this size)."""

@@ -104,19 +104,28 @@ def test_store_shape_must_match():
         CachedFeatureSource(ArrayStore(feats), 10, 8, np.float32, CacheConfig(), np.zeros(10, np.uint8))
 
 
-def test_victim_buffer_lives_in_shared_memory():
-    from multiprocessing import shared_memory
-
-    feats = np.random.default_rng(1).normal(size=(300, 4)).astype(np.float32)
-    cfg = CacheConfig(capacity_bytes=16 * 16, ways=4, window=4, victim_buffer={"depth": 5})
-    src = CachedFeatureSource(ArrayStore(feats), 300, 4, np.float32, cfg, np.zeros(300, np.uint8))
-    name = src.victims.shm_name
-    peer = shared_memory.SharedMemory(name=name)  # another process could attach the same way
-    assert peer.size >= 4 * 5 * 16
-    peer.close()
-    src.close()
-    with pytest.raises(FileNotFoundError):
-        shared_memory.SharedMemory(name=name)
+def test_row_pool_moves_rows_between_tiers_without_losing_any():
+    """Spills, victim-hit fills and prefetches move pool rows by index: after every batch each
+    pool row has exactly one owner, every resident line holds its row, and every landed victim
+    holds its row."""
+    rng = np.random.default_rng(1)
+    feats = rng.normal(size=(400, 6)).astype(np.float32)
+    cfg = CacheConfig(capacity_bytes=32 * 24, ways=4, window=3, victim_buffer={"depth": 12})
+    p = 1.0 / np.arange(1, 401) ** 0.9
+    batches = [rng.choice(400, size=90, p=p / p.sum()) for _ in range(30)]
+    with CachedFeatureSource(ArrayStore(feats), 400, 6, np.float32, cfg, np.zeros(400, np.uint8)) as src:
+        pool = src.pool
+        assert len(pool.pool) == src.engine.geometry.lines + 3 * 12 + 12
+        for t, b in enumerate(batches):
+            src.advance(batches[t + 1: t + 4])
+            np.testing.assert_array_equal(src.fetch(b), feats[b])
+            assert pool.owners_consistent()
+            for sl in np.flatnonzero(src.engine.keys >= 0):
+                np.testing.assert_array_equal(pool.line(sl).view(np.float32), feats[src.engine.keys[sl]])
+            for i, v in enumerate(src.landing.current):
+                np.testing.assert_array_equal(pool.pool[pool.land_row[i]].view(np.float32), feats[v])
+        assert src.stats["spilled"] > 0 and src.counters.victim_hits > 0
+        assert src.stats["victim_buffer_bytes"] == 3 * 12 * 24
 
 
 def test_per_request_tiers_add_up_to_the_distinct_counts():

@@ -9,6 +9,7 @@ from conftest import _build_random_dataset
 from lsm_gnn.config import StorageConfig
 from lsm_gnn.datasets.format import Dataset
 from lsm_gnn.storage import open_feature_store, open_from_config, owner_row_map
+from lsm_gnn.storage.aio import aio_status
 from lsm_gnn.storage.plan import distinct_blocks, plan_reads
 
 READERS = ["direct", "buffered", "mmap", "memory"]
@@ -70,11 +71,28 @@ def test_direct_backend_small_reads_and_threads(datasets):
     truth = np.array(ds.feature_array())
     ids = np.random.default_rng(3).integers(0, ROWS, 500)
     for threads in (1, 3, 64):
-        with open_feature_store(ds, "direct", threads=threads, max_io_bytes=8192) as store:
+        with open_feature_store(ds, "direct", backend="threads", threads=threads, max_io_bytes=8192) as store:
             np.testing.assert_array_equal(store.read_rows(ids), truth[ids])
             assert store.path_info == {"reader": "direct", "backend": "threads", "queue_depth": threads,
                                        "o_direct": True, "block_size": 4096, "max_io_bytes": 8192,
                                        "file": str(ds.features().path)}
+
+
+@pytest.mark.skipif(not aio_status()[0], reason=f"native AIO unavailable: {aio_status()[1]}")
+def test_direct_aio_backend_reads_and_depths(datasets):
+    ds = datasets[1024]
+    truth = np.array(ds.feature_array())
+    ids = np.random.default_rng(4).integers(0, ROWS, 700)
+    for depth in (1, 3, 128):
+        with open_feature_store(ds, "direct", backend="aio", queue_depth=depth, max_io_bytes=8192) as store:
+            np.testing.assert_array_equal(store.read_rows(ids), truth[ids])
+            np.testing.assert_array_equal(store.read_rows(ids[:1]), truth[ids[:1]])
+            assert store.path_info["backend"] == "aio" and store.path_info["queue_depth"] == depth
+            assert store.counters.io_ops == len(store.read_plan(ids).lengths) + 1
+    with open_feature_store(ds, "direct") as store:  # auto picks AIO for O_DIRECT
+        assert store.path_info["backend"] == "aio"
+    with open_feature_store(ds, "buffered") as store:  # buffered AIO would block in io_submit
+        assert store.path_info["backend"] == "threads"
 
 
 # ---- accounting, against hand-computed cases ------------------------------------------------

@@ -13,6 +13,7 @@ from conftest import _build_random_dataset
 from lsm_gnn.cli import cli
 from lsm_gnn.storage.bench import measure, ratios
 from lsm_gnn.storage import open_feature_store
+from lsm_gnn.storage.aio import aio_status
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,8 @@ def test_json_without_fio(ds):
         assert r["rows_per_s"] > 0 and r["batches"] >= 2 and r["path_info"]["reader"] == r["reader"]
         if r["reader"] == "direct":  # random batches at --threads, sequential at fio's sequential depth
             depth = 4 if r["pattern"] == "random" else 16
-            assert r["path_info"]["backend"] == "threads" and r["path_info"]["queue_depth"] == depth
+            assert r["path_info"]["backend"] == ("aio" if aio_status()[0] else "threads")
+            assert r["path_info"]["queue_depth"] == depth
             assert r["read_amplification"] == pytest.approx(1.0)
             assert r["in_place_batches"] == (r["batches"] if r["pattern"] == "sequential" else 0)
     text = _run([str(ds.root), "--seconds", "0.02", "--batch-sizes", "64", "--seq-batch-sizes", "",

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import _build_random_dataset
 from lsm_gnn.storage import direct, open_feature_store
+from lsm_gnn.storage.aio import aio_status
 from lsm_gnn.utils.errors import DataError, InputError
 
 READERS = ["direct", "buffered", "mmap", "memory"]
@@ -119,7 +120,7 @@ def test_short_read_is_retried(ds, monkeypatch):
 
     _wrap_native(monkeypatch, half)
     ids = np.array([7, 3, 200, 3])
-    with open_feature_store(ds, "direct", threads=1) as store:
+    with open_feature_store(ds, "direct", backend="threads", threads=1) as store:
         np.testing.assert_array_equal(store.read_rows(ids), truth[ids])
         assert store.counters.io_ops == 3 + 1  # three reads plus the retry of the short one
 
@@ -129,7 +130,7 @@ def test_empty_read_and_io_error_are_errors(ds, monkeypatch):
         got[0] = 0
 
     _wrap_native(monkeypatch, eof)
-    with open_feature_store(ds, "direct", threads=1) as store:
+    with open_feature_store(ds, "direct", backend="threads", threads=1) as store:
         with pytest.raises(DataError, match="ends before its metadata says"):
             store.read_rows([4])
 
@@ -142,7 +143,7 @@ def test_empty_read_and_io_error_are_errors(ds, monkeypatch):
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(direct, "_preadv", eio)
-    with open_feature_store(ds, "direct", threads=1) as store:
+    with open_feature_store(ds, "direct", backend="threads", threads=1) as store:
         with pytest.raises(DataError, match="failed: Input/output error") as e:
             store.read_rows([4])
         assert str(ds.features().path) in str(e.value)
@@ -157,7 +158,7 @@ def test_bad_options(ds):
     with pytest.raises(InputError, match="multiple of 512"):
         open_feature_store(ds, "direct", block_size=1000)
     with pytest.raises(InputError, match="backend must be"):
-        open_feature_store(ds, "direct", backend="aio")
+        open_feature_store(ds, "direct", backend="spdk")
     with pytest.raises(InputError, match="expected a Dataset"):
         open_feature_store(42, "direct")
 
@@ -172,3 +173,64 @@ def test_io_uring_unavailable_is_clear(ds):
     else:
         with pytest.raises(InputError, match="io_uring backend unavailable"):
             open_feature_store(ds, "direct", backend="io_uring")
+
+
+# ---- the native AIO backend: the same retries and errors -------------------------------------
+needs_aio = pytest.mark.skipif(not aio_status()[0], reason=f"native AIO unavailable: {aio_status()[1]}")
+
+
+def _wrap_aio(monkeypatch, tamper, result=None):
+    real = direct.aio_reads
+
+    def fake(ctx, fd, buf, offs, boffs, lens, depth, got, *rest):
+        r = real(ctx, fd, buf, offs, boffs, lens, depth, got, *rest)
+        tamper(got, lens, buf, boffs)
+        return r if result is None else result
+
+    monkeypatch.setattr(direct, "aio_reads", fake)
+
+
+@needs_aio
+def test_aio_short_read_is_retried_and_io_error_is_an_error(ds, monkeypatch):
+    truth = np.array(ds.feature_array())
+
+    def half(got, lens, buf, boffs):
+        got[0] = lens[0] // 2
+        buf[boffs[0] + lens[0] // 2: boffs[0] + lens[0]] = 0xFF
+
+    _wrap_aio(monkeypatch, half)
+    ids = np.array([7, 3, 200, 3])
+    with open_feature_store(ds, "direct", backend="aio") as store:
+        assert store.path_info["backend"] == "aio"
+        np.testing.assert_array_equal(store.read_rows(ids), truth[ids])
+        assert store.counters.io_ops == 3 + 1
+
+    def eio_result(got, lens, buf, boffs):
+        got[0] = -errno.EIO  # what the kernel reports for a failed read
+
+    _wrap_aio(monkeypatch, eio_result)
+    monkeypatch.setattr(direct, "_preadv", lambda fd, bufs, off: (_ for _ in ()).throw(OSError(errno.EIO, "Input/output error")))
+    with open_feature_store(ds, "direct", backend="aio") as store:
+        with pytest.raises(DataError, match="failed: Input/output error"):
+            store.read_rows([4])
+
+
+@needs_aio
+def test_aio_reads_it_could_not_issue_or_reap_are_read_synchronously(ds, monkeypatch):
+    truth = np.array(ds.feature_array())
+    ids = np.array([250, 1, 99, 100])
+
+    def nothing(ctx, fd, buf, offs, boffs, lens, depth, got, *rest):
+        return -1  # io_submit refused everything: got stays -1
+
+    monkeypatch.setattr(direct, "aio_reads", nothing)
+    with open_feature_store(ds, "direct", backend="aio") as store:
+        np.testing.assert_array_equal(store.read_rows(ids), truth[ids])
+
+    def lost(got, lens, buf, boffs):
+        got[1] = -1  # still in flight when reaping gave up
+    _wrap_aio(monkeypatch, lost, result=-2)
+    with open_feature_store(ds, "direct", backend="aio") as store:
+        np.testing.assert_array_equal(store.read_rows(ids), truth[ids])
+        assert store._aio is None  # the context was destroyed (waiting for its reads), and is made anew
+        np.testing.assert_array_equal(store.read_rows(ids[::-1]), truth[ids[::-1]])

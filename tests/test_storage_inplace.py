@@ -122,7 +122,7 @@ def test_in_place_short_read_is_retried(datasets, monkeypatch):
             buf[boffs[0] + lens[0] // 2: boffs[0] + lens[0]] = 0xFF
 
     monkeypatch.setattr(direct, "_native_reads", half)
-    with open_feature_store(ds, "direct", threads=2, max_io_bytes=8 * 4096) as store:
+    with open_feature_store(ds, "direct", backend="threads", threads=2, max_io_bytes=8 * 4096) as store:
         ids = np.arange(100, 132)  # 4 reads of 8 blocks
         np.testing.assert_array_equal(store.read_rows(ids), truth[ids])
         assert store.in_place_batches == 1 and store.counters.io_ops == 4 + 1

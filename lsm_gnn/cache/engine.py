@@ -37,7 +37,7 @@ COUNT_NAMES = ("requests", "distinct", "hits", "victim_hits", "storage_rows", "e
                "spills", "spill_dropped", "prefetched")
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, static,
                 q_ids, q_count, land_ids, land_n, leave, retag, pending, distinct, inverse, status,
                 slot, src, evicted, spill, spill_slot, spill_dst, counts):
@@ -186,7 +186,7 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, static,
     return nd, nsp
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def replay_kernel(flat, offsets, G, sets, ways, code, window, refresh_every, pvp, depth, st,
                   static, q_ids, q_count, land_ids, land_n, out):
     """Run every batch of a trace: refresh, step, prefetch; one row of counts per batch.

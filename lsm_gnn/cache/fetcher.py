@@ -1,35 +1,39 @@
 """`CachedFeatureSource`: feature rows served through the LSM-GNN cache of one owner.
 
 Per iteration the loop calls `advance(window)` with the next W batches' ids, then `fetch(ids)`.
-The CPU engine decides (lookup, victims, spills); this module moves the rows accordingly:
+The CPU engine decides (lookup, victims, spills); the row pool (lsm_gnn.cache.rowpool) holds the
+rows of the cache lines, victim queues and landing buffer, and this module moves them:
 
-1. rows of cache hits are gathered from the cache lines (before any line is overwritten);
-2. lines evicted with a known reuse are copied into their victim queue (shared memory);
-3. victim hits are copied from the PVP landing buffer, the rest is read from the store;
-4. the filled lines are written (the last fill of a slot in the batch wins) and the rows are
-   put back in request order;
-5. PVP: the next batch's victim queue is copied to the landing buffer.
+0. the storage reads of the misses are issued at once, on a reader thread, so that they run while
+   steps 1-3 copy rows (the stats time the wait for them, `time_storage_s`, and their own
+   duration, `time_storage_busy_s`);
+1. rows of cache hits are copied to the output (before any line is refilled);
+2. lines evicted with a known reuse join their victim queue (the pool moves the row's index);
+3. victim hits are copied to the output from the PVP landing buffer;
+4. the rows read from the store go to the output and fill their lines, and a
+   victim hit's line takes its landing row (the last fill of a slot in the batch wins);
+5. PVP: the next batch's victim queue becomes the landing buffer (indices again).
 
-Every row returned equals the row in storage; the counters say where it came from.
+Every row returned equals the row in storage; the counters say where it came from, and the stats
+count the bytes a device would move between the tiers (victim_bytes, prefetch_bytes).
 """
 
 from __future__ import annotations
 
-import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
 
 from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT, CpuCacheEngine
 from lsm_gnn.cache.geometry import capacity_rows_for, check_owned_ids, check_owner_args
+from lsm_gnn.cache.rowpool import RowPool
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
 from lsm_gnn.cache.window import LookaheadWindow
 from lsm_gnn.features import TierCounters
 from lsm_gnn.storage.base import FeatureStore
-from lsm_gnn.utils.errors import ConfigError, InputError
-
-SHM_DIR = "/dev/shm"
+from lsm_gnn.utils.errors import InputError
 
 
 class CachedFeatureSource:
@@ -37,7 +41,7 @@ class CachedFeatureSource:
 
     `capacity_rows` overrides the capacity from `cfg` (capacity_bytes // row bytes, else
     capacity_fraction of num_rows). Only ids owned by `owner` (v % num_owners == owner) may be
-    requested. `close()` releases the victim buffer's shared memory; the store stays open.
+    requested. `close()` releases the row pool; the store stays open.
     """
 
     def __init__(self, store: FeatureStore, num_rows: int, row_dim: int, dtype, cfg,
@@ -64,35 +68,24 @@ class CachedFeatureSource:
         self._last = None  # (status, inverse) of the last fetch, for last_tiers
         self.stats = {k: 0 for k in ("iterations", "evictions", "spilled", "spill_dropped", "prefetched",
                                      "prefetched_used", "victim_bytes", "prefetch_bytes")}
-        self.stats.update(time_cache_s=0.0, time_victim_s=0.0, time_storage_s=0.0)
-        self.engine = None
-        self.victims = None
+        # wall-clock segments of fetch (they add up to its time), plus the reads' own duration
+        self.stats.update(time_cache_s=0.0, time_victim_s=0.0, time_storage_s=0.0, time_storage_busy_s=0.0)
+        self.engine = self.pool = self.victims = self.landing = None
+        self._staged = self._reader = None
         if not self.enabled:
             self.stats["victim_buffer_bytes"] = 0
             return
         depth = cfg.victim_buffer.depth_for(self.capacity_rows)
-        row_shape = (self.dim,) if self.pvp else ()
-        if self.pvp:
-            self._check_shm(cfg.window * depth * self.row_bytes)
-        self.victims = VictimQueues(cfg.window, depth, row_shape, self.dtype)
-        self.landing = LandingBuffer(depth, row_shape, self.dtype)
+        self.victims = VictimQueues(cfg.window, depth)
+        self.landing = LandingBuffer(depth)
         self.engine = CpuCacheEngine(self.capacity_rows, num_rows, static_scores, ways=cfg.ways,
                                      policy=cfg.policy, window=cfg.window, refresh_every=cfg.refresh_every,
                                      pvp=self.pvp, victim_depth=depth, num_owners=num_owners, owner=owner,
                                      victims=self.victims, landing=self.landing)
-        self.lines = np.zeros((self.engine.geometry.lines, self.dim), self.dtype)  # "device memory"
-        self.stats["victim_buffer_bytes"] = self.victims.nbytes
+        self.pool = RowPool(self.engine.geometry.lines, self.row_bytes, window=cfg.window, depth=depth,
+                            pvp=self.pvp)
+        self.stats["victim_buffer_bytes"] = self.pool.victim_bytes
         self.stats["policy"] = self.engine.policy_name
-
-    @staticmethod
-    def _check_shm(nbytes: int) -> None:
-        # shared memory beyond the tmpfs size is a SIGBUS on first touch, not an error: check first
-        if os.path.isdir(SHM_DIR):
-            st = os.statvfs(SHM_DIR)
-            free = st.f_bavail * st.f_frsize
-            if nbytes > free:
-                raise ConfigError("<cache config>", "cache.victim_buffer.depth",
-                                  f"victim buffer needs {nbytes} bytes of shared memory, {SHM_DIR} has {free} free")
 
     @property
     def last_tiers(self) -> np.ndarray | None:
@@ -117,36 +110,35 @@ class CachedFeatureSource:
         self._last = None
         if not self.enabled:
             return self._fetch_uncached(ids)
-        st = self.stats
+        st, pool = self.stats, self.pool
         t0 = time.perf_counter()
         res = self.engine.step(ids, *self.window.flat)
-        status, slot = res.status, res.slot
-        hit = status == HIT
-        rows = np.empty((len(res.distinct), self.dim), self.dtype)
-        rows[hit] = self.lines[slot[hit]]
+        status, inverse, slot, src = res.status, res.inverse, res.slot, res.src
+        # the storage reads go out first and run (without the GIL) while the hits and victim hits
+        # are copied: the read time hides the copying
+        storage_ids = res.distinct[status == STORAGE]
+        staged = self._staging(len(storage_ids))
+        reading = self._read_async(storage_ids, staged) if len(storage_ids) else None
+        out = np.empty((len(ids), self.dim), self.dtype)
+        out_bytes = out.view(np.uint8).reshape(len(ids), self.row_bytes)
+        pool.gather(HIT, status, inverse, slot, src, out_bytes)
         t1 = time.perf_counter()
         if len(res.spill_slot):
-            self.victims.data[res.spill_dst] = self.lines[res.spill_slot]
-        vhit = status == VICTIM_HIT
-        if vhit.any():
-            rows[vhit] = self.landing.data[res.src[vhit]]
+            pool.move_spills(res.spill_slot, res.spill_dst)
+        if res.counts["victim_hits"]:
+            pool.gather(VICTIM_HIT, status, inverse, slot, src, out_bytes)
         t2 = time.perf_counter()
-        from_storage = status == STORAGE
-        if from_storage.any():
-            rows[from_storage] = self.store.read_rows(res.distinct[from_storage])
+        if reading is not None:
+            st["time_storage_busy_s"] += reading.result()
         t3 = time.perf_counter()
-        miss = ~hit
-        miss_slots = slot[miss]
-        final = self.engine.keys[miss_slots] == res.distinct[miss]  # a slot filled twice keeps its last line
-        self.lines[miss_slots[final]] = rows[miss][final]
-        out = rows[res.inverse]
-        self._last = (status, res.inverse)
+        pool.place_misses(status, inverse, slot, src, res.distinct, self.engine.keys,
+                          staged.view(np.uint8).reshape(len(storage_ids), self.row_bytes), out_bytes)
+        self._last = (status, inverse)
         t4 = time.perf_counter()
         q = self.engine.end_iteration()
         if q >= 0:
             n = int(self.landing.n[0])
-            start = q * self.victims.depth
-            self.landing.data[:n] = self.victims.data[start: start + n]
+            pool.land(q, n)
             st["prefetched"] += n
             st["prefetch_bytes"] += n * self.row_bytes
         t5 = time.perf_counter()
@@ -168,6 +160,26 @@ class CachedFeatureSource:
         st["time_storage_s"] += t3 - t2
         return out
 
+    def _read_async(self, ids: np.ndarray, out: np.ndarray):
+        """Read `ids` into `out` on the source's reader thread; the future gives the read's seconds."""
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(1, thread_name_prefix="lsm-gnn-cache-read")
+
+        def read():
+            t0 = time.perf_counter()
+            self.store.read_rows(ids, out=out)
+            return time.perf_counter() - t0
+
+        return self._reader.submit(read)
+
+    def _staging(self, n: int) -> np.ndarray:
+        """An (n, dim) buffer for the rows read from storage, reused across batches."""
+        if self._staged is None or len(self._staged) < n:
+            size = max(n, 2 * (0 if self._staged is None else len(self._staged)), 1024)
+            empty = getattr(self.store, "empty_rows", None)
+            self._staged = empty(size) if empty else np.empty((size, self.dim), self.dtype)
+        return self._staged[:n]
+
     def _fetch_uncached(self, ids: np.ndarray) -> np.ndarray:
         t0 = time.perf_counter()
         uniq, inverse = np.unique(ids, return_inverse=True)
@@ -181,9 +193,10 @@ class CachedFeatureSource:
         return rows[inverse]
 
     def close(self) -> None:
-        if self.victims is not None:
-            self.victims.close()
-            self.victims = None
+        if self._reader is not None:
+            self._reader.shutdown(wait=True)
+            self._reader = None
+        self.pool = self._staged = None
 
     def __enter__(self):
         return self

@@ -5,15 +5,12 @@ A line evicted with a known, unexpired reuse tag b goes to queue ``b % W`` if th
 moves queue ``(t+1) % W`` into the landing buffer and empties the queue; requests of iteration
 t+1 that find their id there are victim hits.
 
-On the CPU engine "pinned host memory" is `multiprocessing.shared_memory` (another process, such
-as a peer rank, can attach to it by name) and the "device-side" landing buffer is a private
-array. The queue ids and counts are plain arrays that the kernels update in place; the row data
-is moved by the fetcher with the spill records the engine returns.
+The queues and the landing buffer hold ids and counts, plain arrays the kernels update in place;
+on the CPU engine the row data lives in lsm_gnn.cache.rowpool, which moves a row between tiers by
+moving its index, following the spill records and prefetches the engine reports.
 """
 
 from __future__ import annotations
-
-from multiprocessing import shared_memory
 
 import numpy as np
 from numba import njit
@@ -23,28 +20,12 @@ from lsm_gnn.cache.window import ROW_LAND
 
 
 class VictimQueues:
-    """Ids (and optionally row data) of W queues of `depth` lines each."""
+    """Ids of W queues of `depth` lines each."""
 
-    def __init__(self, window: int, depth: int, row_shape: tuple[int, ...] = (), dtype=np.float32):
+    def __init__(self, window: int, depth: int):
         self.window, self.depth = int(window), int(depth)
         self.ids = np.full(max(self.window, 1) * self.depth, -1, np.int64)
         self.count = np.zeros(max(self.window, 1), np.int64)
-        self._shm = None
-        self.data = None
-        if row_shape:
-            nbytes = self.window * self.depth * int(np.prod(row_shape)) * np.dtype(dtype).itemsize
-            if nbytes > 0:
-                self._shm = shared_memory.SharedMemory(create=True, size=nbytes)
-                self.data = np.ndarray((self.window * self.depth, *row_shape), dtype=dtype,
-                                       buffer=self._shm.buf)
-
-    @property
-    def shm_name(self) -> str | None:
-        return None if self._shm is None else self._shm.name
-
-    @property
-    def nbytes(self) -> int:
-        return 0 if self.data is None else int(self.data.nbytes)
 
     def queue(self, q: int) -> np.ndarray:
         """Ids currently held by queue q (a view)."""
@@ -54,28 +35,20 @@ class VictimQueues:
     def resident_ids(self) -> np.ndarray:
         return np.concatenate([self.queue(q) for q in range(self.window)]) if self.window else self.ids[:0]
 
-    def close(self) -> None:
-        if self._shm is not None:
-            self.data = None
-            self._shm.close()
-            self._shm.unlink()
-            self._shm = None
-
 
 class LandingBuffer:
-    """The device-side copy of the next batch's victim queue (ids, optional data)."""
+    """Ids of the device-side copy of the next batch's victim queue."""
 
-    def __init__(self, depth: int, row_shape: tuple[int, ...] = (), dtype=np.float32):
+    def __init__(self, depth: int):
         self.ids = np.full(depth, -1, np.int64)
         self.n = np.zeros(1, np.int64)
-        self.data = np.empty((depth, *row_shape), dtype=dtype) if row_shape else None
 
     @property
     def current(self) -> np.ndarray:
         return self.ids[: self.n[0]]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def prefetch_queue(t, window, depth, num_owners, q_ids, q_count, land_ids, land_n, rows):
     """End of iteration t: queue (t+1) % W becomes the landing buffer; returns the queue index.
 

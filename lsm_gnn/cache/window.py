@@ -49,7 +49,7 @@ def effective_tag(tag, t):
     return tag
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def refresh_tags(t, win_ids, win_offsets, num_owners, rows, tag, dirty, in_dirty, dirty_n):
     """Recompute every resident line's tag for iteration t.
 
@@ -98,7 +98,7 @@ def first_reuse(m, t):
     return np.int64(t + 1) + np.int64(trailing_zeros(rot))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def mask_update(ids, b, num_owners, rows, on, retag, t, tag):
     """Set (on) or clear the bit of batch b for every id of that batch; with `retag`, resident
     lines among them also get their tag for iteration t from the updated mask."""
@@ -117,7 +117,7 @@ def mask_update(ids, b, num_owners, rows, on, retag, t, tag):
             tag[r[ROW_SLOT]] = first_reuse(m, t)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def retag_rows(ids, t, num_owners, rows, tag):
     """Resident lines among `ids` get their tag from the masks."""
     for v in ids:
@@ -126,7 +126,7 @@ def retag_rows(ids, t, num_owners, rows, tag):
             tag[r[ROW_SLOT]] = first_reuse(r[ROW_MASK], t)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def retag_fresh(t, num_owners, keys, rows, tag, dirty, in_dirty, dirty_n):
     """Lines filled since the last refresh (listed in `dirty`) get their tag from the masks."""
     for i in range(dirty_n[0]):
@@ -169,7 +169,7 @@ class LookaheadWindow:
         return len(self.offsets) - 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def retag_pending(pending, tag, dirty, in_dirty, dirty_n):
     """Lines filled since the last refresh take the tag prepared when they were filled."""
     for i in range(dirty_n[0]):

@@ -2,8 +2,8 @@
 next to the raw device limit that fio measures over the same file in the same run.
 
 fio runs random 4 KiB O_DIRECT reads at queue depth 32 and sequential 1 MiB reads at queue depth
-`--seq-depth` (16); the block readers' sequential points run with that many threads and 1 MiB
-reads, so both sides have the same reads in flight. Output buffers come from `store.empty_rows`
+`--seq-depth` (16); the block readers' sequential points run with that many reads in flight
+(threads, or the AIO queue depth) and 1 MiB reads, so both sides have the same reads in flight. Output buffers come from `store.empty_rows`
 (page-aligned, like fio's), which lets the direct reader read consecutive rows straight into them.
 The ratios compare the direct reader with fio: `random_iops_vs_fio` (4 KiB blocks per second
 over fio's IOPS; the lowest over random batches of 4096 rows or more) and `seq_bw_vs_fio`
@@ -136,11 +136,11 @@ def _parse_ints(text: str, what: str) -> list[int]:
 @click.option("--seconds", default=2.0, show_default=True, type=float,
               help="Measuring time per reader, pattern and batch size.")
 @click.option("--readers", default="direct,buffered,mmap,memory", show_default=True,
-              help="Readers to measure; direct:io_uring / direct:threads pick a backend.")
-@click.option("--threads", default=64, show_default=True, type=int,
-              help="Reader threads (reads in flight) for random batches.")
+              help="Readers to measure; direct:aio / direct:threads / direct:io_uring pick a backend.")
+@click.option("--threads", default=128, show_default=True, type=int,
+              help="Reads in flight for random batches (AIO queue depth, or reader threads).")
 @click.option("--seq-depth", default=FIO_SEQ["iodepth"], show_default=True, type=click.IntRange(min=1),
-              help="Reads in flight for sequential batches: the block readers' threads and fio's "
+              help="Reads in flight for sequential batches: the block readers' depth and fio's "
                    "sequential queue depth alike.")
 @click.option("--fio", "fio_path", default="fio", show_default=True, help="The fio executable.")
 @click.option("--fio-seconds", default=5.0, show_default=True, type=float, help="Seconds per fio job.")

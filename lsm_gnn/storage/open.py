@@ -57,7 +57,7 @@ def open_feature_store(source, reader: str = "direct", *, row_map=None, drop_pag
                        **opts) -> FeatureStore:
     """Open a feature store; `opts` go to the reader (see docs/storage.md for each reader's options).
 
-    direct / buffered (accepted and ignored by mmap and memory): backend ("auto", "threads", "io_uring"), threads, queue_depth, block_size,
+    direct / buffered (accepted and ignored by mmap and memory): backend ("auto", "aio", "threads", "io_uring"), threads, queue_depth, block_size,
     max_io_bytes. mmap: advice ("normal", or "random" to turn readahead off). gpu: host_reader (default "direct"), transfer ("auto", "pinned", "kvikio"),
     device, plus the host reader's options. drop_page_cache evicts the file's pages first.
     """

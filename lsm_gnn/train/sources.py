@@ -120,6 +120,9 @@ def _stage_seconds(stats: dict) -> dict:
     """Per-stage seconds from a cache source's stats, whatever its key style (time_cache_s, ...)."""
     out = {}
     for stage in ("cache", "victim", "storage"):
+        if isinstance(stats.get(f"time_{stage}_s"), (int, float)):
+            out[stage] = float(stats[f"time_{stage}_s"])
+            continue
         for k, v in stats.items():
             lk = k.lower()
             if stage in lk and ("time" in lk or lk.endswith("_s") or "second" in lk) \

@@ -8,9 +8,11 @@ time it cost when it was made.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -99,8 +101,10 @@ def partition_dataset(dataset: Dataset | str | os.PathLike, out_dir: str | os.Pa
     lay = ds.features()
     with atomic_dir(out_dir) as tmp:
         t0 = time.perf_counter()
-        dgl.distributed.partition_graph(g, graph_name, num_parts, str(tmp), part_method=method,
-                                        balance_edges=True, num_trainers_per_machine=num_trainers_per_machine)
+        # DGL prints its progress to stdout: keep stdout for our own output (`--json`)
+        with contextlib.redirect_stdout(sys.stderr):
+            dgl.distributed.partition_graph(g, graph_name, num_parts, str(tmp), part_method=method,
+                                            balance_edges=True, num_trainers_per_machine=num_trainers_per_machine)
         partition_s = time.perf_counter() - t0
         info = PartitionInfo(part_config=str(out_dir / f"{graph_name}.json"), graph_name=graph_name,
                              num_parts=num_parts, method=method, load_s=load_s, partition_s=partition_s,

@@ -15,6 +15,7 @@ import numba
 import numpy as np
 
 from lsm_gnn.utils.errors import InputError
+from lsm_gnn.utils.native import scatter_rows
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,15 @@ def reorder(rows: np.ndarray, positions: np.ndarray, out: np.ndarray | None = No
         out = np.empty_like(rows)
     elif out.shape != rows.shape or out.dtype != rows.dtype:
         raise InputError(f"reorder: out must be {rows.shape} {rows.dtype}, found {out.shape} {out.dtype}")
-    out[positions] = rows
+    n = rows.shape[0]
+    if n and rows.ndim == 2 and rows.flags.c_contiguous and out.flags.c_contiguous:
+        pos = np.ascontiguousarray(positions, dtype=np.int64)
+        if pos.min() < 0 or pos.max() >= n:
+            raise InputError(f"reorder: positions must lie in [0, {n})")
+        # memcpy per row: a numpy scatter of 4 KiB rows measured about 3x slower
+        scatter_rows(rows.view(np.uint8).reshape(n, -1), pos, out.view(np.uint8).reshape(n, -1))
+    else:
+        out[positions] = rows
     return out
 
 

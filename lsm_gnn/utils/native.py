@@ -22,3 +22,12 @@ def copy_rows(buf, src, order, lo, hi, row_bytes, out):  # pragma: no cover - co
     for k in range(lo, hi):
         j = order[k]
         memcpy(ob + j * row_bytes, bb + src[j], row_bytes)
+
+
+@numba.njit(cache=True, nogil=True)
+def scatter_rows(src, positions, out):  # pragma: no cover - compiled
+    """out[positions[k]] = src[k] for every k (C-contiguous uint8 rows of equal width)."""
+    rb = src.shape[1]
+    sb, ob = src.ctypes.data, out.ctypes.data
+    for k in range(positions.shape[0]):
+        memcpy(ob + positions[k] * rb, sb + k * rb, rb)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.harness import SYSTEMS, run_system, system_config
+from baselines.harness import MMAP_TIMEOUT_S, SYSTEMS, run_system, system_config
 from baselines.loaders import CappedStoreSource
 from baselines.memcap import PageCacheCap
 from lsm_gnn.config import load_config
@@ -72,6 +72,8 @@ def test_systems_map_to_their_switches():
     assert system_config("isolated", cfg, 2).distributed.mode == "isolated"
     mm = system_config("mmap", cfg, 2)
     assert (mm.storage.reader, mm.cache.enabled, mm.train.overlap_fetch) == ("mmap", False, False)
+    assert mm.distributed.timeout_s == MMAP_TIMEOUT_S > cfg.distributed.timeout_s  # slow capped fetches
+    assert system_config("direct", cfg, 2).distributed.timeout_s == cfg.distributed.timeout_s
     assert system_config("memory", cfg, 1).storage.reader == "memory"
     assert set(SYSTEMS) == {"lsm", "isolated", "mmap", "direct", "memory", "distdgl"}
     with pytest.raises(ConfigError):

@@ -27,7 +27,6 @@ from lsm_gnn.records import STAGES, new_record, write_record
 from lsm_gnn.utils.errors import ConfigError, DistributedError
 
 SYSTEMS = ("lsm", "isolated", "mmap", "direct", "memory", "distdgl")
-MMAP_TIMEOUT_S = 600.0
 
 
 def system_config(system: str, cfg: RunConfig, devices: int) -> RunConfig:
@@ -45,9 +44,6 @@ def system_config(system: str, cfg: RunConfig, devices: int) -> RunConfig:
         d["storage"]["reader"] = system
         if system == "mmap":
             d["train"]["overlap_fetch"] = False  # the cap binds only while no train step allocates
-            # one fetch through a page cache capped at the LSM-GNN cache budget can take longer
-            # than the default no-progress timeout on the small graph (a run died at 60 s)
-            d["distributed"]["timeout_s"] = max(d["distributed"]["timeout_s"], MMAP_TIMEOUT_S)
     return parse_config(d, f"<system {system}>")
 
 

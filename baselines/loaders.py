@@ -31,8 +31,8 @@ def kernel_read_bytes() -> int:
 class CappedStoreSource(StoreFeatureSource):
     """A plain store whose every fetch runs under the page-cache cap."""
 
-    def __init__(self, store, cap, row_bytes: int):
-        super().__init__(store)
+    def __init__(self, store, cap, row_bytes: int, heartbeat=None):
+        super().__init__(store, heartbeat=heartbeat)
         self.cap, self.row_bytes = cap, row_bytes
 
     def fetch(self, ids: np.ndarray) -> np.ndarray:
@@ -69,9 +69,9 @@ def plain_worker(cfg, rank: int, world_size: int, heartbeat, args: dict) -> dict
     if reader == "mmap":
         budget = int(args.get("page_cache_budget", 0)) // world_size  # each rank caps its own share
         cap = PageCacheCap(budget, lay.path, enabled=bool(args.get("cap", True))).__enter__()
-        src = CappedStoreSource(store, cap, lay.row_bytes)
+        src = CappedStoreSource(store, cap, lay.row_bytes, heartbeat=heartbeat)
     else:
-        src = StoreFeatureSource(store)
+        src = StoreFeatureSource(store, heartbeat=heartbeat)  # a rank that fetches is alive
     heartbeat.beat()
     read0 = kernel_read_bytes()
     try:

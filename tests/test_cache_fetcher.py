@@ -9,7 +9,7 @@ from lsm_gnn.cache.fetcher import CachedFeatureSource
 from lsm_gnn.cache.replay import replay
 from lsm_gnn.config import CacheConfig
 from lsm_gnn.storage.base import FeatureStore
-from lsm_gnn.utils.errors import InputError
+from lsm_gnn.utils.errors import ConfigError, InputError
 
 
 class ArrayStore(FeatureStore):
@@ -96,6 +96,12 @@ def test_disabled_cache_reads_everything_from_storage():
     np.testing.assert_array_equal(src.fetch(ids), feats[ids])
     assert (src.counters.storage_rows, src.counters.distinct, src.counters.local_hits) == (3, 3, 0)
     src.close()
+
+
+def test_training_refuses_an_engine_it_would_not_use():
+    feats = np.zeros((10, 4), np.float32)
+    with pytest.raises(ConfigError, match="cache.engine.*'gpu'"):
+        CachedFeatureSource(ArrayStore(feats), 10, 4, np.float32, CacheConfig(engine="gpu"), np.zeros(10, np.uint8))
 
 
 def test_store_shape_must_match():

@@ -66,32 +66,29 @@ def test_out_buffer_filled_in_place(datasets, reader):
         assert not wide[:, 1024:].any()
 
 
-def test_direct_backend_small_reads_and_threads(datasets):
-    ds = datasets[1024]
-    truth = np.array(ds.feature_array())
-    ids = np.random.default_rng(3).integers(0, ROWS, 500)
-    for threads in (1, 3, 64):
-        with open_feature_store(ds, "direct", backend="threads", threads=threads, max_io_bytes=8192) as store:
-            np.testing.assert_array_equal(store.read_rows(ids), truth[ids])
-            assert store.path_info == {"reader": "direct", "backend": "threads", "queue_depth": threads,
-                                       "o_direct": True, "block_size": 4096, "max_io_bytes": 8192,
-                                       "file": str(ds.features().path)}
+AIO = pytest.mark.skipif(not aio_status()[0], reason=f"native AIO unavailable: {aio_status()[1]}")
 
 
-@pytest.mark.skipif(not aio_status()[0], reason=f"native AIO unavailable: {aio_status()[1]}")
-def test_direct_aio_backend_reads_and_depths(datasets):
+@pytest.mark.parametrize("backend,depth_key", [("threads", "threads"), pytest.param("aio", "queue_depth", marks=AIO)])
+def test_direct_backends_at_every_depth(datasets, backend, depth_key):
     ds = datasets[1024]
     truth = np.array(ds.feature_array())
-    ids = np.random.default_rng(4).integers(0, ROWS, 700)
+    ids = np.random.default_rng(3).integers(0, ROWS, 700)
     for depth in (1, 3, 128):
-        with open_feature_store(ds, "direct", backend="aio", queue_depth=depth, max_io_bytes=8192) as store:
+        with open_feature_store(ds, "direct", backend=backend, max_io_bytes=8192, **{depth_key: depth}) as store:
             np.testing.assert_array_equal(store.read_rows(ids), truth[ids])
             np.testing.assert_array_equal(store.read_rows(ids[:1]), truth[ids[:1]])
-            assert store.path_info["backend"] == "aio" and store.path_info["queue_depth"] == depth
+            assert store.path_info == {"reader": "direct", "backend": backend, "queue_depth": depth,
+                                       "o_direct": True, "block_size": 4096, "max_io_bytes": 8192,
+                                       "file": str(ds.features().path)}
             assert store.counters.io_ops == len(store.read_plan(ids).lengths) + 1
-    with open_feature_store(ds, "direct") as store:  # auto picks AIO for O_DIRECT
+
+
+@AIO
+def test_auto_backend_is_aio_for_o_direct_only(datasets):
+    with open_feature_store(datasets[1024], "direct") as store:
         assert store.path_info["backend"] == "aio"
-    with open_feature_store(ds, "buffered") as store:  # buffered AIO would block in io_submit
+    with open_feature_store(datasets[1024], "buffered") as store:  # buffered AIO would block in io_submit
         assert store.path_info["backend"] == "threads"
 
 

@@ -33,7 +33,7 @@ from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
 from lsm_gnn.cache.window import LookaheadWindow
 from lsm_gnn.features import TierCounters
 from lsm_gnn.storage.base import FeatureStore
-from lsm_gnn.utils.errors import InputError
+from lsm_gnn.utils.errors import ConfigError, InputError
 
 
 class CachedFeatureSource:
@@ -48,6 +48,11 @@ class CachedFeatureSource:
                  static_scores: np.ndarray, *, num_owners: int = 1, owner: int = 0,
                  capacity_rows: int | None = None):
         check_owner_args(num_rows, num_owners, owner)
+        if getattr(cfg, "engine", "cpu") != "cpu":
+            # decision replay (lsm-gnn simulate) runs on any engine; serving rows needs the CPU
+            # engine's data plane, so a run must not quietly swap the engine it was asked for
+            raise ConfigError("<config>", "cache.engine", f"rows are served through the 'cpu' engine; found "
+                              f"{cfg.engine!r} (the gpu and reference engines replay traces: lsm-gnn simulate)")
         self.dtype = np.dtype(dtype)
         # a store over an owner's own file maps global ids to its rows (storage.owner_row_map):
         # it holds just the rows this owner owns

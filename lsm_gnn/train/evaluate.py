@@ -1,7 +1,7 @@
 """Accuracy on the validation or test split, with the training fan-outs.
 
-Evaluation reads features straight from the feature array (memory for the ideal, the memory-mapped
-file otherwise), never through the training cache: it must not disturb the cache state whose
+Evaluation reads features straight from the feature rows (memory for the ideal, the feature file
+through a plain O_DIRECT store otherwise: `features[ids]`), never through the training cache: it must not disturb the cache state whose
 behaviour the run measures, and its time is reported apart from epoch time. `max_nodes` evaluates
 a fixed, seeded subset of the split (on 2 CPU cores a whole split can cost more than an epoch);
 the record says how many nodes were evaluated. Across ranks each evaluates its share and the
@@ -25,8 +25,10 @@ def eval_subset(dataset, split: str, max_nodes: int | None, seed: int) -> np.nda
 
 @torch.no_grad()
 def evaluate(model, dataset, features, *, split: str, fanouts, batch_size: int, seed: int = 0,
-             max_nodes: int | None = None, device="cpu", rank: int = 0, world_size: int = 1) -> tuple[float | None, int]:
-    """(accuracy, nodes evaluated over all ranks); accuracy None if the split is empty."""
+             max_nodes: int | None = None, device="cpu", rank: int = 0, world_size: int = 1,
+             tick=None) -> tuple[float | None, int]:
+    """(accuracy, nodes evaluated over all ranks); accuracy None if the split is empty.
+    `tick()` is called once per batch (a rank's heartbeat in multi-device runs)."""
     ids = eval_subset(dataset, split, max_nodes, seed)
     mine = ids[rank::world_size]
     correct = total = 0
@@ -37,6 +39,8 @@ def evaluate(model, dataset, features, *, split: str, fanouts, batch_size: int, 
             sampler = NeighborSampler(dataset, fanouts, batch_size, seed=seed + 1, shuffle=False,
                                       split=split, seed_ids=mine)
             for mb in sampler.epoch(0):
+                if tick is not None:
+                    tick()
                 x = torch.from_numpy(np.ascontiguousarray(features[mb.input_nodes])).to(device)
                 if x.dtype != torch.float32:
                     x = x.float()

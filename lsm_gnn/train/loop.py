@@ -122,6 +122,8 @@ def run_training(cfg: RunConfig, *, rank: int = 0, world_size: int = 1, feature_
     finally:
         if own_source and opened.get("source") is not None:
             close_source(opened["source"])
+        if opened.get("eval_store") is not None:
+            opened["eval_store"].close()
     if path is not None and rank == 0:
         write_record(path, record)
     return record
@@ -150,6 +152,35 @@ def _ctrl_c_between_iterations():
         yield flag
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+class _StoreRows:
+    """`rows[ids]` read through a plain store: what evaluation indexes instead of a memmap."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def __getitem__(self, ids):
+        return self.store.read_rows(np.asarray(ids, dtype=np.int64))
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _eval_rows(dataset, opened: dict) -> _StoreRows:
+    """Evaluation reads the feature file with O_DIRECT (buffered where the filesystem refuses it),
+    never through the training cache. A memmap gather faulted pages in with readahead: on the
+    small graph one evaluation read ~10x the bytes it needed and outlasted the ranks' no-progress
+    timeout, and it filled the page cache that the mmap baseline must not find warm."""
+    from lsm_gnn.storage.open import open_feature_store
+    from lsm_gnn.utils.errors import DataError
+
+    try:
+        store = open_feature_store(dataset.features(), reader="direct")
+    except DataError:
+        store = open_feature_store(dataset.features(), reader="buffered")
+    opened["eval_store"] = _StoreRows(store)
+    return opened["eval_store"]
 
 
 def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_source, progress: bool,
@@ -191,7 +222,9 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
     window = cfg.cache.window if (cfg.cache.enabled or feature_source is not None) else 0
     loader = FeatureLoader(sampler, source, window=window, sample_ahead=cfg.sampler.prefetch_batches,
                            overlap_fetch=tr.overlap_fetch, device=device, max_iters=planned)
-    eval_features = source.features if isinstance(source, MemoryFeatureSource) else dataset.feature_array()
+    eval_features = source.features if isinstance(source, MemoryFeatureSource) else _eval_rows(dataset, opened)
+    # evaluation fetches nothing through the source: stamp the rank's heartbeat per batch instead
+    eval_tick = getattr(getattr(source, "heartbeat", None), "beat", None)
     interactive = progress and sys.stderr.isatty()
 
     epochs, measured_items, eval_s = [], [], 0.0
@@ -252,7 +285,8 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
             te = time.perf_counter()
             ep["val_acc"], ep["val_nodes"] = evaluate(
                 model, dataset, eval_features, split="val", fanouts=fanouts, batch_size=cfg.sampler.batch_size,
-                seed=tr.seed, max_nodes=tr.eval_nodes, device=device, rank=rank, world_size=world_size)
+                seed=tr.seed, max_nodes=tr.eval_nodes, device=device, rank=rank, world_size=world_size,
+                tick=eval_tick)
             eval_s += time.perf_counter() - te
         epochs.append(ep)
         measured_items.append(window_items)
@@ -262,7 +296,8 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
         te = time.perf_counter()
         test_acc, test_nodes = evaluate(model, dataset, eval_features, split="test", fanouts=fanouts,
                                         batch_size=cfg.sampler.batch_size, seed=tr.seed,
-                                        max_nodes=tr.eval_nodes, device=device, rank=rank, world_size=world_size)
+                                        max_nodes=tr.eval_nodes, device=device, rank=rank, world_size=world_size,
+                                        tick=eval_tick)
         eval_s += time.perf_counter() - te
 
     # ---- the record ---------------------------------------------------------------------------

@@ -26,18 +26,22 @@ from lsm_gnn.utils.errors import ConfigError, InputError
 
 
 class StoreFeatureSource:
-    """Every request read from a FeatureStore (no cache): the plain storage loader."""
+    """Every request read from a FeatureStore (no cache): the plain storage loader. With a
+    `heartbeat` (lsm_gnn.dist.health), every fetch stamps the rank's progress."""
 
     kind = "store"
 
-    def __init__(self, store):
+    def __init__(self, store, heartbeat=None):
         self.store = store
+        self.heartbeat = heartbeat
         self.counters = TierCounters()
 
     def advance(self, window) -> None:
         pass
 
     def fetch(self, ids: np.ndarray) -> np.ndarray:
+        if self.heartbeat is not None:
+            self.heartbeat.beat()
         ids = np.asarray(ids, dtype=np.int64)
         rows = self.store.read_rows(ids)
         self.counters.requests += len(ids)

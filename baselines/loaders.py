@@ -31,6 +31,8 @@ def kernel_read_bytes() -> int:
 class CappedStoreSource(StoreFeatureSource):
     """A plain store whose every fetch runs under the page-cache cap."""
 
+    reuse_outputs = False  # the cap's arithmetic counts each batch's output as new memory
+
     def __init__(self, store, cap, row_bytes: int, heartbeat=None):
         super().__init__(store, heartbeat=heartbeat)
         self.cap, self.row_bytes = cap, row_bytes

@@ -311,3 +311,51 @@ def test_window_counts_do_not_depend_on_how_far_fetching_runs_ahead(random_datas
     expected = sum(len(b.input_nodes) for i, b in zip(range(6), NeighborSampler(ds, [4, 4], 32, seed=0).epoch(0))
                    if i >= 2)
     assert rows[0]["requests"] == expected
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_memory_source_rows_equal_numpy_indexing(dtype):
+    feats = np.random.default_rng(5).normal(size=(300, 24)).astype(dtype)
+    src = MemoryFeatureSource(feats)
+    ids = np.array([299, 0, 7, 7, 150])
+    np.testing.assert_array_equal(src.fetch(ids), feats[ids])
+    assert src.fetch(np.zeros(0, np.int64)).shape == (0, 24)
+    with pytest.raises(IndexError, match=r"\[0, 300\)"):
+        src.fetch(np.array([1, 300]))
+    assert src.counters.requests == 5 and src.counters.distinct == 4
+
+
+def test_output_rows_are_reused_only_when_nothing_refers_to_them():
+    from lsm_gnn.features import OutputRows
+
+    bufs = OutputRows(4, np.float32, keep=2)
+    a = bufs.get(10)
+    a[:] = 1.0
+    b = bufs.get(10)                       # `a` is alive: a different buffer
+    assert not np.shares_memory(a, b)
+    t = torch.from_numpy(a[2:5])           # a tensor over a view keeps `a`'s buffer in use
+    del a
+    c = bufs.get(10)
+    assert not np.shares_memory(c, t.numpy()) and (t == 1.0).all()
+    del t
+    d = bufs.get(12)                       # `a`'s buffer is free again, and large enough
+    assert d.shape == (12, 4) and d.flags.c_contiguous
+    del b, c, d
+    big = bufs.get(10_000)                 # larger than every buffer: a new one
+    assert big.shape == (10_000, 4)
+
+
+def test_sources_never_change_rows_a_caller_still_holds(random_dataset):
+    ds = random_dataset(num_nodes=900, dim=16, seed=4)
+    feats = np.array(ds.feature_array())
+    rng = np.random.default_rng(0)
+    batches = [rng.integers(0, 900, 200) for _ in range(12)]
+    for src in (MemoryFeatureSource(feats), make_feature_source(_cfg(ds, **{
+            "storage.reader": "buffered", "cache.enabled": True, "cache.capacity_fraction": 0.1}), ds)):
+        held = []
+        for t, b in enumerate(batches):
+            src.advance(batches[t + 1: t + 3])
+            held.append((b, src.fetch(b)))
+        for b, rows in held:               # every batch's rows are still the file's rows
+            np.testing.assert_array_equal(rows, feats[b])
+        src.close()

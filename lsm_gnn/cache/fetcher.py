@@ -31,7 +31,7 @@ from lsm_gnn.cache.geometry import capacity_rows_for, check_owned_ids, check_own
 from lsm_gnn.cache.rowpool import RowPool
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
 from lsm_gnn.cache.window import LookaheadWindow
-from lsm_gnn.features import TierCounters
+from lsm_gnn.features import OutputRows, TierCounters
 from lsm_gnn.storage.base import FeatureStore
 from lsm_gnn.utils.errors import ConfigError, InputError
 
@@ -77,6 +77,7 @@ class CachedFeatureSource:
         self.stats.update(time_cache_s=0.0, time_victim_s=0.0, time_storage_s=0.0, time_storage_busy_s=0.0)
         self.engine = self.pool = self.victims = self.landing = None
         self._staged = self._reader = None
+        self._out = OutputRows(self.dim, self.dtype)
         if not self.enabled:
             self.stats["victim_buffer_bytes"] = 0
             return
@@ -124,7 +125,7 @@ class CachedFeatureSource:
         storage_ids = res.distinct[status == STORAGE]
         staged = self._staging(len(storage_ids))
         reading = self._read_async(storage_ids, staged) if len(storage_ids) else None
-        out = np.empty((len(ids), self.dim), self.dtype)
+        out = self._out.get(len(ids))
         out_bytes = out.view(np.uint8).reshape(len(ids), self.row_bytes)
         pool.gather(HIT, status, inverse, slot, src, out_bytes)
         t1 = time.perf_counter()

@@ -27,7 +27,7 @@ import numpy as np
 from lsm_gnn.dist.exchange import Exchange
 from lsm_gnn.dist.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
 from lsm_gnn.dist.owners import as_ids, reorder, split_by_owner
-from lsm_gnn.features import TierCounters
+from lsm_gnn.features import OutputRows, TierCounters
 from lsm_gnn.utils.errors import InputError
 
 HEADER = 3  # shift, kept, new
@@ -50,6 +50,7 @@ class SharedCacheFeatureSource:
         self.heartbeat = heartbeat
         self.fault = fault or FaultInjector(self.rank)
         self.counters = TierCounters()
+        self._out = None            # reused output arrays (features.OutputRows)
         self.peer_rows = 0          # rows this rank received from other owners
         self.served_for_peers = 0   # rows this rank's cache served to other ranks
         self.coalesced = 0          # requests served by another request's row in the same fetch
@@ -120,7 +121,9 @@ class SharedCacheFeatureSource:
         t3 = time.perf_counter()
         rows = self.ex.rows(served, recv_counts, split.counts)
         t4 = time.perf_counter()
-        out = reorder(rows, split.positions)
+        if self._out is None:
+            self._out = OutputRows(self.row_dim, rows.dtype)
+        out = reorder(rows, split.positions, out=self._out.get(len(rows)))
         t5 = time.perf_counter()
         self.counters.requests += len(ids)
         self.counters.distinct += len(np.unique(ids))

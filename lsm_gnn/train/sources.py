@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from lsm_gnn.cache.geometry import capacity_rows_for
-from lsm_gnn.features import MemoryFeatureSource, TierCounters
+from lsm_gnn.features import MemoryFeatureSource, OutputRows, TierCounters
 from lsm_gnn.utils.errors import ConfigError, InputError
 
 
@@ -30,11 +30,13 @@ class StoreFeatureSource:
     `heartbeat` (lsm_gnn.dist.health), every fetch stamps the rank's progress."""
 
     kind = "store"
+    reuse_outputs = True  # features.OutputRows, as the cache and the ideal
 
     def __init__(self, store, heartbeat=None):
         self.store = store
         self.heartbeat = heartbeat
         self.counters = TierCounters()
+        self._out = OutputRows(store.dim, store.dtype) if self.reuse_outputs else None
 
     def advance(self, window) -> None:
         pass
@@ -43,7 +45,7 @@ class StoreFeatureSource:
         if self.heartbeat is not None:
             self.heartbeat.beat()
         ids = np.asarray(ids, dtype=np.int64)
-        rows = self.store.read_rows(ids)
+        rows = self.store.read_rows(ids, out=None if self._out is None else self._out.get(len(ids)))
         self.counters.requests += len(ids)
         distinct = len(np.unique(ids))
         self.counters.distinct += distinct

@@ -31,3 +31,12 @@ def scatter_rows(src, positions, out):  # pragma: no cover - compiled
     sb, ob = src.ctypes.data, out.ctypes.data
     for k in range(positions.shape[0]):
         memcpy(ob + positions[k] * rb, sb + k * rb, rb)
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_rows(src, ids, out):  # pragma: no cover - compiled
+    """out[k] = src[ids[k]] for every k (C-contiguous uint8 rows of equal width; ids in range)."""
+    rb = src.shape[1]
+    sb, ob = src.ctypes.data, out.ctypes.data
+    for k in range(ids.shape[0]):
+        memcpy(ob + k * rb, sb + ids[k] * rb, rb)

@@ -28,7 +28,7 @@ from lsm_gnn.utils.native import copy_rows
 _SYSCALLS = {"x86_64": (206, 207, 208, 209), "aarch64": (0, 1, 4, 2)}
 _NUMBERS = _SYSCALLS.get(platform.machine(), (-1, -1, -1, -1))
 SYS_SETUP, SYS_DESTROY, SYS_GETEVENTS, SYS_SUBMIT = _NUMBERS
-IOCB_WORDS, EVENT_WORDS = 8, 4
+IOCB_WORDS, EVENT_WORDS = 8, 4  # struct iocb (64 bytes) and struct io_event (32 bytes) as int64 words
 
 # libc's variadic syscall(number, ...) with integer arguments only (no vector registers involved)
 _syscall = numba.types.ExternalFunction(
@@ -46,9 +46,9 @@ def aio_reads(ctx, fd, buf, offs, boffs, lens, depth, got, src, order, seg, row_
     """
     n = offs.shape[0]
     base = buf.ctypes.data
-    iocbs = np.zeros((n, 8), np.int64)
+    iocbs = np.zeros((n, IOCB_WORDS), np.int64)
     ptrs = np.empty(n, np.int64)
-    events = np.zeros((depth, 4), np.int64)
+    events = np.zeros((depth, EVENT_WORDS), np.int64)
     ib, pb, eb = iocbs.ctypes.data, ptrs.ctypes.data, events.ctypes.data
     for i in range(n):
         iocbs[i, 0] = i                       # aio_data: which read this is
@@ -56,7 +56,7 @@ def aio_reads(ctx, fd, buf, offs, boffs, lens, depth, got, src, order, seg, row_
         iocbs[i, 3] = base + boffs[i]         # aio_buf
         iocbs[i, 4] = lens[i]                 # aio_nbytes
         iocbs[i, 5] = offs[i]                 # aio_offset
-        ptrs[i] = ib + i * 64
+        ptrs[i] = ib + i * IOCB_WORDS * 8
     submitted = inflight = completed = 0
     failures = 0
     while completed < submitted or submitted < n:

@@ -141,6 +141,11 @@ lines += [
     "![accuracy and loss](figures/train_accuracy.png)",
     "",
 ]
+if sm.params.size != "small":
+    lines += ["The speed target (steady epoch at most 1.3x the ideal, cache 10 %, O_DIRECT) is defined on the "
+              f"small graph: on the {sm.params.size} graph one batch touches a large share of all nodes, so a "
+              "cache of 10 % hits little. `lsm-gnn bench train data/synthetic-small --json` measures it, with "
+              "every system at each torch thread count (docs/training.md).", ""]
 if same_losses is not None:
     lines.append(f"Loss sequences of the two runs {'are identical (to 1e-6)' if same_losses else 'DIFFER'}: the "
                  "cache returns exactly the stored features.")

@@ -3,7 +3,10 @@
 Every system runs the same model and sampler on the same timing window (the same warm-up and timed
 iterations per epoch, epoch time extrapolated from it as lsm-gnn's loop does); the ratios are
 steady-epoch times over LSM-GNN's: `distdgl_vs_lsm_epoch`, `mmap_vs_lsm_epoch`,
-`direct_vs_lsm_epoch` (above 1: LSM-GNN is faster).
+`direct_vs_lsm_epoch` (above 1: LSM-GNN is faster). Each system's feature memory is reported
+beside it (`memory`): LSM-GNN's budget per device (cache.capacity_fraction, victim buffer included),
+the mmap page cache capped at the same total, the direct loader none, Dist-DGL every row in its
+servers' RAM.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
                              "first_epoch_s": t.get("first_epoch_s"), "preprocessing_s": t.get("preprocessing_s"),
                              "per_iteration": t.get("per_iteration"),
                              "storage_bytes": rec["metrics"]["traffic"].get("storage_bytes"),
-                             "network_bytes": rec["metrics"]["traffic"].get("network_bytes")}
+                             "network_bytes": rec["metrics"]["traffic"].get("network_bytes"),
+                             "memory": rec["metrics"].get("memory")}
     lsm = out["systems"].get("lsm", {}).get("epoch_steady_s")
     for s in ("distdgl", "mmap", "direct"):
         v = out["systems"].get(s, {}).get("epoch_steady_s")
@@ -65,8 +69,10 @@ def bench_compare(config_path, dataset, devices, machines, trainers, warmup, tim
     click.echo(f"same window on every system: {warmup} warm-up + {timed} timed iterations per epoch, "
                "epoch time extrapolated")
     for s, v in res["systems"].items():
+        mem = v.get("memory") or {}
         click.echo(f"  {s:8s} steady epoch {v['epoch_steady_s']:.3f} s  first epoch (incl. preprocessing) "
-                   f"{v['first_epoch_s']:.3f} s")
+                   f"{v['first_epoch_s']:.3f} s  feature memory {mem.get('all_devices_bytes', 0) / 2**20:,.0f} MiB "
+                   f"({mem.get('all_devices_fraction', 0):.0%} of the features, all devices)")
     for k in ("distdgl_vs_lsm_epoch", "mmap_vs_lsm_epoch", "direct_vs_lsm_epoch"):
         v = res[k]
         click.echo(f"{k}: {'n/a' if v is None else f'{v:.2f}x'}")

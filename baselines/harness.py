@@ -1,7 +1,7 @@
 """One harness for every compared system: `run_system(system, cfg, ...) -> run record`.
 
 Systems (`SYSTEMS`):
-- `lsm`: LSM-GNN, shared cache over G devices (lsm_gnn.dist.launch.run_multi_device);
+- `lsm`: LSM-GNN, shared cache over G devices (lsm_gnn.multidevice.launch.run_multi_device);
 - `isolated`: per-device caches of the same size, each device caching what it requests;
 - `memory`: the in-memory ideal (every feature row in RAM);
 - `mmap`, `direct`: plain storage loaders without a cache (baselines.loaders);
@@ -47,13 +47,14 @@ def system_config(system: str, cfg: RunConfig, devices: int) -> RunConfig:
     return parse_config(d, f"<system {system}>")
 
 
-def lsm_cache_bytes(cfg: RunConfig, devices: int) -> int:
-    """Total bytes of the lsm-gnn device caches (the mmap page cache gets the same budget)."""
+def lsm_memory_bytes(cfg: RunConfig, devices: int) -> int:
+    """LSM-GNN's feature memory over all devices: each device's total budget (cache lines, victim
+    buffer, landing buffer; lsm_gnn.cache.budget). The mmap page cache gets the same bytes."""
+    from lsm_gnn.cache.budget import total_rows_for
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.cache.geometry import capacity_rows_for
 
     lay = Dataset(cfg.dataset.path).features()
-    return capacity_rows_for(cfg.cache, lay.num_rows, lay.row_bytes) * lay.row_bytes * devices
+    return total_rows_for(cfg.cache, lay.num_rows, lay.row_bytes) * lay.row_bytes * devices
 
 
 def run_system(system: str, cfg: RunConfig, *, devices: int = 1, machines: int = 2, trainers: int = 2,
@@ -71,24 +72,34 @@ def run_system(system: str, cfg: RunConfig, *, devices: int = 1, machines: int =
 
 def _run_lsm_family(system: str, cfg: RunConfig, devices: int, progress: bool) -> dict:
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.dist.launch import run_multi_device
+    from lsm_gnn.multidevice.launch import run_multi_device
 
     scfg = system_config(system, cfg, devices)
     pre = 0.0
     if system == "lsm" and devices > 1:
-        from lsm_gnn.dist.owner_files import ensure_owner_files
+        from lsm_gnn.multidevice.owner_files import ensure_owner_files, owner_files_build_seconds
 
-        t0 = time.perf_counter()  # the per-owner files are lsm-gnn's preprocessing (cached once made)
-        ensure_owner_files(Dataset(scfg.dataset.path), devices, progress=progress)
-        pre = time.perf_counter() - t0
+        # the per-owner files are LSM-GNN's preprocessing, as METIS is Dist-DGL's: made once and
+        # reused, and charged their build time either way (as reused Dist-DGL partitions are)
+        ds = Dataset(scfg.dataset.path)
+        t0 = time.perf_counter()
+        ensure_owner_files(ds, devices, progress=progress)
+        pre = max(time.perf_counter() - t0, owner_files_build_seconds(ds, devices) or 0.0)
     worker, args = "train", {}
     if system in ("mmap", "direct"):
         worker = "baselines.loaders:plain_worker"
         budget = cfg.baseline.page_cache_budget_bytes
-        args = {"page_cache_budget": budget if budget is not None else lsm_cache_bytes(cfg, devices),
+        args = {"page_cache_budget": budget if budget is not None else lsm_memory_bytes(cfg, devices),
                 "cap": cfg.baseline.page_cache_cap}
     rec = run_multi_device(scfg, worker=worker, worker_args=args, progress=progress)
     rec["system"] = system
+    if system == "mmap":
+        from lsm_gnn.cache.budget import system_memory
+
+        lay = Dataset(scfg.dataset.path).features()
+        rec["metrics"]["memory"] = system_memory(
+            scfg, "mmap", lay.num_rows, lay.row_bytes, devices=devices,
+            page_cache_bytes=args["page_cache_budget"] if args["cap"] else None)
     t = rec["metrics"].setdefault("time", {})
     t["preprocessing_s"] = (t.get("preprocessing_s") or 0.0) + pre
     if system == "mmap":
@@ -168,8 +179,13 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
     measured_epochs = steady_idx or list(range(E))
     feat_bytes = sum(it["feature_bytes"] for m in metrics for it in m["iterations"] if it["epoch"] in measured_epochs)
     startup = max(m["startup"]["initialize_s"] + m["startup"]["setup_s"] for m in metrics)
+    from lsm_gnn.cache.budget import system_memory
+    from lsm_gnn.datasets.format import Dataset
+
+    lay = Dataset(cfg.dataset.path).features()
     rec["epochs"] = epochs
     rec["metrics"] = {
+        "memory": system_memory(cfg, "distdgl", lay.num_rows, lay.row_bytes, machines=spec.machines),
         "rows": {"requests": int(sum(it["input_rows"] for m in metrics for it in m["iterations"]))},
         "traffic": {"storage_bytes": 0, "storage_io_ops": 0, "device_exchange_bytes": 0, "host_to_device_bytes": 0,
                     **({"network_bytes": int(net)} if net is not None else {}),

@@ -8,7 +8,7 @@
   (`/proc/self/io` read_bytes, readahead included), next to the store's page-level lower bound.
 - `direct`: O_DIRECT reads of every requested row, no cache at all.
 
-`plain_worker` runs inside each rank started by `lsm_gnn.dist.launch.run_multi_device`.
+`plain_worker` runs inside each rank started by `lsm_gnn.multidevice.launch.run_multi_device`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def plain_worker(cfg, rank: int, world_size: int, heartbeat, args: dict) -> dict
 
     from baselines.memcap import PageCacheCap
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.dist.launch import source_metrics
+    from lsm_gnn.multidevice.launch import source_metrics
     from lsm_gnn.storage.open import open_feature_store
     from lsm_gnn.train.loop import run_training
 

@@ -1,4 +1,4 @@
-// Reorder for the shared cache (GPU engine of lsm_gnn/dist/owners.py:reorder).
+// Reorder for the shared cache (GPU engine of lsm_gnn/multidevice/owners.py:reorder).
 // Rows arrive grouped by owner; row k goes back to the requester's position positions[k].
 // One block per row; threads copy 32-bit words (the host checks row_bytes % 4 == 0 and falls
 // back to reorder_rows_bytes otherwise).

@@ -45,19 +45,22 @@ class StorageConfig(Section):
 
 class VictimBufferConfig(Section):
     enabled: bool = True
-    depth: int | None = Field(32768, ge=1)
-    """Lines per queue (one queue per batch of the lookahead window); 32768 is the paper's
-    `pvp_depth`. The buffer lives in (pinned) host memory, which is larger than device memory, so
-    it may exceed the cache. None: capacity/32 lines per queue (a quarter of the cache at W=8)."""
-
-    def depth_for(self, capacity_rows: int) -> int:
-        return int(self.depth) if self.depth is not None else max(1, int(capacity_rows) // 32)
+    host_fraction: float = Field(0.10, ge=0.0, lt=1.0)
+    """Share of the device's total budget (cache.capacity_*) given to the host tier: W victim
+    queues + the PVP landing buffer, `depth` lines each, depth = floor(share x total / (W + 1)).
+    0.10 is the share in the authors' setting (lsm_gnn.cache.budget, docs/memory-budget.md)."""
+    depth: int | None = Field(None, ge=1)
+    """Lines per queue, set absolutely (the paper's scripts: 32768) instead of by host_fraction;
+    it still comes out of the total budget."""
+    force: bool = False
+    """Accept an explicit depth whose host tier exceeds the device cache or the rows it could hold."""
 
 
 class CacheConfig(Section):
     enabled: bool = True
     capacity_fraction: float | None = Field(0.10, gt=0.0, le=1.0)
-    """Cache size per device as a fraction of the feature bytes (ignored if capacity_bytes is set)."""
+    """Total feature memory per device (device cache + victim buffer + landing buffer) as a
+    fraction of the feature bytes (ignored if capacity_bytes is set); lsm_gnn.cache.budget."""
     capacity_bytes: int | None = Field(None, ge=1)
     ways: int = Field(32, ge=1, le=1024)
     policy: Literal[POLICIES] = "hybrid"  # type: ignore[valid-type]

@@ -2,7 +2,7 @@
 
 A feature source turns a mini-batch's input node ids into feature rows. Implementations: the
 in-memory ideal (`MemoryFeatureSource` here), a store read straight from storage, the LSM-GNN
-cache engine (lsm_gnn.cache), and the multi-device shared cache (lsm_gnn.dist). The loop calls
+cache engine (lsm_gnn.cache), and the multi-device shared cache (lsm_gnn.multidevice). The loop calls
 `advance(window)` once per iteration with the requests of the next W mini-batches, which is what
 the reuse tags and the victim-buffer prefetcher need, then `fetch(ids)`.
 """

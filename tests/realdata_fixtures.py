@@ -1,9 +1,10 @@
 """Tiny files in the exact layouts of the real datasets, and a loopback HTTP server to serve them.
 
-Layouts follow docs/reference datasets.md §1 (IGB tarballs, IGB large/full headerless arrays,
-ogbn-papers100M zip with .npz members, MAG240M zip with torch-pickled meta/split dicts). The
-arrays are small (a few hundred nodes) but keep the real dims and dtypes (1024 x float32 for IGB,
-128 x float32 for papers100M, 768 x float16 for MAG240M), so the files are a few MB.
+Layouts follow the public sources cited in lsm_gnn/datasets/real/catalog.py (IGB tarballs, IGB
+large/full headerless arrays, ogbn-papers100M zip with .npz members, MAG240M zip with torch-pickled
+meta/split dicts). The arrays are small (a few hundred nodes) but keep the real dims and dtypes
+(1024 x float32 for IGB, 128 x float32 for papers100M, 768 x float16 for MAG240M), so the files are
+a few MB.
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ import numpy as np
 from lsm_gnn.sim.simulate import set_geometry
 
 
-def lru_replay(batches, cfg, num_rows, static_scores, *, capacity_rows, num_owners=1, owner=0, engine="cpu"):
-    """Set-associative LRU, batch semantics: hits are the rows resident when the batch starts."""
-    sets, ways = set_geometry(capacity_rows, cfg.ways)
+def lru_replay(batches, cfg, num_rows, static_scores, *, budget, num_owners=1, owner=0, engine="cpu"):
+    """Set-associative LRU over the budget's cache lines (no victim buffer), batch semantics:
+    hits are the rows resident when the batch starts."""
+    sets, ways = set_geometry(budget.cache_rows, cfg.ways)
     cache = [OrderedDict() for _ in range(sets)]
     out = SimpleNamespace(requests=0, distinct=0, hits=0, victim_hits=0, storage_rows=0, evictions=0, spills=0)
     for batch in batches:

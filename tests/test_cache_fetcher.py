@@ -50,7 +50,8 @@ def test_rows_through_cache_equal_disk_rows(random_dataset, policy, pvp):
     p = 1.0 / np.arange(1, 1501) ** 0.8
     p /= p.sum()
     batches = [rng.choice(1500, size=rng.integers(50, 300), p=p) for _ in range(25)]
-    cfg = CacheConfig(capacity_bytes=200 * 24 * 4, ways=8, window=4, policy=policy,
+    # 200 cache lines; with the PVP on, 4 queues + a landing buffer of 40 rows come out of the same budget
+    cfg = CacheConfig(capacity_bytes=(200 + (5 * 40 if pvp else 0)) * 24 * 4, ways=8, window=4, policy=policy,
                       victim_buffer={"enabled": pvp, "depth": 40})
     store = ArrayStore(disk)
     with CachedFeatureSource(store, 1500, 24, np.float32, cfg, static) as src:
@@ -66,7 +67,7 @@ def test_rows_through_cache_equal_disk_rows(random_dataset, policy, pvp):
             assert c.victim_hits == 0 and src.stats["victim_buffer_bytes"] == 0
         assert src.stats["prefetched_used"] == c.victim_hits <= src.stats["prefetched"]
     # the fetcher and the decision replay agree on every count
-    r = replay(batches, cfg, 1500, static, capacity_rows=200)
+    r = replay(batches, cfg, 1500, static, budget=src.budget)
     assert (r.totals["hits"], r.totals["victim_hits"], r.totals["storage_rows"]) == \
         (c.local_hits, c.victim_hits, c.storage_rows)
 
@@ -74,7 +75,7 @@ def test_rows_through_cache_equal_disk_rows(random_dataset, policy, pvp):
 def test_owner_sharded_source_and_ownership_errors():
     rng = np.random.default_rng(0)
     feats = rng.normal(size=(900, 8)).astype(np.float64)
-    cfg = CacheConfig(capacity_bytes=40 * 64, ways=4, window=3, victim_buffer={"depth": 8})
+    cfg = CacheConfig(capacity_bytes=(40 + 4 * 8) * 64, ways=4, window=3, victim_buffer={"depth": 8})
     owned = np.arange(2, 900, 3)
     batches = [rng.choice(owned, size=60) for _ in range(20)]
     with CachedFeatureSource(ArrayStore(feats), 900, 8, np.float64, cfg, np.zeros(900, np.uint8),
@@ -116,7 +117,8 @@ def test_row_pool_moves_rows_between_tiers_without_losing_any():
     holds its row."""
     rng = np.random.default_rng(1)
     feats = rng.normal(size=(400, 6)).astype(np.float32)
-    cfg = CacheConfig(capacity_bytes=32 * 24, ways=4, window=3, victim_buffer={"depth": 12})
+    # a host tier (48 rows) larger than the cache (32 lines) stresses the pool's moves: forced
+    cfg = CacheConfig(capacity_bytes=(32 + 4 * 12) * 24, ways=4, window=3, victim_buffer={"depth": 12, "force": True})
     p = 1.0 / np.arange(1, 401) ** 0.9
     batches = [rng.choice(400, size=90, p=p / p.sum()) for _ in range(30)]
     with CachedFeatureSource(ArrayStore(feats), 400, 6, np.float32, cfg, np.zeros(400, np.uint8)) as src:
@@ -131,13 +133,13 @@ def test_row_pool_moves_rows_between_tiers_without_losing_any():
             for i, v in enumerate(src.landing.current):
                 np.testing.assert_array_equal(pool.pool[pool.land_row[i]].view(np.float32), feats[v])
         assert src.stats["spilled"] > 0 and src.counters.victim_hits > 0
-        assert src.stats["victim_buffer_bytes"] == 3 * 12 * 24
+        assert src.stats["victim_buffer_bytes"] == (3 + 1) * 12 * 24
 
 
 def test_per_request_tiers_add_up_to_the_distinct_counts():
     rng = np.random.default_rng(3)
     feats = rng.normal(size=(500, 4)).astype(np.float32)
-    cfg = CacheConfig(capacity_bytes=64 * 16, ways=4, window=2, victim_buffer={"depth": 16})
+    cfg = CacheConfig(capacity_bytes=(64 + 3 * 16) * 16, ways=4, window=2, victim_buffer={"depth": 16})
     batches = [rng.integers(0, 500, 120) for _ in range(12)]
     with CachedFeatureSource(ArrayStore(feats), 500, 4, np.float32, cfg, np.zeros(500, np.uint8)) as src:
         seen_tiers = set()

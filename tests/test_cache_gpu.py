@@ -3,7 +3,7 @@
 Every equality test runs on two backends:
 
 * ``cupy``: GpuCacheEngine on CuPy and a real GPU (marked ``gpu`` and ``requires_gpu``: skipped
-  cleanly without one; scripts/gpu_check.sh runs them on a GPU machine);
+  cleanly without one; cuda/gpu_check.py runs them on a GPU machine);
 * ``emulated``: the same engine and the same CUDA sources, compiled for the host by
   tests/cuda_emu.py (g++), so the kernels' logic and the engine's host code are checked on every
   machine; skipped without a C++ compiler.
@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from conftest import requires_gpu
+from lsm_gnn.cache.budget import budget_for_cache_rows
 from lsm_gnn.cache import engine as cpu_engine
 from lsm_gnn.cache import gpu_engine, policies, window
 from lsm_gnn.cache.engine import CpuCacheEngine
@@ -195,8 +196,7 @@ def cache_cfg(**kw):
     """A duck-typed CacheConfig (lsm_gnn.config needs pydantic, which GPU images may lack)."""
     from types import SimpleNamespace
 
-    vb = SimpleNamespace(enabled=kw.pop("pvp", True), depth=kw.pop("depth", 8))
-    vb.depth_for = lambda capacity_rows: vb.depth
+    vb = SimpleNamespace(enabled=kw.pop("pvp", True), depth=kw.pop("depth", 8), host_fraction=0.1, force=False)
     base = dict(enabled=True, ways=8, policy="hybrid", window=4, refresh_every=1, victim_buffer=vb)
     return SimpleNamespace(**{**base, **kw})
 
@@ -211,7 +211,8 @@ def test_cache_replay_on_the_gpu_engine(backend):
     static = rng.integers(0, 256, size["num_rows"]).astype(np.uint8)
     cfg = cache_cfg(ways=size["ways"], window=size["window"], depth=size["depth"])
     batches = mixed_trace(rng, size)
-    res = {e: replay(batches, cfg, size["num_rows"], static, capacity_rows=size["capacity"], engine=e)
+    budget = budget_for_cache_rows(cfg, size["capacity"], size["num_rows"])
+    res = {e: replay(batches, cfg, size["num_rows"], static, budget=budget, engine=e)
            for e in ("cpu", "gpu")}
     for name, per_batch in res["cpu"].per_batch.items():
         np.testing.assert_array_equal(res["gpu"].per_batch[name], per_batch, err_msg=name)
@@ -300,7 +301,8 @@ def test_without_a_gpu_the_engine_is_a_clear_error():
     from lsm_gnn.cache.replay import replay
 
     with pytest.raises(InputError, match="CuPy with a usable GPU"):
-        replay([np.arange(10)], cache_cfg(), 1000, np.zeros(1000, np.uint8), capacity_rows=64, engine="gpu")
+        replay([np.arange(10)], cache_cfg(), 1000, np.zeros(1000, np.uint8),
+               budget=budget_for_cache_rows(cache_cfg(), 64, 1000), engine="gpu")
 
 
 def test_make_engine_selects_by_name():

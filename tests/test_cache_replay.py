@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lsm_gnn.cache.budget import budget_for_cache_rows
 from lsm_gnn.cache.replay import replay
 from lsm_gnn.config import CacheConfig
 from lsm_gnn.utils.errors import InputError
@@ -23,8 +24,9 @@ def test_cpu_replay_equals_reference_replay(policy):
     batches = _trace()
     static = np.random.default_rng(1).integers(0, 256, 2000).astype(np.uint8)
     cfg = CacheConfig(policy=policy, ways=8, window=6, victim_buffer={"depth": 30})
-    a = replay(batches, cfg, 2000, static, capacity_rows=160, engine="cpu")
-    b = replay(batches, cfg, 2000, static, capacity_rows=160, engine="reference")
+    budget = budget_for_cache_rows(cfg, 160, 2000)
+    a = replay(batches, cfg, 2000, static, budget=budget, engine="cpu")
+    b = replay(batches, cfg, 2000, static, budget=budget, engine="reference")
     for k in a.per_batch:
         assert a.per_batch[k].tolist() == b.per_batch[k].tolist(), k
     t = a.totals
@@ -37,10 +39,10 @@ def test_cpu_replay_equals_reference_replay(policy):
 def test_pvp_saves_storage_reads_for_hybrid():
     batches = _trace(seed=3)
     static = np.random.default_rng(2).integers(0, 256, 2000).astype(np.uint8)
-    on = replay(batches, CacheConfig(policy="hybrid", window=8, victim_buffer={"depth": 512}), 2000, static,
-                capacity_rows=128)
-    off = replay(batches, CacheConfig(policy="hybrid", window=8, victim_buffer={"enabled": False}), 2000, static,
-                 capacity_rows=128)
+    on_cfg = CacheConfig(policy="hybrid", window=8, victim_buffer={"depth": 512})
+    off_cfg = CacheConfig(policy="hybrid", window=8, victim_buffer={"enabled": False})
+    on = replay(batches, on_cfg, 2000, static, budget=budget_for_cache_rows(on_cfg, 128, 2000))
+    off = replay(batches, off_cfg, 2000, static, budget=budget_for_cache_rows(off_cfg, 128, 2000))
     assert on.totals["victim_hits"] > 0 and off.totals["victim_hits"] == 0
     assert on.totals["storage_rows"] < off.totals["storage_rows"]
     assert on.totals["prefetched"] >= on.totals["victim_hits"]
@@ -48,16 +50,20 @@ def test_pvp_saves_storage_reads_for_hybrid():
 
 def test_no_cache_and_sharded_owner():
     batches = [np.array([4, 4, 10]), np.array([10, 16])]
-    r = replay(batches, CacheConfig(enabled=False), 20, np.zeros(20, np.uint8), capacity_rows=10,
+    off = CacheConfig(enabled=False)
+    r = replay(batches, off, 20, np.zeros(20, np.uint8), budget=budget_for_cache_rows(off, 10, 20),
                num_owners=3, owner=1)
     assert r.totals["storage_rows"] == 4 and r.totals["distinct"] == 4 and r.policy == "none"
-    r = replay(batches, CacheConfig(policy="lru", window=1), 20, np.zeros(20, np.uint8), capacity_rows=10,
+    lru = CacheConfig(policy="lru", window=1, victim_buffer={"enabled": False})
+    r = replay(batches, lru, 20, np.zeros(20, np.uint8), budget=budget_for_cache_rows(lru, 10, 20),
                num_owners=3, owner=1)
     assert r.per_batch["hits"].tolist() == [0, 1]
     with pytest.raises(InputError, match="owner 1 of 3"):
-        replay([np.array([3])], CacheConfig(), 20, np.zeros(20, np.uint8), capacity_rows=4, num_owners=3, owner=1)
+        replay([np.array([3])], CacheConfig(), 20, np.zeros(20, np.uint8),
+               budget=budget_for_cache_rows(CacheConfig(), 4, 20), num_owners=3, owner=1)
     with pytest.raises(InputError, match="engine"):
-        replay(batches, CacheConfig(), 20, np.zeros(20, np.uint8), capacity_rows=4, engine="tpu")
+        replay(batches, CacheConfig(), 20, np.zeros(20, np.uint8), budget=budget_for_cache_rows(CacheConfig(), 4, 20),
+               engine="tpu")
 
 
 def test_gpu_engine_reports_absence_cleanly():
@@ -66,7 +72,8 @@ def test_gpu_engine_reports_absence_cleanly():
     if gpu_engine.available():
         pytest.skip("a GPU is present; tests/test_cache_gpu.py compares the engines")
     with pytest.raises(InputError, match="GPU cache engine"):
-        replay([np.array([1])], CacheConfig(), 4, np.zeros(4, np.uint8), capacity_rows=2, engine="gpu")
+        replay([np.array([1])], CacheConfig(), 4, np.zeros(4, np.uint8), budget=budget_for_cache_rows(CacheConfig(), 2, 4),
+               engine="gpu")
 
 
 def test_bench_cache_cli_json(tmp_path):

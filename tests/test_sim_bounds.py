@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
+from lsm_gnn.cache.budget import budget_for_cache_rows
 from lsm_gnn.config import POLICIES, CacheConfig, VictimBufferConfig
 from lsm_gnn.sim.bounds import (RequestSequence, belady_min, belady_min_per_set, brute_force_min,
                                 compulsory_misses, optimal_static)
@@ -148,15 +149,17 @@ def test_min_is_never_beaten_by_any_policy():
         batches = random_trace(rng, n, int(rng.integers(1, 25)), 12)
         s = seq_of(batches, n)
         m = belady_min(s, cap)
-        cfg = CacheConfig(ways=4)
-        assert lru_replay(batches, cfg, n, None, capacity_rows=cap).totals["storage_rows"] >= m
+        cfg = CacheConfig(ways=4, victim_buffer={"enabled": False})
+        budget = budget_for_cache_rows(cfg, cap, n)
+        assert lru_replay(batches, cfg, n, None, budget=budget).totals["storage_rows"] >= m
         assert _random_batch_policy(batches, cap, rng) >= m
         assert _sequential_clairvoyant(s, cap) >= m
         assert optimal_static(s, cap) >= m
 
 
 def test_min_is_never_beaten_by_the_cache_engine():
-    replay_mod = pytest.importorskip("lsm_gnn.cache.replay", reason="cache engine not built yet")
+    from lsm_gnn.cache.replay import replay
+
     rng = np.random.default_rng(6)
     n = 400
     scores = rng.integers(0, 256, n).astype(np.uint8)
@@ -165,12 +168,44 @@ def test_min_is_never_beaten_by_the_cache_engine():
     for policy in POLICIES:
         for cap, w in ((32, 4), (64, 8), (96, 0)):
             cfg = CacheConfig(policy=policy, window=w, ways=8, victim_buffer=VictimBufferConfig(depth=4))
-            res = replay_mod.replay(batches, cfg, n, scores, capacity_rows=cap)
-            victim = w * 4 if (cfg.victim_buffer.enabled and w > 0) else 0
-            t = res.totals
-            assert t["storage_rows"] >= belady_min(s, cap + victim), (policy, cap, w)
+            budget = budget_for_cache_rows(cfg, cap, n)
+            t = replay(batches, cfg, n, scores, budget=budget).totals
+            assert budget.total_rows == cap + (w + 1) * 4 * (w > 0)
+            assert t["storage_rows"] >= belady_min(s, budget.total_rows), (policy, cap, w)
             if t["victim_hits"] == 0:
                 assert t["storage_rows"] >= belady_min(s, cap), (policy, cap, w)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_no_policy_beats_min_at_the_same_total_memory(seed):
+    """Property: on random traces and random budgets (any split between cache lines, victim queues
+    and landing buffer, forced host tiers larger than the cache included), every policy of the
+    engine reads at least MIN at the budget's total rows: the simulator's `min_rows` is a strict
+    floor, per owner stream and summed (simulate), for 1 and 2 devices."""
+    from lsm_gnn.sim.simulate import simulate
+    from lsm_gnn.sim.trace import Trace
+
+    rng = np.random.default_rng(100 + seed)
+    for _ in range(4):
+        n, devices = int(rng.integers(30, 300)), int(rng.integers(1, 3))
+        skew = float(rng.uniform(1.1, 2.0))
+        batches = [[rng.zipf(skew, int(rng.integers(5, 60))) % n for _ in range(devices)]
+                   for _ in range(int(rng.integers(5, 40)))]
+        trace = Trace(devices, n, batches, {"batches_per_epoch": [len(batches)]})
+        scores = rng.integers(0, 256, n).astype(np.uint8)
+        cfgs = []
+        for policy in POLICIES:
+            w = int(rng.integers(0, 6))
+            depth = int(rng.integers(1, 6))
+            total = int(rng.integers((w + 1) * depth + 1, (w + 1) * depth + 40))
+            vb = {"depth": depth, "force": True} if rng.random() < 0.7 else {"host_fraction": float(rng.uniform(0, 0.6))}
+            cfgs.append(CacheConfig(policy=policy, window=w, ways=int(rng.choice([1, 2, 4, 8])), capacity_bytes=total,
+                                    victim_buffer=vb))
+        for mode in ("shared", "isolated"):
+            df = simulate(trace, cfgs, static_scores=scores, mode=mode, row_bytes=1)
+            assert (df["storage_rows"] >= df["min_rows"]).all(), df[["policy", "storage_rows", "min_rows"]]
+            assert (df["total_rows"] == df["capacity_rows"] + df["victim_capacity"]).all()
+            assert (df["storage_rows"] >= df["min_total_rows"]).all()
 
 
 def test_bad_inputs_raise():

@@ -43,18 +43,20 @@ def test_simulate_counts_bounds_and_ratios():
     t = two_device_trace()
     scores = np.zeros(t.num_rows, np.uint8)
     cfgs = [CacheConfig(policy=p, capacity_fraction=f, window=4, ways=4,
-                        victim_buffer=VictimBufferConfig(depth=2))
+                        victim_buffer=VictimBufferConfig(depth=1))
             for p in ("lru", "static") for f in (0.05, 0.2)]
     df = simulate(t, cfgs, static_scores=scores, mode="shared", replay_fn=lru_replay)
     assert len(df) == 4
     assert (df["requests"] == t.total_requests()).all()
     assert (df["hits"] + df["victim_hits"] + df["storage_rows"] == df["distinct"]).all()
     assert (df["storage_rows"] >= df["min_rows"]).all()
-    assert (df["min_rows"] >= df["min_victim_rows"]).all() and (df["min_set_rows"] >= df["min_rows"]).all()
+    assert (df["min_cache_rows"] >= df["min_rows"]).all() and (df["min_set_rows"] >= df["min_cache_rows"]).all()
     assert (df["opt_static_rows"] >= df["min_rows"]).all() and (df["min_rows"] >= df["compulsory"]).all()
-    assert (df["min_rows"] >= df["min_total_rows"]).all()  # partitioned caches never beat one of G*C
+    assert (df["min_rows"] >= df["min_total_rows"]).all()  # partitioned memory never beats one of G*T
     assert np.allclose(df["storage_rows_vs_min"], df["storage_rows"] / df["min_rows"])
-    assert (df["victim_capacity"] == 8).all() and set(df["capacity_rows"]) == {15, 60}
+    # budgets of 15 and 60 rows, each less a host tier of 4 queues + a landing buffer of 1 line
+    assert (df["victim_capacity"] == 5).all() and set(df["capacity_rows"]) == {10, 55}
+    assert set(df["total_rows"]) == {15, 60}
     # the per-owner MIN is the sum over owners of MIN on each owner's stream
     owner_min = sum(belady_min(RequestSequence.from_batches(s.batches, t.num_rows), 15)
                     for s in cache_streams(t, "shared"))

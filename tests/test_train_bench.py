@@ -16,7 +16,7 @@ def test_bench_train_json_compares_each_system_at_its_best_thread_count(random_d
     ds = random_dataset(num_nodes=1500, dim=64, seed=2)
     res = CliRunner().invoke(cli, ["bench", "train", str(ds.root), "--warmup", "1", "--timed", "2",
                                    "--batch-size", "64", "--fanouts", "4,4", "--hidden", "16",
-                                   "--threads", "1,2", "--json", "--set", "cache.victim_buffer.depth=64"])
+                                   "--threads", "1,2", "--json", "--set", "cache.victim_buffer.host_fraction=0.2"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert set(out["by_threads"]) == {"1", "2"}
@@ -31,9 +31,13 @@ def test_bench_train_json_compares_each_system_at_its_best_thread_count(random_d
                                                           / systems["memory"]["epoch_steady_s"])
     for b in out["by_threads"].values():
         assert b["steady_epoch_vs_memory"] == pytest.approx(b["lsm_epoch_steady_s"] / b["memory_epoch_steady_s"])
-    assert out["overrides"] == ["cache.victim_buffer.depth=64"]
+    assert out["overrides"] == ["cache.victim_buffer.host_fraction=0.2"]
     assert out["timing_window"] == {"warmup_iters": 1, "timed_iters": 2, "extrapolated": True, "repeat": 1}
     assert systems["lsm"]["rows"]["storage_rows"] > 0 and systems["memory"]["rows"]["storage_rows"] == 0
+    # 10 % of 1500 rows of 256 bytes per device, a fifth of it for the 8 queues + landing buffer
+    mem = out["lsm_memory"]
+    assert mem["total_bytes"] == 150 * 256 and mem["victim_bytes"] == 9 * (30 // 9) * 256
+    assert systems["memory"]["memory"]["fraction_of_features"] == 1.0
 
 
 def test_thread_counts_parse():

@@ -38,7 +38,7 @@ def synthetic_trace(num_rows: int, num_batches: int, batch_size: int, skew: floa
     return batches, static
 
 
-def measure(batches, cfg, num_rows, static, capacity_rows, repeat=3, engine="cpu") -> tuple[float, object]:
+def measure(batches, cfg, num_rows, static, budget, repeat=3, engine="cpu") -> tuple[float, object]:
     """(requests per CPU-second of this thread, ReplayResult) over `batches`."""
     from lsm_gnn.cache.replay import replay
 
@@ -46,7 +46,7 @@ def measure(batches, cfg, num_rows, static, capacity_rows, repeat=3, engine="cpu
     best, result = float("inf"), None
     for _ in range(max(repeat, 1)):
         t0 = time.thread_time()
-        result = replay(batches, cfg, num_rows, static, capacity_rows=capacity_rows, engine=engine)
+        result = replay(batches, cfg, num_rows, static, budget=budget, engine=engine)
         best = min(best, time.thread_time() - t0)
     return requests / max(best, 1e-9), result
 
@@ -61,10 +61,12 @@ def measure(batches, cfg, num_rows, static, capacity_rows, repeat=3, engine="cpu
 @click.option("--batches", default=60, show_default=True, help="Batches of the generated trace.")
 @click.option("--batch-size", default=50_000, show_default=True, help="Distinct ids per generated batch.")
 @click.option("--skew", default=0.9, show_default=True, help="Zipf exponent of the generated popularity.")
-@click.option("--capacity-fraction", default=0.1, show_default=True, help="Cache lines / rows.")
+@click.option("--capacity-fraction", default=0.1, show_default=True,
+              help="Total memory budget (cache lines + victim buffer + landing buffer) / rows.")
 @click.option("--ways", default=32, show_default=True)
 @click.option("--window", default=8, show_default=True)
-@click.option("--depth", default=32768, show_default=True, help="Victim-buffer lines per queue.")
+@click.option("--depth", default=None, type=int,
+              help="Victim-buffer lines per queue (default: the host share of the budget, cache.victim_buffer).")
 @click.option("--policy", "policies", multiple=True, type=click.Choice(POLICY_NAMES),
               help="Policies to measure (repeatable; default all).")
 @click.option("--reference-requests", default=30_000, show_default=True,
@@ -91,7 +93,8 @@ def bench_cache(trace_path, device, static_path, rows, batches, batch_size, skew
         num_rows = rows
         source = {"generated": True, "rows": rows, "batches": batches, "batch_size": batch_size,
                   "skew": skew, "seed": seed}
-    capacity_rows = max(1, int(capacity_fraction * num_rows))
+    from lsm_gnn.cache.budget import memory_budget
+
     requests = sum(len(b) for b in trace)
     prefix, n = [], 0
     for b in trace:
@@ -101,10 +104,12 @@ def bench_cache(trace_path, device, static_path, rows, batches, batch_size, skew
         n += len(b)
     results = {}
     for name in policies or POLICY_NAMES:
-        cfg = CacheConfig(policy=name, ways=ways, window=window, victim_buffer={"depth": depth})
-        measure(trace[:2], cfg, num_rows, static, capacity_rows, repeat=1)  # compile outside the timing
-        rate, res = measure(trace, cfg, num_rows, static, capacity_rows, repeat=repeat)
-        ref_rate, _ = measure(prefix, cfg, num_rows, static, capacity_rows, repeat=1, engine="reference")
+        cfg = CacheConfig(policy=name, ways=ways, window=window, capacity_fraction=capacity_fraction,
+                          victim_buffer={"depth": depth})
+        budget = memory_budget(cfg, num_rows, 1)
+        measure(trace[:2], cfg, num_rows, static, budget, repeat=1)  # compile outside the timing
+        rate, res = measure(trace, cfg, num_rows, static, budget, repeat=repeat)
+        ref_rate, _ = measure(prefix, cfg, num_rows, static, budget, repeat=1, engine="reference")
         tot = res.totals
         results[name] = {
             "policy_run": res.policy,
@@ -119,13 +124,17 @@ def bench_cache(trace_path, device, static_path, rows, batches, batch_size, skew
         }
     headline = results.get("hybrid", next(iter(results.values())))["requests_per_s_per_core"]
     out = {"bench": "cache", "requests_per_s_per_core": headline, "baseline": "reference engine (pure Python)",
-           "requests": requests, "capacity_rows": capacity_rows,
-           "config": {"ways": ways, "window": window, "victim_depth": depth, "pvp": window > 0},
+           "requests": requests, "capacity_rows": budget.cache_rows,
+           "memory_rows": {"cache": budget.cache_rows, "victim": budget.host_rows, "total": budget.total_rows,
+                           "fraction_of_features": budget.total_rows / num_rows},
+           "config": {"ways": ways, "window": window, "victim_depth": budget.victim_depth, "pvp": budget.pvp},
            "source": source, "policies": results}
     if as_json:
         click.echo(json.dumps(out))
         return
-    click.echo(f"{requests:,} requests, {num_rows:,} rows, cache {capacity_rows:,} lines, W={window}, ways={ways}")
+    click.echo(f"{requests:,} requests, {num_rows:,} rows, budget {budget.total_rows:,} rows "
+               f"({budget.total_rows / num_rows:.1%}): cache {budget.cache_rows:,} lines + victim buffer "
+               f"{budget.host_rows:,} rows, W={window}, ways={ways}")
     click.echo(f"{'policy':<12} {'Mreq/s/core':>12} {'reference':>11} {'speedup':>9} {'hit':>7} {'victim':>7}")
     for name, r in results.items():
         click.echo(f"{name:<12} {r['requests_per_s_per_core'] / 1e6:>12.2f} {r['reference_requests_per_s'] / 1e6:>11.4f} "

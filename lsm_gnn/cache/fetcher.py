@@ -27,7 +27,8 @@ from typing import Sequence
 import numpy as np
 
 from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT, CpuCacheEngine
-from lsm_gnn.cache.geometry import capacity_rows_for, check_owned_ids, check_owner_args
+from lsm_gnn.cache.budget import MemoryBudget, memory_budget
+from lsm_gnn.cache.geometry import check_owned_ids, check_owner_args, local_rows
 from lsm_gnn.cache.rowpool import RowPool
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
 from lsm_gnn.cache.window import LookaheadWindow
@@ -39,14 +40,14 @@ from lsm_gnn.utils.errors import ConfigError, InputError
 class CachedFeatureSource:
     """A FeatureSource (lsm_gnn.features) backed by a FeatureStore and the cache engine.
 
-    `capacity_rows` overrides the capacity from `cfg` (capacity_bytes // row bytes, else
-    capacity_fraction of num_rows). Only ids owned by `owner` (v % num_owners == owner) may be
-    requested. `close()` releases the row pool; the store stays open.
+    `budget` (lsm_gnn.cache.budget) splits the device's memory between cache lines, victim queues
+    and landing buffer; None: the budget `cfg` gives this owner. Only ids owned by `owner`
+    (v % num_owners == owner) may be requested. `close()` releases the row pool; the store stays open.
     """
 
     def __init__(self, store: FeatureStore, num_rows: int, row_dim: int, dtype, cfg,
                  static_scores: np.ndarray, *, num_owners: int = 1, owner: int = 0,
-                 capacity_rows: int | None = None):
+                 budget: MemoryBudget | None = None):
         check_owner_args(num_rows, num_owners, owner)
         if getattr(cfg, "engine", "cpu") != "cpu":
             # decision replay (lsm-gnn simulate) runs on any engine; serving rows needs the CPU
@@ -63,11 +64,12 @@ class CachedFeatureSource:
         self.store, self.num_rows, self.dim = store, int(num_rows), int(row_dim)
         self.num_owners, self.owner = int(num_owners), int(owner)
         self.row_bytes = self.dim * self.dtype.itemsize
-        if capacity_rows is None:
-            capacity_rows = capacity_rows_for(cfg, num_rows, self.row_bytes)
-        self.capacity_rows = int(capacity_rows)
+        if budget is None:
+            budget = memory_budget(cfg, num_rows, self.row_bytes, owned_rows=local_rows(num_rows, num_owners))
+        self.budget = budget
+        self.capacity_rows = int(budget.cache_rows)
         self.enabled = bool(cfg.enabled) and self.capacity_rows >= 1
-        self.pvp = bool(cfg.victim_buffer.enabled) and cfg.window > 0 and self.enabled
+        self.pvp = budget.pvp and self.enabled
         self.window = LookaheadWindow(cfg.window)
         self.counters = TierCounters()
         self._last = None  # (status, inverse) of the last fetch, for last_tiers
@@ -81,7 +83,7 @@ class CachedFeatureSource:
         if not self.enabled:
             self.stats["victim_buffer_bytes"] = 0
             return
-        depth = cfg.victim_buffer.depth_for(self.capacity_rows)
+        depth = budget.engine_depth
         self.victims = VictimQueues(cfg.window, depth)
         self.landing = LandingBuffer(depth)
         self.engine = CpuCacheEngine(self.capacity_rows, num_rows, static_scores, ways=cfg.ways,

@@ -34,17 +34,6 @@ def cache_geometry(capacity_rows: int, ways: int) -> Geometry:
     return Geometry(sets=capacity_rows // ways, ways=ways)
 
 
-def capacity_rows_for(cfg, num_rows: int, row_bytes: int | None = None) -> int:
-    """Lines per device from a CacheConfig (at least one): capacity_bytes // row_bytes if set,
-    else floor(capacity_fraction * num_rows) (a fraction of all feature bytes, per device).
-    Training, the multi-device runs, the baselines and the simulator all size caches here."""
-    if cfg.capacity_bytes is not None:
-        if not row_bytes:
-            raise InputError("cache.capacity_bytes is set: pass row_bytes (or use capacity_fraction)")
-        return max(1, int(cfg.capacity_bytes) // int(row_bytes))
-    return max(1, int(cfg.capacity_fraction * num_rows))
-
-
 def local_rows(num_rows: int, num_owners: int) -> int:
     """Size of an owner-local id space (v // G for every owned v < num_rows)."""
     return (int(num_rows) - 1) // int(num_owners) + 1 if num_rows > 0 else 0

@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.engine import COUNT_NAMES, CpuCacheEngine
 from lsm_gnn.cache.geometry import cache_geometry, check_owned_ids, check_owner_args
 from lsm_gnn.cache.policies import resolve_policy
@@ -71,10 +72,10 @@ def flatten_batches(batches: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarr
 
 
 def replay(batches: Sequence[np.ndarray], cfg, num_rows: int, static_scores: np.ndarray, *,
-           capacity_rows: int, num_owners: int = 1, owner: int = 0, engine: str = "cpu") -> ReplayResult:
+           budget: MemoryBudget, num_owners: int = 1, owner: int = 0, engine: str = "cpu") -> ReplayResult:
     """Replay `batches` through the cache described by `cfg` (a CacheConfig).
 
-    The policy is cfg.policy (hybrid runs in the prefetcher order when the victim buffer is
+    `budget` (lsm_gnn.cache.budget) gives the cache lines and the victim-buffer depth. The policy is cfg.policy (hybrid runs in the prefetcher order when the victim buffer is
     enabled and W > 0); cfg.enabled=False replays a cache of no lines (every distinct id is a
     storage read). `engine`: "cpu" (numba), "reference" (pure Python, slow) or "gpu" (CuPy, when
     lsm_gnn.cache.gpu is installed and a GPU is present).
@@ -86,13 +87,14 @@ def replay(batches: Sequence[np.ndarray], cfg, num_rows: int, static_scores: np.
         raise InputError(f"at most {MAX_ITERATIONS} batches per replay, found {len(batches)}")
     flat, offsets = flatten_batches(batches)
     flat = check_owned_ids(flat, num_rows, num_owners, owner, "batches")
-    pvp = bool(cfg.victim_buffer.enabled) and cfg.window > 0
+    capacity_rows = budget.cache_rows
+    pvp = budget.pvp
     policy = resolve_policy(cfg.policy, pvp)
-    depth = cfg.victim_buffer.depth_for(capacity_rows)
+    depth = budget.engine_depth
     settings = dict(policy=cfg.policy, window=cfg.window, refresh_every=cfg.refresh_every, pvp=pvp,
                     victim_depth=depth, num_owners=num_owners, owner=owner)
     config = {"ways": cfg.ways, "window": cfg.window, "refresh_every": cfg.refresh_every,
-              "victim_buffer": pvp, "victim_depth": depth,
+              "victim_buffer": pvp, "victim_depth": budget.victim_depth,
               "num_owners": num_owners, "owner": owner}
     start = time.perf_counter()
     if not cfg.enabled or capacity_rows < 1:

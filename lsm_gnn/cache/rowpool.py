@@ -138,8 +138,8 @@ class RowPool:
 
     @property
     def victim_bytes(self) -> int:
-        """Bytes reserved for the victim queues (what a device would pin in host memory)."""
-        return self.window * self.depth * self.row_bytes
+        """Bytes of the victim queues (pinned host memory on a device) and the landing buffer."""
+        return (self.window + 1) * self.depth * self.row_bytes
 
     def _rows(self, a: np.ndarray, name: str) -> np.ndarray:
         # the kernels copy with raw addresses: rows must be packed uint8 rows of row_bytes

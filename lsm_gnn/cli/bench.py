@@ -9,7 +9,7 @@ BENCHES = {
     "storage": "lsm_gnn.storage.bench:bench_storage",
     "cache": "lsm_gnn.cache.bench:bench_cache",
     "train": "lsm_gnn.train.bench:bench_train",
-    "multidevice": "lsm_gnn.dist.bench:bench_multidevice",
+    "multidevice": "lsm_gnn.multidevice.bench:bench_multidevice",
     "compare": "baselines.bench:bench_compare",
 }
 

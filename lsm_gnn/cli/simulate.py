@@ -37,11 +37,14 @@ def _int_list(text: str) -> list[int]:
 @click.option("--policy", "policies", multiple=True, type=click.Choice(list(POLICIES) + ["all"]),
               help="Eviction policy (repeatable; default all).")
 @click.option("--cache-fraction", "fractions", multiple=True, type=float,
-              help="Cache rows per device as a fraction of all rows (repeatable; default config's, 0.10).")
+              help="Total memory per device (cache + victim buffer + landing buffer) as a fraction of all "
+                   "rows (repeatable; default config's, 0.10).")
 @click.option("--window", "windows", multiple=True, type=int, help="Lookahead window W (repeatable; default config's, 8).")
 @click.option("--victim-depth", default="config", show_default=True,
-              help="Victim-buffer lines per queue: an integer, 'config' (the run config's "
-                   "cache.victim_buffer.depth, 32768 by default, the paper's pvp_depth) or 'auto' (capacity/32).")
+              help="Victim-buffer lines per queue: an integer (taken out of the same budget) or 'config' (the "
+                   "run config's cache.victim_buffer: by default its host_fraction of the budget).")
+@click.option("--host-fraction", type=float, default=None,
+              help="Share of the budget for the victim buffer + landing buffer (default config's, 0.10).")
 @click.option("--victim/--no-victim", "victim", default=None, help="Victim buffer + PVP on/off (default config's, on).")
 @click.option("--ways", type=int, default=None, help="Set associativity (default config's, 32).")
 @click.option("--engine", type=click.Choice(["cpu", "gpu", "reference"]), default="cpu", show_default=True)
@@ -52,13 +55,13 @@ def _int_list(text: str) -> list[int]:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a TTY).")
 def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs, devices, mode, max_batches,
-             split, policies, fractions, windows, victim_depth, victim, ways, engine, save_trace, trace_only, out_csv,
+             split, policies, fractions, windows, victim_depth, host_fraction, victim, ways, engine, save_trace, trace_only, out_csv,
              record_path, as_json, progress):
     """Replay the request trace of DATASET's training epochs through cache configurations.
 
-    Prints, per policy x cache size x window: requests, distinct, hits, victim hits, storage rows
-    and storage rows as a ratio to MIN, MIN + victim buffer, the optimal static cache and the
-    compulsory misses.
+    Prints, per policy x memory budget x window: requests, distinct, hits, victim hits, storage
+    rows and storage rows as a ratio to MIN at the same total memory (the floor), MIN at the cache
+    lines alone, the optimal static cache and the compulsory misses.
     """
     import numpy as np
 
@@ -101,6 +104,11 @@ def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs
         base = base.model_copy(update={"ways": ways})
     if victim is not None:
         base = base.model_copy(update={"victim_buffer": base.victim_buffer.model_copy(update={"enabled": victim})})
+    if host_fraction is not None:
+        if not 0 <= host_fraction < 1:
+            raise InputError(f"--host-fraction must lie in [0, 1), found {host_fraction}")
+        base = base.model_copy(update={"victim_buffer": base.victim_buffer.model_copy(
+            update={"host_fraction": host_fraction})})
     chosen = list(POLICIES) if (not policies or "all" in policies) else list(dict.fromkeys(policies))
     configs = []
     for frac in fractions or [base.capacity_fraction or 0.10]:
@@ -128,19 +136,16 @@ def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs
 
 
 def _cache_config(base, policy: str, fraction: float, window: int, victim_depth: str, num_rows: int):
-    """One point of the sweep; 'auto' victim depth keeps the paper's depth-to-cache ratio."""
+    """One point of the sweep (`fraction`: the total budget per device)."""
     from lsm_gnn.utils.errors import InputError
 
-    cap = int(fraction * num_rows)
     if victim_depth == "config":
         depth = base.victim_buffer.depth
-    elif victim_depth == "auto":
-        depth = None  # capacity/32: VictimBufferConfig.depth_for
     else:
         try:
             depth = int(victim_depth)
         except ValueError:
-            raise InputError(f"--victim-depth must be 'config', 'auto' or an integer, found {victim_depth!r}") from None
+            raise InputError(f"--victim-depth must be 'config' or an integer, found {victim_depth!r}") from None
         if depth < 1:
             raise InputError(f"--victim-depth must be >= 1, found {depth}")
     vb = base.victim_buffer.model_copy(update={"depth": depth})
@@ -178,7 +183,7 @@ def _summary(df, trace, dataset, mode) -> dict:
            "bounds": [{k: _clean(v.item() if hasattr(v, "item") else v) for k, v in r.items()}
                       for r in bounds_table(df).to_dict(orient="records")] if len(df) else [],
            "results": results}
-    for key in ("storage_rows_vs_min", "storage_rows_vs_min_victim", "storage_rows_vs_opt_static",
+    for key in ("storage_rows_vs_min", "storage_rows_vs_min_cache", "storage_rows_vs_opt_static",
                 "storage_rows_vs_compulsory"):
         out[key] = {r["policy"]: _clean(float(r[key])) for _, r in head.iterrows()}
     return out
@@ -205,14 +210,16 @@ def _print_tables(df, trace, mode):
     if df.empty:
         click.echo("no configurations")
         return
-    view = df[["policy", "cache_fraction", "window", "requests", "distinct", "hits", "victim_hits",
-               "storage_rows", "storage_rows_vs_min", "storage_rows_vs_min_victim",
+    view = df[["policy", "cache_fraction", "capacity_rows", "victim_capacity", "window", "requests", "distinct",
+               "hits", "victim_hits", "storage_rows", "storage_rows_vs_min", "storage_rows_vs_min_cache",
                "storage_rows_vs_opt_static", "storage_rows_vs_compulsory"]].copy()
-    view.columns = ["policy", "cache", "W", "requests", "distinct", "hits", "victim hits", "storage rows",
-                    "/MIN", "/MIN+victim", "/opt static", "/compulsory"]
-    view["cache"] = (view["cache"] * 100).map(lambda x: f"{x:g}%")
+    view.columns = ["policy", "memory", "cache rows", "victim rows", "W", "requests", "distinct", "hits",
+                    "victim hits", "storage rows", "/MIN", "/MIN cache only", "/opt static", "/compulsory"]
+    view["memory"] = (view["memory"] * 100).map(lambda x: f"{x:g}%")
     click.echo(view.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    click.echo("\nbounds (storage rows, summed over the caches that serve the trace):")
+    click.echo("\n/MIN: storage rows over Belady MIN at the same total memory per device (cache + victim "
+               "buffer + landing buffer), a floor no policy can beat.")
+    click.echo("bounds (storage rows, summed over the caches that serve the trace):")
     bt = bounds_table(df)
     bt["cache_fraction"] = (bt["cache_fraction"] * 100).map(lambda x: f"{x:g}%")
     click.echo(bt.to_string(index=False))

@@ -1,7 +1,7 @@
 """`lsm-gnn train --config FILE`: train one configuration and write its run record.
 
 Flags override the file: dotted `--set key=value` (any config key) and shortcuts for the common
-ones. `--devices N > 1` launches N ranks through lsm_gnn.dist.launch. The record goes to
+ones. `--devices N > 1` launches N ranks through lsm_gnn.multidevice.launch. The record goes to
 `--record PATH`, else `output.record` of the config, else results/runs/<UTC time>-<system>.json.
 Ctrl-C stops the run without writing a record (exit status 130).
 """
@@ -68,7 +68,8 @@ def default_record_path(system: str) -> Path:
 @click.option("--epochs", type=int)
 @click.option("--model", help="sage | gcn | gat | rgcn | rsage | rgat")
 @click.option("--policy", help="Cache eviction policy (cache.policy).")
-@click.option("--cache-fraction", type=float, help="Cache size as a fraction of the feature bytes.")
+@click.option("--cache-fraction", type=float,
+              help="Feature memory per device (cache + victim buffer + landing buffer), fraction of the feature bytes.")
 @click.option("--no-cache", is_flag=True, help="cache.enabled=false (with --reader memory: the in-memory ideal).")
 @click.option("--reader", help="direct | buffered | mmap | memory")
 @click.option("--window", type=int, help="Lookahead window W (cache.window).")
@@ -94,7 +95,7 @@ def train(config, sets, dataset, epochs, model, policy, cache_fraction, no_cache
                        device=device, no_cache=no_cache, threads=threads)
     path = Path(cfg.output.record) if cfg.output.record else default_record_path(system_name(cfg))
     if cfg.distributed.devices > 1:
-        from lsm_gnn.dist.launch import run_multi_device
+        from lsm_gnn.multidevice.launch import run_multi_device
 
         rec = run_multi_device(cfg, record_path=path)
     else:

@@ -1,6 +1,7 @@
 """Static node scores for the cache's eviction policy: PageRank as a percentile byte, and degree.
 
-Semantics follow the LSM-GNN code (docs/reference paper.md §1.4): damping 0.85, 20 synchronous
+Semantics follow the LSM-GNN authors' code (github.com/jeongminpark417/COALA-GNN, commit 57f0284
+"page rank", evaluation/page_rank_node_list_gen.py): damping 0.85, 20 synchronous
 iterations from the uniform vector, each iteration
 
     contrib = pv / out_degree;   pv = (1 - d) / N + d * sum over in-edges of contrib

@@ -10,8 +10,9 @@ import numpy as np
 
 from lsm_gnn.datasets.format import Dataset
 
-# IGB homogeneous, README table (reference/datasets.md §1.1). tiny's figures include the 100,000
-# self loops DGL adds; the edge counts are stored directed edges (the files are symmetric).
+# IGB homogeneous, README table of github.com/IllinoisGraphBenchmark/IGB-Datasets. tiny's figures
+# include the 100,000 self loops DGL adds; the edge counts are stored directed edges (the files are
+# symmetric).
 IGB_REFERENCE = {
     "tiny": {"nodes": 100_000, "edges": 547_416, "max_degree": 234, "min_degree": 1, "avg_degree": 5.47},
     "small": {"nodes": 1_000_000, "edges": 12_070_502, "max_degree": 4_292, "min_degree": 1, "avg_degree": 12.07},

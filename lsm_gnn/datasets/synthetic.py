@@ -48,7 +48,8 @@ FEATURE_SEPARATION = 2.26   # distance between two class centroids, in noise sta
 CHUNK_BYTES = 32 << 20      # float32 bytes per generated feature chunk (fixes the RNG streams)
 FEATURE_DTYPES = ("float32", "float16", "float64")
 
-# IGBH node counts per size (reference/datasets.md §1.2): paper, author, institute, fos.
+# IGBH node counts per size: paper, author, institute, fos (IGB, arXiv 2302.13522; as listed in
+# `num_nodes`/`num_edges` of DGL's examples/graphbolt/rgcn/download.py, github.com/dmlc/dgl).
 IGBH_COUNTS = {
     100_000: (100_000, 357_041, 8_738, 84_220),
     1_000_000: (1_000_000, 1_926_066, 14_751, 190_449),

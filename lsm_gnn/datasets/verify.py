@@ -25,7 +25,7 @@ from lsm_gnn.datasets.format import (BLOCK, FEATURE_FILE, FORMAT_NAME, FORMAT_VE
 CHECK_CHUNK = 1 << 22  # elements per pass over big index arrays (bounded memory)
 
 
-# Per-owner feature files derived from the dataset and kept beside it (lsm_gnn.dist.owner_files,
+# Per-owner feature files derived from the dataset and kept beside it (lsm_gnn.multidevice.owner_files,
 # which checks its own manifest against features.bin's checksum).
 DERIVED_DIR = re.compile(r"owners-\d+")
 

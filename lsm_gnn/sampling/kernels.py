@@ -7,7 +7,9 @@ different neighbours than the main thread. Our runs must be reproducible (the ca
 sequence must equal the in-memory run's, and two runs with one seed must give one record), so the
 random choice of node v in layer l of batch b is a pure function of (seed, epoch, rank, batch,
 layer, relation, v): a counter-based RNG (splitmix64), independent of threads and of order.
-DGL stays the reference the tests compare against.
+DGL's `sample_neighbors` (edge_dir='in') stays the reference: tests/test_sampling_dgl.py checks on
+one graph that both give min(fanout, in-degree) existing, distinct in-edges per node and the same
+uniform distribution (chi-square tests on per-neighbour and per-subset frequencies).
 """
 
 from __future__ import annotations

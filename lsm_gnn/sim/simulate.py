@@ -7,9 +7,12 @@ A trace of G devices is cut into the request streams of the caches that serve it
 * **isolated** (multi-GPU GIDS): device d caches what it requests itself.
 
 Each stream is replayed with the cache engine's decision replay
-(`lsm_gnn.cache.replay.replay`), and the bounds are computed per stream at the same capacity
-(`lsm_gnn.sim.bounds`) and summed over streams; `min_total_rows` is MIN at the total capacity
-G*C over the interleaved trace of all devices (the floor of any way of sharing G*C rows).
+(`lsm_gnn.cache.replay.replay`) under one device's memory budget (`lsm_gnn.cache.budget`: cache
+lines + victim queues + landing buffer = T rows). The bounds are computed per stream at the same
+memory (`lsm_gnn.sim.bounds`) and summed over streams: `min_rows` is MIN at T, a strict floor of
+every policy with or without the victim buffer; `min_cache_rows` is MIN at the cache lines alone;
+`min_total_rows` is MIN at G*T over the interleaved trace of all devices (the floor of any way of
+using G devices' memory).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from lsm_gnn.cache.geometry import capacity_rows_for
+from lsm_gnn.cache.budget import MemoryBudget, memory_budget
+from lsm_gnn.cache.geometry import local_rows
 from lsm_gnn.config import CacheConfig
 from lsm_gnn.sim import bounds as B
 from lsm_gnn.sim.trace import Trace
@@ -29,7 +33,7 @@ from lsm_gnn.utils.errors import InputError
 
 MODES = ("shared", "isolated")
 RESULT_KEYS = ("requests", "distinct", "hits", "victim_hits", "storage_rows", "evictions", "spills")
-BOUND_KEYS = ("compulsory", "min_rows", "min_victim_rows", "min_set_rows", "opt_static_rows", "min_total_rows")
+BOUND_KEYS = ("compulsory", "min_rows", "min_cache_rows", "min_set_rows", "opt_static_rows", "min_total_rows")
 
 
 @dataclass
@@ -61,10 +65,10 @@ def interleaved(trace: Trace) -> list[np.ndarray]:
     return [np.concatenate(it) if it else np.zeros(0, np.int64) for it in trace.batches]
 
 
-def victim_capacity_of(cfg: CacheConfig, capacity_rows: int) -> int:
-    """Rows the victim buffer can hold at once: W queues x depth (0 without lookahead)."""
-    vb = cfg.victim_buffer
-    return int(cfg.window * vb.depth_for(capacity_rows)) if (vb.enabled and cfg.window > 0) else 0
+def stream_budget(cfg: CacheConfig, trace: Trace, mode: str, row_bytes: int | None) -> MemoryBudget:
+    """One device's budget; a shared-cache owner can hold only its own rows."""
+    owned = local_rows(trace.num_rows, trace.num_devices) if mode == "shared" else trace.num_rows
+    return memory_budget(cfg, trace.num_rows, row_bytes or 1, owned_rows=owned)
 
 
 def set_geometry(capacity_rows: int, ways: int) -> tuple[int, int]:
@@ -119,12 +123,15 @@ class BoundsCalculator:
             return self.min_rows(capacity)
         return self._memoised(("total", capacity), lambda: B.belady_min(self.global_sequence, g * capacity))
 
-    def all(self, capacity: int, victim_capacity: int, ways: int) -> dict:
-        return {"compulsory": self.compulsory(), "min_rows": self.min_rows(capacity),
-                "min_victim_rows": self.min_rows(capacity + victim_capacity),
-                "min_set_rows": self.min_set_rows(capacity, ways),
-                "opt_static_rows": self.opt_static_rows(capacity),
-                "min_total_rows": self.min_total_rows(capacity)}
+    def all(self, budget: MemoryBudget, ways: int) -> dict:
+        """Bounds at one device's budget: MIN, optimal static and the global MIN at its total
+        rows; MIN and set-associative MIN at its cache lines alone."""
+        total, cache = budget.total_rows, budget.cache_rows
+        return {"compulsory": self.compulsory(), "min_rows": self.min_rows(total),
+                "min_cache_rows": self.min_rows(cache),
+                "min_set_rows": self.min_set_rows(cache, ways) if cache else self.min_rows(0),
+                "opt_static_rows": self.opt_static_rows(total),
+                "min_total_rows": self.min_total_rows(total)}
 
 
 def default_replay() -> Callable:
@@ -151,10 +158,11 @@ def simulate(trace: Trace, configs: Sequence[CacheConfig], *, static_scores: np.
     bar = tqdm(total=len(configs) * len(calc.streams), desc="replaying", unit="cache",
                disable=not progress, leave=False)
     for cfg in configs:
-        cap = capacity_rows_for(cfg, trace.num_rows, row_bytes)
+        budget = stream_budget(cfg, trace, mode, row_bytes)
+        cap = budget.cache_rows
         counts = dict.fromkeys(RESULT_KEYS, 0)
         for stream in calc.streams:
-            res = replay_fn(stream.batches, cfg, trace.num_rows, static_scores, capacity_rows=cap,
+            res = replay_fn(stream.batches, cfg, trace.num_rows, static_scores, budget=budget,
                             num_owners=stream.num_owners, owner=stream.owner, engine=engine)
             totals = res.totals
             missing = [k for k in RESULT_KEYS if k not in totals]
@@ -163,17 +171,16 @@ def simulate(trace: Trace, configs: Sequence[CacheConfig], *, static_scores: np.
             for k in RESULT_KEYS:
                 counts[k] += int(totals[k])
             bar.update(1)
-        victim_cap = victim_capacity_of(cfg, cap)
-        bnd = calc.all(cap, victim_cap, cfg.ways)
-        fraction = cfg.capacity_fraction if cfg.capacity_bytes is None else cap / trace.num_rows
-        row = {"policy": cfg.policy, "cache_fraction": fraction, "capacity_rows": cap,
-               "ways": cfg.ways, "window": cfg.window,
-               "victim_depth": cfg.victim_buffer.depth_for(cap) if cfg.victim_buffer.enabled else 0,
-               "victim_capacity": victim_cap, "mode": mode, "devices": trace.num_devices,
+        bnd = calc.all(budget, cfg.ways)
+        fraction = cfg.capacity_fraction if cfg.capacity_bytes is None else budget.total_rows / trace.num_rows
+        row = {"policy": cfg.policy, "cache_fraction": fraction, "total_rows": budget.total_rows,
+               "capacity_rows": cap, "ways": cfg.ways, "window": cfg.window,
+               "victim_depth": budget.victim_depth, "victim_capacity": budget.host_rows,
+               "mode": mode, "devices": trace.num_devices,
                "batches": trace.num_batches, "epochs": epochs, **counts, **bnd}
         row["storage_rows_per_epoch"] = counts["storage_rows"] / epochs
         row["hit_rate"] = _ratio(counts["hits"] + counts["victim_hits"], counts["requests"])
-        for name, key in (("min", "min_rows"), ("min_victim", "min_victim_rows"), ("min_set", "min_set_rows"),
+        for name, key in (("min", "min_rows"), ("min_cache", "min_cache_rows"), ("min_set", "min_set_rows"),
                           ("opt_static", "opt_static_rows"), ("compulsory", "compulsory")):
             row[f"storage_rows_vs_{name}"] = _ratio(counts["storage_rows"], bnd[key])
         rows.append(row)
@@ -182,9 +189,9 @@ def simulate(trace: Trace, configs: Sequence[CacheConfig], *, static_scores: np.
 
 
 def bounds_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The bounds per capacity (one row per distinct cache size and victim capacity)."""
-    cols = ["cache_fraction", "capacity_rows", "victim_capacity", *BOUND_KEYS]
-    return df[cols].drop_duplicates().sort_values(["capacity_rows", "victim_capacity"]).reset_index(drop=True)
+    """The bounds per memory split (one row per distinct budget, cache size and victim capacity)."""
+    cols = ["cache_fraction", "total_rows", "capacity_rows", "victim_capacity", *BOUND_KEYS]
+    return df[cols].drop_duplicates().sort_values(["total_rows", "capacity_rows"]).reset_index(drop=True)
 
 
 def headline(df: pd.DataFrame, fraction: float = 0.10) -> pd.DataFrame:

@@ -30,13 +30,15 @@ def _system(cfg, progress):
                  "per_iteration_s": t["per_iteration_wall"], "per_iteration": t["per_iteration"],
                  "per_iteration_exposed": t["per_iteration_exposed"],
                  "hidden_fetch_fraction": t["hidden_fetch_fraction"], "rows": rec["metrics"]["rows"],
+                 "memory": rec["metrics"]["memory"],
                  "hit_rate": rec["metrics"]["hit_rate"], "storage_bytes": rec["metrics"]["traffic"]["storage_bytes"],
                  "storage_path": rec["metrics"]["source"]["storage_path"]}
 
 
 @click.command("train")
 @click.argument("dataset", default="data/synthetic-small")
-@click.option("--cache-fraction", type=float, default=0.10, show_default=True)
+@click.option("--cache-fraction", type=float, default=0.10, show_default=True,
+              help="LSM-GNN feature memory per device (cache + victim buffer + landing buffer), fraction of the feature bytes.")
 @click.option("--reader", default="direct", show_default=True, help="Storage reader of the cached run.")
 @click.option("--policy", default="hybrid", show_default=True)
 @click.option("--window", type=int, default=8, show_default=True)
@@ -107,7 +109,7 @@ def bench_train(dataset, cache_fraction, reader, policy, window, warmup, timed, 
            "memory_epoch_steady_s": mem["epoch_steady_s"], "lsm_epoch_steady_s": lsm["epoch_steady_s"],
            "lsm_hit_rate": lsm["hit_rate"], "lsm_storage_bytes_per_iter": lsm["storage_bytes"] / timed,
            "timing_window": {"warmup_iters": warmup, "timed_iters": timed, "extrapolated": True, "repeat": repeat},
-           "cache_fraction": cache_fraction, "reader": reader, "policy": policy, "window": window,
+           "cache_fraction": cache_fraction, "lsm_memory": lsm["memory"], "reader": reader, "policy": policy, "window": window,
            "overlap_fetch": not no_overlap, "sample_ahead": sample_ahead, "overrides": list(sets),
            "target_steady_epoch_vs_memory": 1.3, "systems": results,
            "load_average": {"before": list(load_before), "after": list(os.getloadavg()),
@@ -120,6 +122,9 @@ def bench_train(dataset, cache_fraction, reader, policy, window, warmup, timed, 
         return
     click.echo(f"bench train on {dataset}: warm-up {warmup} + timed {timed} iterations per system, "
                "epoch time extrapolated from the timed window")
+    lm = lsm["memory"]
+    click.echo(f"  LSM-GNN feature memory: {lm['total_bytes'] / 2**20:.0f} MiB = {lm['fraction_of_features']:.1%} of the "
+               f"features (cache {lm['cache_bytes'] / 2**20:.0f} MiB + victim/landing buffers {lm['victim_bytes'] / 2**20:.0f} MiB)")
     for (name, th), r in measured.items():
         hidden = r["hidden_fetch_fraction"]
         hidden_txt = "-" if hidden is None else f"{100 * hidden:.0f}%"

@@ -18,7 +18,7 @@ share of fetch time hidden behind compute (waits for sampling count against it, 
 lower bound).
 
 Multi-device: with world_size > 1 and torch.distributed initialised, seeds are sharded, the model
-is wrapped in DDP, and the caller's feature source is used (lsm_gnn.dist). Only rank 0 writes a
+is wrapped in DDP, and the caller's feature source is used (lsm_gnn.multidevice). Only rank 0 writes a
 record; every rank returns its own, with `metrics.ranks[rank]`.
 
 Interrupts: the record is written once, atomically, at the end. Ctrl-C writes nothing; an error
@@ -344,6 +344,11 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
                     "edges": dataset.num_edges(), "feature_bytes": dataset.features().num_rows
                     * dataset.features().row_bytes},
     }
+    from lsm_gnn.cache.budget import system_memory
+
+    lay = dataset.features()
+    metrics["memory"] = system_memory(cfg, system_name(cfg), lay.num_rows, lay.row_bytes,
+                                      devices=cfg.distributed.devices)
     metrics["ranks"] = {str(rank): {"rows": rows, "time": {"epoch_cold_s": cold, "epoch_steady_s": steady,
                                                            "per_iteration": dict(time_metrics["per_iteration"])},
                                     "storage_bytes": int(io["bytes_read"])}}

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from lsm_gnn.cache.geometry import capacity_rows_for
 from lsm_gnn.features import MemoryFeatureSource, OutputRows, TierCounters
 from lsm_gnn.utils.errors import ConfigError, InputError
 
 
 class StoreFeatureSource:
     """Every request read from a FeatureStore (no cache): the plain storage loader. With a
-    `heartbeat` (lsm_gnn.dist.health), every fetch stamps the rank's progress."""
+    `heartbeat` (lsm_gnn.multidevice.health), every fetch stamps the rank's progress."""
 
     kind = "store"
     reuse_outputs = True  # features.OutputRows, as the cache and the ideal
@@ -74,7 +73,7 @@ def open_store(cfg, layout, row_map=None):
 
 
 def make_feature_source(cfg, dataset, *, rank: int = 0, world_size: int = 1):
-    """The feature source `cfg` asks for (one device; see lsm_gnn.dist for the shared cache)."""
+    """The feature source `cfg` asks for (one device; see lsm_gnn.multidevice for the shared cache)."""
     if not 0 <= rank < world_size:
         raise InputError(f"rank must lie in [0, world_size), found rank={rank} world_size={world_size}")
     lay = dataset.features()
@@ -90,8 +89,7 @@ def make_feature_source(cfg, dataset, *, rank: int = 0, world_size: int = 1):
         raise ConfigError("<config>", "cache.enabled", f"the cache engine is not available ({e})") from None
     shared = world_size > 1 and cfg.distributed.mode == "shared"
     return CachedFeatureSource(store, lay.num_rows, lay.dim, lay.dtype, cfg.cache, dataset.static_scores(),
-                               num_owners=world_size if shared else 1, owner=rank if shared else 0,
-                               capacity_rows=capacity_rows_for(cfg.cache, lay.num_rows, lay.row_bytes))
+                               num_owners=world_size if shared else 1, owner=rank if shared else 0)
 
 
 def close_source(source) -> None:

@@ -15,9 +15,10 @@ CACHE_FRACTIONS = [0.01, 0.05, 0.10, 0.20]
 CACHE_MAX_BATCHES = config.get("cache_max_batches")
 CACHE_SAMPLER = {"fanouts": "10,15", "batch_size": 1024, "seed": config.get("seed", 0)}
 CACHE_FLAGS = " ".join(f"--cache-fraction {f}" for f in CACHE_FRACTIONS)
-# Victim-buffer lines per queue. On tiny (100k rows) the paper's 32768 x W lines would exceed the
-# whole dataset, so the default there is capacity/32 per queue; elsewhere the run config's depth.
-CACHE_VICTIM = str(config.get("cache_victim_depth") or ("auto" if SIZE == "tiny" else "config"))
+# Every fraction is a device's total feature memory (cache lines + victim buffer + landing
+# buffer, lsm_gnn.cache.budget); the victim buffer takes the run config's host share of it unless
+# cache_victim_depth sets lines per queue (out of the same total).
+CACHE_VICTIM = str(config.get("cache_victim_depth") or "config")
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/30-cache.md")
 

@@ -45,6 +45,8 @@ def rows(paths) -> pd.DataFrame:
         row = {"label": label(rec, p), "system": rec["system"], "status": rec["status"],
                "devices": rec["config"]["distributed"]["devices"],
                "cache_fraction": rec["config"]["cache"]["capacity_fraction"],
+               "memory_MiB_per_device": m["memory"]["total_bytes"] / 2**20,
+               "memory_fraction_all_devices": m["memory"]["all_devices_fraction"],
                "epoch_cold_s": t.get("epoch_cold_s"), "epoch_steady_s": t.get("epoch_steady_s"),
                "preprocessing_s": t.get("preprocessing_s") or 0.0, "first_epoch_s": t.get("first_epoch_s"),
                "startup_s": t.get("startup_s") or 0.0, "iterations_per_epoch": iters,
@@ -163,7 +165,7 @@ def fragment(df: pd.DataFrame, r: dict, size: str, warmup: int, timed: int) -> s
     if any(v is None for k, v in r.items() if k.endswith("_vs_lsm_epoch")):
         short.append("A ratio is n/a because a run failed or has no steady epoch (see summary.csv).")
     lines += short + ([""] if short else [])
-    cols = ["label", "epoch_steady_s", "epoch_cold_s", "preprocessing_s", "first_epoch_s", "storage_bytes",
+    cols = ["label", "memory_MiB_per_device", "memory_fraction_all_devices", "epoch_steady_s", "epoch_cold_s", "preprocessing_s", "first_epoch_s", "storage_bytes",
             "network_bytes", "device_exchange_bytes", "val_acc", "page_cache_cap"]
     lines += [markdown_table(df[cols]), "",
               "![epoch time by stage](figures/baselines_epoch.png)", "",
@@ -174,7 +176,9 @@ def fragment(df: pd.DataFrame, r: dict, size: str, warmup: int, timed: int) -> s
               "its first epoch. Its per-iteration feature fetch is a KVStore pull, shown as 'exchange rows'. "
               "Its network bytes are the bytes that crossed the emulated machines' `eth0`. "
               "For the mmap loader, the file's pages are dropped before the run and the page cache is capped at "
-              "the LSM-GNN caches' total bytes (`page_cache_cap` says how the cap was set). Its storage bytes are "
+              "LSM-GNN's total feature memory over all devices, victim buffers included (`page_cache_cap` says how the cap was set). "
+              "The memory columns give each system's feature memory per device and, over all devices, as a share of the "
+              "feature bytes: LSM-GNN, isolated caches and mmap at the same total; the ideal and Dist-DGL hold every row. Its storage bytes are "
               "what the kernel read, readahead included.", ""]
     return "\n".join(lines)
 

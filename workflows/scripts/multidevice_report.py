@@ -27,7 +27,9 @@ def _mean(xs):
 rows = []
 for key, label in names.items():
     s = bench["systems"][key]
-    rows.append({"system": label, "storage rows / epoch": _mean(s["storage_rows_per_epoch"]),
+    mem = s.get("memory") or {}
+    rows.append({"system": label, "memory MiB per device": mem.get("total_bytes", float("nan")) / 2**20,
+                 "storage rows / epoch": _mean(s["storage_rows_per_epoch"]),
                  "exchange bytes / iteration": s["exchange_bytes_per_iteration"],
                  "replay s / epoch": _mean(s["epoch_seconds"])})
 train = {}
@@ -75,23 +77,26 @@ why = ("" if ratio <= 0.6 else
        "Why above 0.6 here: a short window is dominated by cold misses, which both systems pay "
        "(every row's first request is a storage read); the ratio falls as the caches warm "
        "(see `storage_rows_per_iteration` in the bench JSON). Shared / one device with the same total "
-       f"cache: {bench['shared_vs_one_device_storage_rows']:.3f}, so partitioning the cache by owner "
+       f"memory: {bench['shared_vs_one_device_storage_rows']:.3f}, so partitioning the cache by owner "
        "costs nothing. The rest is the trace's reuse at this cache size and the policy (the victim-buffer "
        "depth matters most): docs/multi-device.md, Measurements, has the small-graph figures.\n")
 text = f"""## Multi-device: shared cache vs isolated caches (2 devices)
 
-Synthetic {sm.params.size} graph, {bench['devices']} devices, cache {bench['cache_fraction']:.0%} of the
-feature bytes per device ({bench['capacity_rows_per_device']:,} rows), policy {bench['policy']},
-W={bench['window']}, {bench['batches_per_epoch']} iterations of one recorded 2-device trace replayed
-through real ranks (gloo on 127.0.0.1), the exchange and the caches; "one device" serves every
-device's requests from one cache of twice the capacity (the same total cache).
+Synthetic {sm.params.size} graph, {bench['devices']} devices, feature memory {bench['cache_fraction']:.0%} of the
+feature bytes per device ({bench['memory']['total_rows_per_device']:,} rows: {bench['capacity_rows_per_device']:,}
+cache lines + {bench['memory']['victim_rows_per_device']:,} rows of victim queues and landing buffer), policy
+{bench['policy']}, W={bench['window']}, {bench['batches_per_epoch']} iterations of one recorded 2-device trace
+replayed through real ranks (gloo on 127.0.0.1), the exchange and the caches; "one device" serves every
+device's requests with twice one device's memory, split by the same rule (the same total).
+Storage rows / Belady MIN at the same memory: shared {bench['shared_vs_min_storage_rows']:.3f}, isolated
+{bench['isolated_vs_min_storage_rows']:.3f}, one device {bench['one_device_vs_min_storage_rows']:.3f}.
 Command: `lsm-gnn bench multidevice {bench['dataset']} --devices 2 --trace ... --batches {bench['batches_per_epoch']}`.
-Training time: `lsm-gnn train --devices 2` (and `--devices 1` with 2x cache), first iterations only.
+Training time: `lsm-gnn train --devices 2` (and `--devices 1` with 2x memory), first iterations only.
 
 {chr(10).join(table)}
 
 **Shared / isolated storage rows: {ratio:.3f}** (target <= 0.6: {verdict} it).
-{steady_line}One device (2x cache) / isolated: {bench['one_device_vs_isolated_storage_rows']:.3f}.
+{steady_line}One device (2x memory) / isolated: {bench['one_device_vs_isolated_storage_rows']:.3f}.
 Of each iteration's per-device distinct requests, {bench['cross_device_duplicate_fraction']:.1%} were
 also requested by the other device in the same iteration: the shared cache reads those once, the
 isolated caches twice; the rest of the gap is the shared cache's doubled effective capacity (no

@@ -79,6 +79,9 @@ for name, rec in records.items():
     n_ep = len(rec["epochs"])
     summary.append({
         "system": LABEL.get(name, name),
+        "memory_MiB": m["memory"]["total_bytes"] / 2**20,
+        "memory_fraction": m["memory"]["fraction_of_features"],
+        "cache_MiB": m["memory"]["cache_bytes"] / 2**20, "victim_MiB": m["memory"]["victim_bytes"] / 2**20,
         "epoch_cold_s": t["epoch_cold_s"], "epoch_steady_s": t["epoch_steady_s"],
         "steady_vs_memory": (t["epoch_steady_s"] / mem["metrics"]["time"]["epoch_steady_s"]
                              if mem and t["epoch_steady_s"] and mem["metrics"]["time"]["epoch_steady_s"] else None),
@@ -114,17 +117,18 @@ lines = [
     f"Synthetic {sm.params.size} graph, {cfg['model']['name']} (hidden {cfg['model']['hidden']}), batch "
     f"{cfg['sampler']['batch_size']}, fan-outs {cfg['sampler']['fanouts']}, {len(mem['epochs']) if mem else '?'} "
     f"epochs, seed {cfg['train']['seed']}; timing: {window_txt}. LSM-GNN reads features with the "
-    f"`{records.get('lsm', {}).get('config', {}).get('storage', {}).get('reader', '?')}` reader through a cache of "
-    f"{fmt(100 * (records.get('lsm', {}).get('config', {}).get('cache', {}).get('capacity_fraction') or 0), '.0f')}% "
-    "of the feature bytes; the ideal holds every feature row in memory. Evaluation is not part of the "
-    "epoch time.",
+    f"`{records.get('lsm', {}).get('config', {}).get('storage', {}).get('reader', '?')}` reader with a feature-memory "
+    f"budget of {fmt(100 * (records.get('lsm', {}).get('config', {}).get('cache', {}).get('capacity_fraction') or 0), '.0f')}% "
+    "of the feature bytes (device cache + victim buffer + landing buffer: the memory column); the ideal "
+    "holds every feature row in memory. Evaluation is not part of the epoch time.",
     "",
-    "| system | cold epoch (s) | steady epoch (s) | steady vs ideal | fetch hidden | cache hits | victim hits "
-    "| storage MiB/epoch | val acc | test acc |",
-    "|---|---|---|---|---|---|---|---|---|---|",
+    "| system | memory MiB (cache + victim) | % of features | cold epoch (s) | steady epoch (s) | steady vs ideal "
+    "| fetch hidden | cache hits | victim hits | storage MiB/epoch | val acc | test acc |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
 ]
 for r in summary:
-    lines.append(f"| {r['system']} | {fmt(r['epoch_cold_s'])} | {fmt(r['epoch_steady_s'])} | "
+    lines.append(f"| {r['system']} | {fmt(r['memory_MiB'], '.0f')} ({fmt(r['cache_MiB'], '.0f')} + "
+                 f"{fmt(r['victim_MiB'], '.0f')}) | {fmt(100 * r['memory_fraction'], '.1f')}% | {fmt(r['epoch_cold_s'])} | {fmt(r['epoch_steady_s'])} | "
                  f"{fmt(r['steady_vs_memory'])} | {fmt(100 * r['hidden_fetch_fraction'] if r['hidden_fetch_fraction'] is not None else None, '.0f')}% | "
                  f"{fmt(100 * r['local_hit_rate'] if r['local_hit_rate'] is not None else None, '.1f')}% | "
                  f"{fmt(100 * r['victim_hit_rate'] if r['victim_hit_rate'] is not None else None, '.1f')}% | "

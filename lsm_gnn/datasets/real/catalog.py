@@ -1,10 +1,14 @@
 """Where the real datasets live and what their files must look like, as data.
 
-Every number here comes from docs/reference datasets.md §1 (the IGB, OGB and OGB-LSC sources).
-Node counts are used to check the byte size of headerless downloads (large/full IGB arrays have no
-checksum and no header); edge counts are *never* taken from here: preparation reads them from the
-files (IGB-full's cites file is known to differ from the published figure). Tests replace entries
-of these tables (monkeypatch) to describe their tiny fixtures.
+Every number here comes from the datasets' public sources:
+github.com/IllinoisGraphBenchmark/IGB-Datasets (README, igb/download.py; arXiv 2302.13522), the OGB
+pages of ogbn-papers100M and MAG240M (ogb.stanford.edu) and the `ogb` package
+(github.com/snap-stanford/ogb); per-type IGBH counts as in DGL's
+examples/graphbolt/rgcn/download.py. Node counts are used to check the byte size of headerless
+downloads (large/full IGB arrays have no checksum and no header); edge counts are *never* taken
+from here: preparation reads them from the files (IGB-full's cites file is known to differ from the
+published figure). Tests replace entries of these tables (monkeypatch) to describe their tiny
+fixtures.
 
 `base_url` of a release is the directory that holds its files; `download(..., base_url=...)`
 swaps it for a mirror that keeps the same relative paths.

@@ -1,10 +1,10 @@
 """IGB (homogeneous) and IGBH (heterogeneous) in the IGB on-disk layout -> RawGraph.
 
-Layout (reference datasets.md §1.3): `<root>/<size>/processed/<type>/node_feat.npy` (N, 1024)
-float32, `paper/node_label_19.npy` float32 class ids, `<src>__<rel>__<dst>/edge_index.npy`
-(E, 2) int64. For large/full the paper/author features and the label files are raw headerless
-float32 despite the suffix: `npy.open_array` handles both. Node counts come from the feature
-files, edge counts from the edge files.
+Layout (github.com/IllinoisGraphBenchmark/IGB-Datasets, igb/download.py and igb/dataloader.py):
+`<root>/<size>/processed/<type>/node_feat.npy` (N, 1024) float32, `paper/node_label_19.npy` float32
+class ids, `<src>__<rel>__<dst>/edge_index.npy` (E, 2) int64. For large/full the paper/author
+features and the label files are raw headerless float32 despite the suffix: `npy.open_array`
+handles both. Node counts come from the feature files, edge counts from the edge files.
 
 Semantics kept from the IGB loaders: labels are the 19-class set; on IGB-full only the first
 227,130,858 papers are labelled (rows beyond the label file or that prefix are -1) and the splits

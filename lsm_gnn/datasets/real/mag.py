@@ -1,6 +1,7 @@
 """MAG240M (OGB-LSC) in the layout its zip unpacks to -> RawGraph, without the `ogb` package.
 
-Layout (reference datasets.md §1.7): `<root>/meta.pt` (dict: paper, author, institution,
+Layout (OGB-LSC's MAG240M page, ogb.stanford.edu/docs/lsc/mag240m, and `ogb.lsc.MAG240MDataset`
+in github.com/snap-stanford/ogb): `<root>/meta.pt` (dict: paper, author, institution,
 num_classes), `split_dict.pt` (dict of id arrays: train, valid, test-dev, test-challenge; older
 releases: test), `processed/paper/node_feat.npy` (N, 768) float16, `processed/paper/node_label.npy`
 (N,) float (NaN = not arXiv, -1 = hidden test label), `processed/<src>___<rel>___<dst>/edge_index.npy`

@@ -1,10 +1,12 @@
 """ogbn-papers100M in the layout the OGB zip unpacks to -> RawGraph, without the `ogb` package.
 
-Layout (reference datasets.md §1.6): `<root>/raw/data.npz` (edge_index (2, E) int64, node_feat
-(N, 128) float32, node_year, num_nodes_list [N], num_edges_list [E]), `raw/node-label.npz`
-(node_label (N, 1) float, NaN = unlabelled), `split/time/{train,valid,test}.csv.gz` (one node id
-per line, no header), `RELEASE_v1.txt`. `<root>` is `papers100M-bin` (the zip's folder) or
-`ogbn_papers100M` (the name the ogb package renames it to).
+Layout (ogbn-papers100M at ogb.stanford.edu/docs/nodeprop, read by the `ogb` package's
+`NodePropPredDataset`, github.com/snap-stanford/ogb): `<root>/raw/data.npz` (edge_index (2, E)
+int64, node_feat (N, 128) float32, node_year, num_nodes_list [N], num_edges_list [E]),
+`raw/node-label.npz` (node_label (N, 1) float, NaN = unlabelled),
+`split/time/{train,valid,test}.csv.gz` (one node id per line, no header), `RELEASE_v1.txt`.
+`<root>` is `papers100M-bin` (the zip's folder) or `ogbn_papers100M` (the name the ogb package
+renames it to).
 
 `.npz` members cannot be memory-mapped (and OGB writes them compressed), so the first step
 streams each needed member, one at a time, into a plain `.npy` in the preparation state

@@ -1,7 +1,7 @@
 """GPU engine of the owner split and the reorder (CuPy RawModule over `cuda/*.cu`).
 
 Import-safe without CuPy or a GPU: `available()` says whether the engine can run, and the
-functions raise `InputError` when it cannot. Decisions are identical to `lsm_gnn.dist.owners`:
+functions raise `InputError` when it cannot. Decisions are identical to `lsm_gnn.multidevice.owners`:
 a stable split (bucket order = input order) and `out[positions[k]] = rows[k]`.
 """
 

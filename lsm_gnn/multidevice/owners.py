@@ -4,7 +4,7 @@ Node v is owned by device `v % G`. A requester splits its input ids into G bucke
 owner) and remembers, for every bucket entry, its position in the original list, so the rows that
 come back can be put in the requester's order. The split is a *stable* counting sort: inside a
 bucket, ids keep their order of appearance (duplicates are kept; the owner's cache coalesces
-them). The GPU engine (`lsm_gnn.dist.gpu`) makes exactly the same decisions.
+them). The GPU engine (`lsm_gnn.multidevice.gpu`) makes exactly the same decisions.
 """
 
 from __future__ import annotations

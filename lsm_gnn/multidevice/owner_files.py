@@ -1,6 +1,7 @@
 """Per-owner feature files: owner o's file holds the rows v with v % G == o at position v // G.
 
-This is the layout LSM-GNN gives each GPU's own SSDs (reference/paper.md §1.2): an owner reads
+This is the layout LSM-GNN gives each GPU's own SSDs (Park et al., arXiv 2407.15264; in the authors'
+code, jeongminpark417/COALA-GNN, each GPU drives its own SSDs and owns v % G): an owner reads
 from storage only the rows it owns, from a file of its own. The files keep the row stride and the
 4 KiB block padding of `features.bin`, so every reader (O_DIRECT included) opens them as they are.
 They are derived data, cached next to the dataset under `<dataset>/owners-G/` (or under a
@@ -14,6 +15,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +103,7 @@ def ensure_owner_files(dataset: Dataset | str | os.PathLike, num_owners: int, *,
                         expected=lay.num_rows * lay.row_stride,
                         found=lay.path.stat().st_size if lay.path.exists() else None)
     directory.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
     raw = np.memmap(lay.path, dtype=np.uint8, mode="r", shape=(lay.num_rows * lay.row_stride,))
     src_rows = raw.reshape(lay.num_rows, lay.row_stride)
     bar = None
@@ -115,10 +118,23 @@ def ensure_owner_files(dataset: Dataset | str | os.PathLike, num_owners: int, *,
     finally:
         if bar is not None:
             bar.close()
+    # the build time is kept so that a run reusing the files is charged it like a fresh one (as
+    # Dist-DGL's reused partitions report their METIS time)
     with atomic_path(directory / MANIFEST) as tmp:
         tmp.write_text(json.dumps({"source": expected, "num_owners": num_owners,
-                                   "files": [la.path.name for la in layouts]}, indent=2) + "\n")
+                                   "files": [la.path.name for la in layouts],
+                                   "build_s": time.perf_counter() - t0}, indent=2) + "\n")
     return layouts
+
+
+def owner_files_build_seconds(dataset: Dataset, num_owners: int, out_dir: str | os.PathLike | None = None) -> float | None:
+    """Seconds the current owner files took to write (None if unknown)."""
+    try:
+        manifest = json.loads((owner_dir(dataset, num_owners, out_dir) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    value = manifest.get("build_s")
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def read_owner_rows(layout: FeatureLayout, local_rows: np.ndarray) -> np.ndarray:

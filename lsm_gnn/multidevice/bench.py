@@ -1,10 +1,12 @@
 """`lsm-gnn bench multidevice`: shared cache vs isolated caches vs one device, on one trace.
 
 One request trace (G devices, the training sampler and seed) is replayed three ways, with the
-same per-device cache capacity:
+same memory: every device gets the same total budget (cache lines + victim buffer + landing
+buffer, lsm_gnn.cache.budget):
   shared     G ranks, each owner caches only its rows (LSM-GNN), real exchange over gloo/NCCL;
   isolated   G ranks, each caches what it requests and reads any row (multi-GPU GIDS);
-  one device one cache of G x the capacity serving every device's requests (same total cache).
+  one device one cache with G x the budget, split by the same rule, serving every device's requests.
+Each is bounded by Belady MIN on the same trace at the same total memory (`bounds`).
 It prints storage rows per epoch, bytes exchanged per iteration and the replay time, with ratios
 to the isolated caches measured in the same run. `--json` prints one object with stable names;
 the headline is `shared_vs_isolated_storage_rows` (shared storage rows / isolated storage rows).
@@ -22,14 +24,14 @@ import click
 import numpy as np
 
 
-def one_device_replay(cfg, dataset, trace, capacity_rows: int) -> dict:
-    """Every device's requests served by one cache of `capacity_rows` (in this process)."""
+def one_device_replay(cfg, dataset, trace, budget) -> dict:
+    """Every device's requests served by one cache with memory `budget` (in this process)."""
     from lsm_gnn.cache.fetcher import CachedFeatureSource
     from lsm_gnn.train.sources import open_store
 
     lay = dataset.features()
     cache = CachedFeatureSource(open_store(cfg, lay), lay.num_rows, lay.dim, lay.dtype, cfg.cache,
-                                dataset.static_scores(), num_owners=1, owner=0, capacity_rows=capacity_rows)
+                                dataset.static_scores(), num_owners=1, owner=0, budget=budget)
     merged = [np.concatenate(b) for b in trace.batches]
     W = cfg.cache.window
     per_epoch = trace.meta.get("batches_per_epoch") or [len(merged)]
@@ -56,8 +58,9 @@ def run_comparison(dataset_path: str, *, devices: int = 2, cache_fraction: float
                    victim: bool = True, trace_path: str | None = None, progress: bool = False) -> dict:
     from lsm_gnn.config import parse_config
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.cache.geometry import capacity_rows_for
-    from lsm_gnn.dist.launch import run_multi_device
+    from lsm_gnn.cache.budget import memory_budget
+    from lsm_gnn.cache.geometry import local_rows
+    from lsm_gnn.multidevice.launch import run_multi_device
     from lsm_gnn.sim.generate import generate_trace
 
     dataset = Dataset(dataset_path)
@@ -87,7 +90,7 @@ def run_comparison(dataset_path: str, *, devices: int = 2, cache_fraction: float
     out: dict = {"dataset": str(dataset_path), "devices": devices, "cache_fraction": cache_fraction,
                  "policy": policy, "window": window, "batch_size": batch_size, "fanouts": list(fanouts),
                  "epochs": epochs, "batches_per_epoch": per_epoch, "reader": reader,
-                 "victim_buffer": victim, "victim_depth": victim_depth or "auto (capacity/32)",
+                 "victim_buffer": victim, "victim_depth": victim_depth or "host share of the budget",
                  "requests_per_epoch": trace.total_requests() // epochs}
     with tempfile.TemporaryDirectory(prefix="lsm-gnn-bench-md-") as tmp:
         tpath = Path(tmp) / "trace.npz"
@@ -107,15 +110,23 @@ def run_comparison(dataset_path: str, *, devices: int = 2, cache_fraction: float
                              "storage_rows_per_iteration": md["storage_rows_per_iteration"]}
         cfg = parse_config(base)
         lay = dataset.features()
-        cap = capacity_rows_for(cfg.cache, lay.num_rows, lay.row_bytes)
-        one = one_device_replay(cfg, dataset, trace, devices * cap)
+        per_device = memory_budget(cfg.cache, lay.num_rows, lay.row_bytes,
+                                   owned_rows=local_rows(lay.num_rows, devices))
+        one_budget = memory_budget(cfg.cache, lay.num_rows, lay.row_bytes, scale=devices)
+        one = one_device_replay(cfg, dataset, trace, one_budget)
         systems["one_device"] = {"storage_rows_per_epoch": [e["storage_rows"] for e in one["epochs"]],
                                  "storage_rows": one["rows"]["storage_rows"], "rows": one["rows"],
                                  "exchange_bytes_per_iteration": 0.0, "exchange_seconds_per_iteration": 0.0,
                                  "epoch_seconds": [e["seconds"] for e in one["epochs"]],
                                  "storage_rows_per_iteration": one["storage_rows_per_iteration"]}
-    out["capacity_rows_per_device"] = cap
+    out["capacity_rows_per_device"] = per_device.cache_rows
+    out["memory"] = {"per_device": per_device.record(), "one_device": one_budget.record(),
+                     "total_rows_per_device": per_device.total_rows,
+                     "victim_rows_per_device": per_device.host_rows}
+    for name, budget in (("shared", per_device), ("isolated", per_device), ("one_device", one_budget)):
+        systems[name]["memory"] = budget.record()
     out["systems"] = systems
+    out["bounds"] = _bounds(trace, per_device.total_rows)
     iso = max(1, systems["isolated"]["storage_rows"])
     out["shared_vs_isolated_storage_rows"] = systems["shared"]["storage_rows"] / iso
     out["one_device_vs_isolated_storage_rows"] = systems["one_device"]["storage_rows"] / iso
@@ -126,10 +137,26 @@ def run_comparison(dataset_path: str, *, devices: int = 2, cache_fraction: float
     out["steady_storage_rows"] = steady
     out["shared_vs_isolated_storage_rows_steady"] = steady["shared"] / max(1, steady["isolated"]) \
         if warmup < len(systems["shared"]["storage_rows_per_iteration"]) else None
+    b = out["bounds"]
+    out["shared_vs_min_storage_rows"] = systems["shared"]["storage_rows"] / max(1, b["shared_min_rows"])
+    out["isolated_vs_min_storage_rows"] = systems["isolated"]["storage_rows"] / max(1, b["isolated_min_rows"])
+    out["one_device_vs_min_storage_rows"] = systems["one_device"]["storage_rows"] / max(1, b["global_min_rows"])
     out["shared_exchange_bytes_per_iteration"] = systems["shared"]["exchange_bytes_per_iteration"]
     out["distinct_rows_per_iteration"] = float(np.mean([len(np.unique(np.concatenate(b))) for b in trace.batches]))
     out["cross_device_duplicate_fraction"] = _cross_duplicates(trace)
     return out
+
+
+def _bounds(trace, total_rows: int) -> dict:
+    """Belady MIN on this trace at each device's total budget: per owner stream (the floor of the
+    shared cache), per device stream (of isolated caches) and over every device's interleaved
+    requests at G x the budget (the floor of any use of the same memory, one device included)."""
+    from lsm_gnn.sim.simulate import BoundsCalculator
+
+    shared, isolated = BoundsCalculator(trace, "shared"), BoundsCalculator(trace, "isolated")
+    return {"total_rows_per_device": total_rows, "shared_min_rows": shared.min_rows(total_rows),
+            "isolated_min_rows": isolated.min_rows(total_rows),
+            "global_min_rows": shared.min_total_rows(total_rows), "compulsory_rows": shared.compulsory()}
 
 
 def _cross_duplicates(trace) -> float:
@@ -146,7 +173,7 @@ def _cross_duplicates(trace) -> float:
 @click.command("multidevice")
 @click.argument("dataset", type=click.Path(exists=True, file_okay=False))
 @click.option("--devices", default=2, show_default=True, type=click.IntRange(2, 64))
-@click.option("--cache-fraction", default=0.1, show_default=True, type=float, help="per-device cache, fraction of feature bytes")
+@click.option("--cache-fraction", default=0.1, show_default=True, type=float, help="total feature memory per device (cache + victim buffer), fraction of feature bytes")
 @click.option("--policy", default="hybrid", show_default=True)
 @click.option("--window", default=8, show_default=True, type=int)
 @click.option("--batch-size", default=1024, show_default=True, type=int)
@@ -159,14 +186,14 @@ def _cross_duplicates(trace) -> float:
               help="replay this recorded trace (lsm-gnn simulate --save-trace) instead of sampling one")
 @click.option("--warmup", default=0, show_default=True, type=int,
               help="also report the ratio over the iterations after this many (caches warm)")
-@click.option("--victim-depth", type=int, default=None, help="victim-buffer lines per queue (default: capacity/32)")
+@click.option("--victim-depth", type=int, default=None, help="victim-buffer lines per queue (default: the host share of the budget)")
 @click.option("--victim/--no-victim", default=True, show_default=True, help="victim buffer + PVP")
 @click.option("--verify/--no-verify", default=False, help="check every received row against features.bin")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--output", type=click.Path(dir_okay=False), default=None, help="also write the JSON here")
 def bench_multidevice(dataset, devices, cache_fraction, policy, window, batch_size, fanouts, batches, epochs,
                       reader, seed, trace_path, warmup, victim_depth, victim, verify, as_json, output):
-    """Shared cache vs isolated caches vs one device (same total cache) on one trace."""
+    """Shared cache vs isolated caches vs one device (same total memory) on one trace."""
     from lsm_gnn.utils.atomic import write_json
 
     res = run_comparison(dataset, devices=devices, cache_fraction=cache_fraction, policy=policy, window=window,
@@ -180,9 +207,10 @@ def bench_multidevice(dataset, devices, cache_fraction, policy, window, batch_si
         click.echo(json.dumps(res, default=float))
         return
     s = res["systems"]
-    click.echo(f"{res['dataset']}: {devices} devices, cache {cache_fraction:.0%} of features per device "
-               f"({res['capacity_rows_per_device']} rows), policy {policy}, W={window}, "
-               f"{res['batches_per_epoch']} iterations/epoch")
+    m = res["memory"]
+    click.echo(f"{res['dataset']}: {devices} devices, memory {cache_fraction:.0%} of features per device "
+               f"({m['total_rows_per_device']} rows: cache {res['capacity_rows_per_device']} + victim buffer "
+               f"{m['victim_rows_per_device']}), policy {policy}, W={window}, {res['batches_per_epoch']} iterations/epoch")
     click.echo(f"{'system':<12}{'storage rows/epoch':>22}{'exchange B/iter':>18}{'replay s/epoch':>16}")
     for name in ("shared", "isolated", "one_device"):
         x = s[name]
@@ -193,4 +221,6 @@ def bench_multidevice(dataset, devices, cache_fraction, policy, window, batch_si
         click.echo(f"shared / isolated after {warmup} warm-up iterations: "
                    f"{res['shared_vs_isolated_storage_rows_steady']:.3f}")
     click.echo(f"one device / isolated storage rows: {res['one_device_vs_isolated_storage_rows']:.3f}")
+    click.echo(f"storage rows / MIN at the same memory: shared {res['shared_vs_min_storage_rows']:.3f}, "
+               f"isolated {res['isolated_vs_min_storage_rows']:.3f}, one device {res['one_device_vs_min_storage_rows']:.3f}")
     click.echo(f"cross-device duplicate requests per iteration: {res['cross_device_duplicate_fraction']:.1%}")

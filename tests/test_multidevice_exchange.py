@@ -37,8 +37,8 @@ def _rank(rank, G, port, outdir):
     import torch
     import torch.distributed as dist
 
-    from lsm_gnn.dist.exchange import Exchange
-    from lsm_gnn.dist.source import SharedCacheFeatureSource
+    from lsm_gnn.multidevice.exchange import Exchange
+    from lsm_gnn.multidevice.source import SharedCacheFeatureSource
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=G)
@@ -61,7 +61,7 @@ def _rank(rank, G, port, outdir):
 
 
 def test_two_ranks_rows_windows_and_bytes(tmp_path):
-    from lsm_gnn.dist.launch import pick_free_port
+    from lsm_gnn.multidevice.launch import pick_free_port
 
     G = 2
     mp.spawn(_rank, args=(G, pick_free_port(), str(tmp_path)), nprocs=G)

@@ -1,10 +1,10 @@
 """The exchange of the shared cache: counts, then ids, then rows back, over torch.distributed.
 
-Every message is one `all_to_all_single` with uneven splits over a flat buffer (gloo cannot do
-list `all_to_all` with uneven sizes; reference/env.md §2): first the fixed-size per-peer headers
-(counts), so each rank knows how much it receives, then the payload. Rows travel as raw bytes,
-so any feature dtype works on gloo (CPU) and NCCL (CUDA) alike. Bytes are counted as what a rank
-sends to *other* ranks (its own bucket never leaves the device); summed over ranks that is the
+Every message is one `all_to_all_single` with uneven splits over a flat buffer (gloo cannot do list
+`all_to_all` with uneven sizes; measured, see docs/multi-device.md): first the fixed-size per-peer
+headers (counts), so each rank knows how much it receives, then the payload. Rows travel as raw
+bytes, so any feature dtype works on gloo (CPU) and NCCL (CUDA) alike. Bytes are counted as what a
+rank sends to *other* ranks (its own bucket never leaves the device); summed over ranks that is the
 device-to-device traffic. A failed or timed-out collective becomes a `DistributedError`.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from lsm_gnn.dist.health import NULL_HEARTBEAT, Heartbeat
+from lsm_gnn.multidevice.health import NULL_HEARTBEAT, Heartbeat
 from lsm_gnn.utils.errors import DistributedError, InputError
 
 

@@ -12,8 +12,9 @@ import pytest
 
 from lsm_gnn.cache.replay import replay
 from lsm_gnn.config import parse_config
-from lsm_gnn.cache.geometry import capacity_rows_for
-from lsm_gnn.dist.launch import run_multi_device
+from lsm_gnn.cache.budget import memory_budget
+from lsm_gnn.cache.geometry import local_rows
+from lsm_gnn.multidevice.launch import run_multi_device
 from lsm_gnn.records import read_record
 from lsm_gnn.sim.trace import Trace
 from lsm_gnn.utils.errors import DistributedError
@@ -74,10 +75,16 @@ def test_shared_reads_at_most_isolated_and_runs_are_deterministic(setup):
     # the ranks make exactly the cache engine's decisions: shared = every owner replaying what all
     # devices ask it, isolated = every device replaying its own requests
     cfg = cfg_for(ds, "shared")
-    cap, t, static = capacity_rows_for(cfg.cache, 3000, 16 * 4), Trace.load(trace), ds.static_scores()
+    t, static = Trace.load(trace), ds.static_scores()
+    owner_budget = memory_budget(cfg.cache, 3000, 16 * 4, owned_rows=local_rows(3000, G))
+    device_budget = memory_budget(cfg.cache, 3000, 16 * 4)
+    assert owner_budget == device_budget  # the same memory per device in both modes
     owner_replays = [replay([np.concatenate([x[x % G == o] for x in b]) for b in t.batches], cfg.cache, 3000,
-                            static, capacity_rows=cap, num_owners=G, owner=o) for o in range(G)]
-    device_replays = [replay(t.device(d), cfg.cache, 3000, static, capacity_rows=cap) for d in range(G)]
+                            static, budget=owner_budget, num_owners=G, owner=o) for o in range(G)]
+    device_replays = [replay(t.device(d), cfg.cache, 3000, static, budget=device_budget) for d in range(G)]
+    mem = shared["metrics"]["memory"]
+    assert mem["total_bytes"] == owner_budget.total_rows * 16 * 4 == iso["metrics"]["memory"]["total_bytes"]
+    assert mem["cache_bytes"] + mem["victim_bytes"] == mem["total_bytes"] and mem["devices"] == G
     assert rows_s["storage_rows"] == sum(r.totals["storage_rows"] for r in owner_replays)
     assert rows_i["storage_rows"] == sum(r.totals["storage_rows"] for r in device_replays)
     assert md["exchange_bytes_per_iteration"] > 0 and shared["metrics"]["traffic"]["device_exchange_bytes"] > 0

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from conftest import requires_gpu
-from lsm_gnn.dist.owner_files import ensure_owner_files, owner_num_rows, read_owner_rows
-from lsm_gnn.dist.owners import reorder, split_by_owner
+from lsm_gnn.multidevice.owner_files import ensure_owner_files, owner_num_rows, read_owner_rows
+from lsm_gnn.multidevice.owners import reorder, split_by_owner
 from lsm_gnn.utils.errors import InputError
 
 
@@ -70,7 +70,7 @@ def test_owner_files_hold_owned_rows_at_v_div_G(random_dataset, G):
 def test_gpu_split_and_reorder_equal_cpu(G):
     import cupy as cp
 
-    from lsm_gnn.dist.gpu import reorder_gpu, split_by_owner_gpu
+    from lsm_gnn.multidevice.gpu import reorder_gpu, split_by_owner_gpu
 
     rng = np.random.default_rng(G)
     ids = rng.integers(0, 10**6, 200_003)

@@ -29,9 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lsm_gnn.cache.geometry import capacity_rows_for
 from lsm_gnn.config import RunConfig, config_to_dict, parse_config
-from lsm_gnn.dist.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LIMIT_S, WORKING, Heartbeat
+from lsm_gnn.multidevice.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LIMIT_S, WORKING, Heartbeat
 from lsm_gnn.utils.atomic import write_json
 from lsm_gnn.train.sources import open_store
 from lsm_gnn.utils.errors import DistributedError, LsmGnnError
@@ -79,18 +78,17 @@ def _local_source(cfg: RunConfig, store, lay, static, num_owners: int, owner: in
         return StoreFeatureSource(store)
     from lsm_gnn.cache.fetcher import CachedFeatureSource
 
-    # every device's cache has the same size in shared and isolated mode (the fair comparison)
+    # every device has the same memory budget in shared and isolated mode (the fair comparison)
     return CachedFeatureSource(store, lay.num_rows, lay.dim, lay.dtype, cfg.cache, static,
-                               num_owners=num_owners, owner=owner,
-                               capacity_rows=capacity_rows_for(cfg.cache, lay.num_rows, lay.row_bytes))
+                               num_owners=num_owners, owner=owner)
 
 
 def build_feature_source(cfg: RunConfig, dataset, rank: int, world_size: int, *, heartbeat=None,
                          exchange=None, owner_layouts=None):
     """The feature source of `rank`: shared (owner cache + exchange) or isolated (own cache)."""
-    from lsm_gnn.dist.exchange import Exchange
-    from lsm_gnn.dist.health import NULL_HEARTBEAT
-    from lsm_gnn.dist.source import IsolatedFeatureSource, SharedCacheFeatureSource
+    from lsm_gnn.multidevice.exchange import Exchange
+    from lsm_gnn.multidevice.health import NULL_HEARTBEAT
+    from lsm_gnn.multidevice.source import IsolatedFeatureSource, SharedCacheFeatureSource
     from lsm_gnn.storage.open import owner_row_map
 
     hb = heartbeat or NULL_HEARTBEAT
@@ -99,7 +97,7 @@ def build_feature_source(cfg: RunConfig, dataset, rank: int, world_size: int, *,
     if cfg.distributed.mode == "isolated" or world_size == 1:
         return IsolatedFeatureSource(_local_source(cfg, open_store(cfg, lay), lay, static, 1, 0), rank,
                                      heartbeat=hb)
-    from lsm_gnn.dist.owner_files import ensure_owner_files
+    from lsm_gnn.multidevice.owner_files import ensure_owner_files
 
     layouts = owner_layouts or ensure_owner_files(dataset, world_size, owners=[rank], progress=False)
     # the owner's own file: global id v is its row v // G (ids of other owners are an error)
@@ -254,7 +252,7 @@ def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict
     timeout = cfg.distributed.timeout_s
     record_path = record_path or cfg.output.record
     if cfg.distributed.mode == "shared" and G > 1:
-        from lsm_gnn.dist.owner_files import ensure_owner_files
+        from lsm_gnn.multidevice.owner_files import ensure_owner_files
 
         ensure_owner_files(Dataset(cfg.dataset.path), G, progress=progress)  # once, before the ranks
     addr = cfg.distributed.master_addr
@@ -452,6 +450,11 @@ def merge_records(cfg: RunConfig, results: list[dict], worker: str, wall_s: floa
     if epochs and "seconds" in epochs[0] and base is None:
         time_m["epoch_cold_s"] = epochs[0]["seconds"]
         time_m["epoch_steady_s"] = float(np.mean([e["seconds"] for e in epochs[1:]])) if len(epochs) > 1 else None
+    from lsm_gnn.cache.budget import system_memory
+    from lsm_gnn.datasets.format import Dataset
+
+    lay = Dataset(cfg.dataset.path).features()
+    metrics["memory"] = system_memory(cfg, _system(cfg), lay.num_rows, lay.row_bytes, devices=G)
     metrics["multidevice"] = {
         "devices": G, "mode": cfg.distributed.mode, "backend": resolve_backend(cfg), "worker": worker,
         "wall_s": wall_s, "iterations": iters,
@@ -469,7 +472,7 @@ def merge_records(cfg: RunConfig, results: list[dict], worker: str, wall_s: floa
 
 # ---- torchrun ---------------------------------------------------------------------------------------
 def torchrun_main(argv: list[str] | None = None) -> None:
-    """Entry for `torchrun ... -m lsm_gnn.dist.launch --config FILE [key=value ...]` (multi-node).
+    """Entry for `torchrun ... -m lsm_gnn.multidevice.launch --config FILE [key=value ...]` (multi-node).
 
     torchrun sets RANK, WORLD_SIZE, MASTER_ADDR/PORT; every rank runs the training worker; rank 0
     writes the record of its own metrics plus the per-rank figures gathered with all_gather_object.

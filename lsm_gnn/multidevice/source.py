@@ -24,9 +24,9 @@ from typing import Sequence
 
 import numpy as np
 
-from lsm_gnn.dist.exchange import Exchange
-from lsm_gnn.dist.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
-from lsm_gnn.dist.owners import as_ids, reorder, split_by_owner
+from lsm_gnn.multidevice.exchange import Exchange
+from lsm_gnn.multidevice.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
+from lsm_gnn.multidevice.owners import as_ids, reorder, split_by_owner
 from lsm_gnn.features import OutputRows, TierCounters
 from lsm_gnn.utils.errors import InputError
 

@@ -50,7 +50,8 @@ rule multidevice_train:
     log:
         f"{RES}/logs/multidevice_train-{{mode}}.log",
     run:
-        # one device: G x the per-device cache, so the total cache equals the 2-device runs'
+        # one device: G x the per-device memory budget (cache and victim buffer split by the same rule),
+        # so the total memory equals the 2-device runs'
         devices, mode, cache = (1, "shared", 2 * params.cache) if wildcards.mode == "one" else \
             (2, wildcards.mode, params.cache)
         shell("{params.cli} train --dataset {params.data} --devices {devices} --epochs 1 "

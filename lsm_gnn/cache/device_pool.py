@@ -1,0 +1,208 @@
+"""Row data of one owner's cache on a torch device: cache lines, victim queues, landing buffer.
+
+The tiers of LSM-GNN, as tensors: the cache lines and the PVP landing buffer on `device`, the W
+victim queues in host memory (pinned on CUDA, so that spills and prefetches are DMA copies run
+by the copy engines beside the compute). Unlike the CPU engine's RowPool, which moves a row
+between tiers by moving its index (all tiers are the same RAM there), this pool copies rows: the
+bytes a spill or a prefetch moves are the bytes a GPU moves.
+
+Rows are viewed as the widest integer word dividing the row size (int64, int32 or uint8): a
+row gather then moves 512 words of a 4 KiB row rather than 4096 bytes.
+
+One batch, in this order (the caller's plan, lsm_gnn.cache.device_source, says which rows):
+`gather_lines` (every request from its line: the hits' rows, before any line is written),
+`spill` (evicted lines to their queue positions, read before any fill), `gather_landed` (victim
+hits from the landing buffer), `upload` (storage rows from the pinned staging buffer),
+`place_misses` (storage and victim-hit rows to the output and, the last fill of a slot only,
+into the lines), then `land` (PVP: queue q -> landing buffer).
+
+Streams on CUDA (on the CPU every copy is synchronous and the same code runs):
+* the current stream runs the gathers and fills, in the order above;
+* `h2d_stream` uploads storage rows; the current stream waits for it, and the next `staging`
+  waits (host) until the upload left the pinned buffer before the reader refills it;
+* `d2h_stream` copies spilled rows (gathered into a scratch tensor on the current stream, so a
+  later fill of the same line cannot change them) into the pinned queues; it waits for the last
+  landing copy, which may still be reading the queue rows a spill overwrites;
+* `land_stream` (the lowest priority) copies queue q into the landing buffer after the batch's
+  reads of the landing buffer and its spills; the next batch's reads of the landing buffer wait
+  for it, so it overlaps the train step in between.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+
+from lsm_gnn.cache.rowpool import _available_memory
+from lsm_gnn.storage.base import aligned_empty
+from lsm_gnn.utils.errors import ConfigError, InputError
+
+
+def word_dtype(row_bytes: int) -> torch.dtype:
+    """The widest integer dtype whose size divides `row_bytes`."""
+    row_bytes = int(row_bytes)
+    if row_bytes < 1:
+        raise InputError(f"rows must hold at least one byte, found {row_bytes}")
+    return torch.int64 if row_bytes % 8 == 0 else torch.int32 if row_bytes % 4 == 0 else torch.uint8
+
+
+def gather_rows(src: torch.Tensor, index: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """out[k] = src[index[k]]: one index_select kernel on the device of `src` (the hit path)."""
+    return torch.index_select(src, 0, index, out=out)
+
+
+class DeviceRowPool:
+    """`lines` cache lines of `row_bytes` on `device`; with `pvp`, `window` queues of `depth`
+    rows in (pinned) host memory and a landing buffer of `depth` rows on `device`."""
+
+    def __init__(self, lines: int, row_bytes: int, *, window: int = 0, depth: int = 0, pvp: bool = False,
+                 device="cpu"):
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        if self.cuda and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.lines, self.row_bytes = int(lines), int(row_bytes)
+        self.window, self.depth = (int(window), int(depth)) if pvp else (0, 0)
+        self.word = word_dtype(self.row_bytes)
+        self.row_words = self.row_bytes // torch.empty(0, dtype=self.word).element_size()
+        host_rows = self.window * self.depth + (0 if self.cuda else self.lines + self.depth)
+        avail = _available_memory()
+        if avail is not None and host_rows * self.row_bytes > avail:
+            raise ConfigError("<cache config>", "cache.capacity_fraction / cache.victim_buffer.depth",
+                              f"the host tiers need {host_rows * self.row_bytes} bytes, {avail} are available")
+        rows = (self.row_words,)
+        self.cache = torch.zeros((self.lines,) + rows, dtype=self.word, device=self.device)
+        self.queues = torch.zeros((self.window * self.depth,) + rows, dtype=self.word, pin_memory=self.cuda)
+        self.landing = torch.zeros((self.depth,) + rows, dtype=self.word, device=self.device)
+        self._stage = None
+        self._uploaded = self._landed = None  # events: last upload from the staging buffer, last landing
+        self.h2d_stream = self.d2h_stream = self.land_stream = None
+        if self.cuda:
+            least, greatest = torch.cuda.Stream.priority_range()
+            # storage rows are on the fetch's critical path; the PVP copy is not (it has a whole
+            # train step to finish) and must not take the device from it
+            self.h2d_stream = torch.cuda.Stream(self.device, priority=greatest)
+            self.d2h_stream = torch.cuda.Stream(self.device)
+            self.land_stream = torch.cuda.Stream(self.device, priority=least)
+
+    @property
+    def victim_bytes(self) -> int:
+        """Bytes of the victim queues (pinned host memory on a device) and the landing buffer."""
+        return (self.window + 1) * self.depth * self.row_bytes
+
+    # ---- streams ------------------------------------------------------------------------------
+    def _current(self):
+        return torch.cuda.current_stream(self.device) if self.cuda else None
+
+    def _on(self, stream):
+        return torch.cuda.stream(stream) if stream is not None else nullcontext()
+
+    def _event(self, stream):
+        ev = torch.cuda.Event()
+        ev.record(stream)
+        return ev
+
+    def _wait_landed(self, stream=None) -> None:
+        if self._landed is not None:
+            (stream or self._current()).wait_event(self._landed)
+
+    def synchronize(self) -> None:
+        """Wait until every copy issued so far has finished (tests, inspection, close)."""
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    # ---- storage rows -------------------------------------------------------------------------
+    def staging(self, n: int) -> torch.Tensor:
+        """Host rows [n, row_words] (pinned on CUDA, page-aligned on the CPU) for the next storage
+        read, reused across batches: first waits until the last upload has left it."""
+        if self._uploaded is not None:
+            self._uploaded.synchronize()
+            self._uploaded = None
+        if self._stage is None or len(self._stage) < n:
+            size = max(n, 2 * (0 if self._stage is None else len(self._stage)), 1024)
+            if self.cuda:
+                self._stage = torch.empty((size, self.row_words), dtype=self.word, pin_memory=True)
+            else:
+                np_word = torch.empty(0, dtype=self.word).numpy().dtype
+                self._stage = torch.from_numpy(aligned_empty((size, self.row_words), np_word))
+        return self._stage[:n]
+
+    def upload(self, host_rows: torch.Tensor) -> torch.Tensor:
+        """Staged rows on the device (on the CPU: the same tensor). The current stream waits for
+        the copy; the next `staging` waits until it has read the pinned rows."""
+        if not self.cuda:
+            return host_rows
+        cur = self._current()
+        with torch.cuda.stream(self.h2d_stream):
+            rows = host_rows.to(self.device, non_blocking=True)
+        self._uploaded = self._event(self.h2d_stream)
+        cur.wait_event(self._uploaded)
+        rows.record_stream(cur)  # allocated on the copy stream, read on the current one
+        return rows
+
+    # ---- one batch (see the module docstring for the order) -----------------------------------
+    def gather_lines(self, slots: torch.Tensor, out: torch.Tensor) -> None:
+        """out[i] = line slots[i]."""
+        if len(slots):
+            gather_rows(self.cache, slots, out)
+
+    def spill(self, slots: torch.Tensor, runs) -> None:
+        """The lines `slots` (device indices, in queue-position order) go to the victim queues:
+        rows [i, j) of them to queue rows [dst, dst + j - i) for each (i, j, dst) in `runs`."""
+        if not len(slots):
+            return
+        rows = self.cache.index_select(0, slots)  # now: the batch's fills come after
+        stream = self.d2h_stream
+        if stream is not None:
+            stream.wait_stream(self._current())
+            self._wait_landed(stream)  # the last landing copy may still read these queue rows
+        with self._on(stream):
+            for i, j, dst in runs:
+                self.queues[dst: dst + j - i].copy_(rows[i:j], non_blocking=True)
+        if stream is not None:
+            rows.record_stream(stream)
+
+    def gather_landed(self, src: torch.Tensor, req: torch.Tensor, out: torch.Tensor) -> None:
+        """out[req[k]] = landing row src[k] (victim hits)."""
+        if len(req):
+            if self.cuda:
+                self._wait_landed()
+            out.index_copy_(0, req, self.landing.index_select(0, src))
+
+    def place_misses(self, staged: torch.Tensor, st_req, st_k, fill_slot, fill_k, vfill_slot, vfill_src,
+                     out: torch.Tensor) -> None:
+        """Storage rows (staged[k]: the k-th storage read) to their requests out[st_req] and into
+        lines fill_slot; victim hits' landing rows into lines vfill_slot. The fills are the last
+        fill of each slot in the batch only, so every slot is written at most once."""
+        if len(st_req):
+            out.index_copy_(0, st_req, staged.index_select(0, st_k))
+        if len(fill_slot):
+            self.cache.index_copy_(0, fill_slot, staged.index_select(0, fill_k))
+        if len(vfill_slot):
+            if self.cuda:
+                self._wait_landed()
+            self.cache.index_copy_(0, vfill_slot, self.landing.index_select(0, vfill_src))
+
+    def land(self, queue: int, n: int) -> None:
+        """PVP: the first n rows of queue `queue` become the landing buffer (pinned host ->
+        device, on the low-priority stream)."""
+        if n > self.depth or not 0 <= queue < max(self.window, 1):
+            raise InputError(f"row pool: cannot land {n} rows of queue {queue} ({self.window} queues x {self.depth})")
+        if not n:
+            return
+        src = self.queues[queue * self.depth: queue * self.depth + n]
+        stream = self.land_stream
+        if stream is not None:
+            stream.wait_stream(self._current())  # this batch's reads of the landing buffer
+            stream.wait_stream(self.d2h_stream)  # this batch's spills into the queue
+        with self._on(stream):
+            self.landing[:n].copy_(src, non_blocking=True)
+        if stream is not None:
+            self._landed = self._event(stream)
+
+    def close(self) -> None:
+        self.synchronize()
+        self.cache = self.queues = self.landing = self._stage = None
+        self._uploaded = self._landed = None

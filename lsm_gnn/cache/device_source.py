@@ -1,0 +1,331 @@
+"""`DeviceCachedFeatureSource`: the LSM-GNN cache of one owner, serving rows as torch tensors.
+
+The FeatureSource of lsm_gnn.cache.fetcher.CachedFeatureSource with its rows on a torch device
+(lsm_gnn.cache.device_pool): cache lines and landing buffer on `device`, victim queues in pinned
+host memory, every tier move a real copy. The same code runs on the CPU (device="cpu", the CI
+check) and on a GPU (device="cuda").
+
+Per fetch: the engine decides (`cfg.engine`: "cpu" CpuCacheEngine, "gpu" GpuCacheEngine, or an
+injected engine with their interface); the storage reads of the misses are issued at once on a
+reader thread into the pool's pinned staging buffer; the decisions become index tensors on the
+device (`_plan`: computed where the decisions live, host or device, then moved in one copy);
+then the pool copies rows: every request from its line (the hits), spills, victim hits, storage
+rows to the output and the last fill of each slot into its line, and at the end the PVP lands the
+next batch's queue. `fetch` returns a [len(ids), dim] tensor on `device` in the dataset's dtype,
+with no host round trip on CUDA (the copies are queued on the current stream).
+
+The decisions, counters and stats equal CachedFeatureSource's on the same inputs; the stats also
+count the bytes moved: `h2d_bytes` (storage rows and landing copies to the device) and
+`d2h_bytes` (spills to the host queues).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from lsm_gnn.cache.budget import MemoryBudget, memory_budget
+from lsm_gnn.cache.device_pool import DeviceRowPool
+from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT, CpuCacheEngine
+from lsm_gnn.cache.geometry import check_owned_ids, check_owner_args, local_rows
+from lsm_gnn.cache.window import LookaheadWindow
+from lsm_gnn.features import TierCounters
+from lsm_gnn.utils.errors import ConfigError, InputError
+
+STAT_KEYS = ("iterations", "evictions", "spilled", "spill_dropped", "prefetched", "prefetched_used",
+             "victim_bytes", "prefetch_bytes", "h2d_bytes", "d2h_bytes")
+# plan fields, in the order they are packed for the one host -> device copy
+PLAN_FIELDS = ("req_slot", "vh_req", "vh_src", "st_req", "st_k", "fill_slot", "fill_k", "vfill_slot",
+               "vfill_src", "spill_slot")
+
+
+def _is_cupy(a) -> bool:
+    return type(a).__module__.split(".")[0] == "cupy"
+
+
+def _tensor(a) -> torch.Tensor:
+    """An engine array as a tensor without a copy: NumPy (and the CUDA emulator's NumPy
+    subclass) by from_numpy, CuPy by DLPack."""
+    if isinstance(a, torch.Tensor):
+        return a
+    if isinstance(a, np.ndarray):
+        return torch.from_numpy(np.asarray(a))
+    return torch.from_dlpack(a)
+
+
+def _host(t: torch.Tensor) -> np.ndarray:
+    return t.cpu().numpy()
+
+
+def _plan(res, keys: torch.Tensor, depth: int) -> tuple[dict, list]:
+    """Index tensors (on the decisions' device) that say which row goes where in one batch, and
+    the spill runs (host) as DeviceRowPool.spill takes them, each inside one queue of `depth` rows.
+
+    Every request is first served from the line of its id (right for the hits; the misses are
+    overwritten). A miss fills its slot only if it is the slot's last fill of the batch
+    (keys[slot] == id), as lsm_gnn.cache.rowpool does.
+    """
+    distinct, inverse, status = _tensor(res.distinct), _tensor(res.inverse), _tensor(res.status)
+    slot, src = _tensor(res.slot), _tensor(res.src)
+    req_status = status[inverse]
+    storage, victim = status == STORAGE, status == VICTIM_HIT
+    kpos = torch.cumsum(storage, 0) - 1  # staged row of each storage read
+    last = keys[slot] == distinct
+    vh_req = torch.nonzero(req_status == VICTIM_HIT).flatten()
+    st_req = torch.nonzero(req_status == STORAGE).flatten()
+    fill = torch.nonzero(storage & last).flatten()
+    vfill = torch.nonzero(victim & last).flatten()
+    plan = dict(req_slot=slot[inverse], vh_req=vh_req, vh_src=src[inverse[vh_req]], st_req=st_req,
+                st_k=kpos[inverse[st_req]], fill_slot=slot[fill], fill_k=kpos[fill], vfill_slot=slot[vfill],
+                vfill_src=src[vfill])
+    # spills in queue-position order: one copy per queue they append to
+    dst = _host(_tensor(res.spill_dst))
+    order = np.argsort(dst, kind="stable")
+    dst = dst[order]
+    cut = np.flatnonzero((np.diff(dst) != 1) | (np.diff(dst // max(depth, 1)) != 0)) + 1
+    starts, ends = np.concatenate([[0], cut]), np.concatenate([cut, [len(dst)]])
+    runs = [(int(i), int(j), int(dst[i])) for i, j in zip(starts, ends) if j > i]
+    spill_slot = _tensor(res.spill_slot)
+    plan["spill_slot"] = spill_slot[torch.from_numpy(order).to(spill_slot.device)]
+    return plan, runs
+
+
+class DeviceCachedFeatureSource:
+    """A FeatureSource backed by a FeatureStore, a cache engine and a DeviceRowPool on `device`.
+
+    As CachedFeatureSource: `budget` splits the device's memory between cache lines, victim
+    queues and landing buffer (None: the budget `cfg` gives this owner); only ids owned by
+    `owner` (v % num_owners == owner) may be requested; `close()` releases the pool, the store
+    stays open. `engine`: an engine object to use instead of the one `cfg.engine` names (tests).
+    """
+
+    def __init__(self, store, num_rows: int, row_dim: int, dtype, cfg, static_scores: np.ndarray, *,
+                 num_owners: int = 1, owner: int = 0, budget: MemoryBudget | None = None, device="cpu",
+                 engine=None):
+        check_owner_args(num_rows, num_owners, owner)
+        self.dtype = np.dtype(dtype)
+        try:
+            self.torch_dtype = torch.from_numpy(np.empty(0, self.dtype)).dtype
+        except TypeError as e:
+            raise InputError(f"feature dtype {self.dtype} has no torch equivalent") from e
+        rows = num_rows if getattr(store, "row_map", None) is None else len(range(owner, num_rows, num_owners))
+        if (store.num_rows, store.dim, store.dtype) != (rows, row_dim, self.dtype):
+            raise InputError(f"store holds ({store.num_rows} rows, dim {store.dim}, {store.dtype}), "
+                             f"expected ({rows} rows, dim {row_dim}, {self.dtype})")
+        self.store, self.num_rows, self.dim = store, int(num_rows), int(row_dim)
+        self.num_owners, self.owner = int(num_owners), int(owner)
+        self.row_bytes = self.dim * self.dtype.itemsize
+        if budget is None:
+            budget = memory_budget(cfg, num_rows, self.row_bytes, owned_rows=local_rows(num_rows, num_owners))
+        self.budget = budget
+        self.capacity_rows = int(budget.cache_rows)
+        self.enabled = bool(cfg.enabled) and self.capacity_rows >= 1
+        self.window = LookaheadWindow(cfg.window)
+        self.counters = TierCounters()
+        self._last = None  # (status, inverse) of the last fetch, for last_tiers
+        self.stats = dict.fromkeys(STAT_KEYS, 0)
+        # host time of fetch's segments (on CUDA: issuing the copies), plus the reads' own duration
+        self.stats.update(time_cache_s=0.0, time_victim_s=0.0, time_storage_s=0.0, time_storage_busy_s=0.0)
+        self.engine, self._reader = None, None
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        if not self.enabled:
+            self.pvp = False
+            self.pool = DeviceRowPool(0, self.row_bytes, device=self.device)  # staging and uploads only
+            self.stats["victim_buffer_bytes"] = 0
+            return
+        self.engine = engine if engine is not None else self._make_engine(cfg, static_scores)
+        self.pvp = bool(self.engine.pvp)
+        lines = self.engine.geometry.lines
+        if lines > self.capacity_rows:
+            raise InputError(f"the engine has {lines} cache lines, the budget {self.capacity_rows}")
+        self.pool = DeviceRowPool(lines, self.row_bytes, window=self.engine.window, depth=self.engine.depth,
+                                  pvp=self.pvp, device=self.device)
+        self._queued = np.zeros(max(self.pool.window, 1), np.int64)  # rows in each victim queue
+        self.stats["victim_buffer_bytes"] = self.pool.victim_bytes
+        self.stats["policy"] = self.engine.policy_name
+
+    def _make_engine(self, cfg, static_scores):
+        kind = getattr(cfg, "engine", "cpu")
+        b = self.budget
+        kw = dict(ways=cfg.ways, policy=cfg.policy, window=cfg.window, refresh_every=cfg.refresh_every,
+                  pvp=b.pvp, victim_depth=b.engine_depth, num_owners=self.num_owners, owner=self.owner)
+        if kind == "cpu":
+            return CpuCacheEngine(self.capacity_rows, self.num_rows, static_scores, **kw)
+        if kind == "gpu":
+            from lsm_gnn.cache.gpu_engine import GpuCacheEngine
+
+            with self._engine_stream(True):
+                return GpuCacheEngine(self.capacity_rows, self.num_rows, static_scores, **kw)
+        raise ConfigError("<config>", "cache.engine", f"rows are served through the 'cpu' or 'gpu' engine; "
+                          f"found {kind!r} (the reference engine replays traces: lsm-gnn simulate)")
+
+    @contextmanager
+    def _engine_stream(self, gpu_engine: bool | None = None):
+        """Run a CuPy engine's kernels on torch's current stream and device, so the decisions and
+        the copies that read them are ordered on the device with no host sync."""
+        if gpu_engine is None:
+            gpu_engine = self.engine is not None and _is_cupy(self.engine.keys)
+        if not (gpu_engine and self.device.type == "cuda"):
+            yield
+            return
+        import cupy
+
+        ptr = torch.cuda.current_stream(self.device).cuda_stream
+        stream = cupy.cuda.ExternalStream(ptr) if ptr else cupy.cuda.Stream.null
+        with cupy.cuda.Device(self.device.index), stream:
+            yield
+
+    @property
+    def last_tiers(self) -> np.ndarray | None:
+        """Tier of each request of the last fetch (HIT / VICTIM_HIT / STORAGE) at its first
+        occurrence, -1 on the duplicates that coalesced into it (as CachedFeatureSource)."""
+        if self._last is None:
+            return None
+        status, inverse = (_host(_tensor(a)) for a in self._last)
+        tiers = np.full(len(inverse), -1, np.int8)
+        tiers[np.unique(inverse, return_index=True)[1]] = status
+        return tiers
+
+    # ---- FeatureSource protocol ---------------------------------------------------------------
+    def advance(self, window: Sequence[np.ndarray]) -> None:
+        """The next W batches' ids (this owner's); used by the next `fetch` only."""
+        self.window.set([check_owned_ids(b, self.num_rows, self.num_owners, self.owner, "window")
+                         for b in list(window)[: self.window.window]])
+
+    def fetch(self, ids: np.ndarray) -> torch.Tensor:
+        ids = check_owned_ids(ids, self.num_rows, self.num_owners, self.owner, "ids")
+        self._last = None
+        if not self.enabled:
+            return self._fetch_uncached(ids)
+        st, pool, rb = self.stats, self.pool, self.row_bytes
+        t0 = time.perf_counter()
+        with self._engine_stream():
+            res = self.engine.step(ids, *self.window.flat)
+            status, distinct = _tensor(res.status), _tensor(res.distinct)
+            # the storage reads go out first and run (without the GIL) while the rows move
+            storage_ids = _host(distinct[status == STORAGE])
+            staged, reading = self._read_async(storage_ids)
+            plan, runs = _plan(res, _tensor(self.engine.keys), pool.depth)
+        plan = self._to_device(plan)
+        out = torch.empty((len(ids), pool.row_words), dtype=pool.word, device=self.device)
+        pool.gather_lines(plan["req_slot"], out)
+        t1 = time.perf_counter()
+        pool.spill(plan["spill_slot"], runs)
+        pool.gather_landed(plan["vh_src"], plan["vh_req"], out)
+        t2 = time.perf_counter()
+        if reading is not None:
+            st["time_storage_busy_s"] += reading.result()
+        staged = pool.upload(staged)
+        t3 = time.perf_counter()
+        pool.place_misses(staged, plan["st_req"], plan["st_k"], plan["fill_slot"], plan["fill_k"],
+                          plan["vfill_slot"], plan["vfill_src"], out)
+        self._last = (res.status, res.inverse)
+        t4 = time.perf_counter()
+        for i, j, dst in runs:  # spills append to their queue
+            self._queued[dst // pool.depth] = dst % pool.depth + j - i
+        with self._engine_stream():
+            q = self.engine.end_iteration()
+        landed = 0
+        if q >= 0:
+            # the queue's length is known on the host: no read of the engine's (device) count
+            landed, self._queued[q] = int(self._queued[q]), 0
+            pool.land(q, landed)
+        t5 = time.perf_counter()
+        self.window.clear()
+        c = res.counts
+        self.counters.requests += c["requests"]
+        self.counters.distinct += c["distinct"]
+        self.counters.local_hits += c["hits"]
+        self.counters.victim_hits += c["victim_hits"]
+        self.counters.storage_rows += c["storage_rows"]
+        st["iterations"] += 1
+        st["evictions"] += c["evictions"]
+        st["spilled"] += c["spills"]
+        st["spill_dropped"] += c["spill_dropped"]
+        st["prefetched"] += landed
+        st["prefetched_used"] += c["victim_hits"]
+        st["victim_bytes"] += c["spills"] * rb
+        st["prefetch_bytes"] += landed * rb
+        st["d2h_bytes"] += c["spills"] * rb
+        st["h2d_bytes"] += (len(storage_ids) + landed) * rb
+        st["time_cache_s"] += (t1 - t0) + (t4 - t3)
+        st["time_victim_s"] += (t2 - t1) + (t5 - t4)
+        st["time_storage_s"] += t3 - t2
+        return out.view(self.torch_dtype)
+
+    def _to_device(self, plan: dict) -> dict:
+        """The plan's index tensors on the pool's device: one copy for all (from pinned memory
+        on CUDA, so it does not wait for the device), none if they are there already."""
+        parts = [plan[k] for k in PLAN_FIELDS]
+        if parts[0].device == self.device:
+            return plan
+        if parts[0].device.type != "cpu":  # decisions on a device, rows elsewhere (not a real setup)
+            return {k: p.to(self.device) for k, p in zip(PLAN_FIELDS, parts)}
+        sizes = [len(p) for p in parts]
+        packed = torch.empty(sum(sizes), dtype=torch.int64, pin_memory=self.device.type == "cuda")
+        torch.cat([p.to(torch.int64) for p in parts], out=packed)
+        return dict(zip(PLAN_FIELDS, packed.to(self.device, non_blocking=True).split(sizes)))
+
+    def _read_async(self, ids: np.ndarray):
+        """Start reading `ids` into the pool's staging rows on the reader thread: (staged rows,
+        a future giving the read's seconds, or None when there is nothing to read)."""
+        staged = self.pool.staging(len(ids))
+        if not len(ids):
+            return staged, None
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(1, thread_name_prefix="lsm-gnn-cache-read")
+        out = staged.numpy().view(self.dtype).reshape(len(ids), self.dim)
+
+        def read():
+            t0 = time.perf_counter()
+            self.store.read_rows(ids, out=out)
+            return time.perf_counter() - t0
+
+        return staged, self._reader.submit(read)
+
+    def _fetch_uncached(self, ids: np.ndarray) -> torch.Tensor:
+        t0 = time.perf_counter()
+        uniq, inverse = np.unique(ids, return_inverse=True)
+        staged, reading = self._read_async(uniq)
+        if reading is not None:
+            self.stats["time_storage_busy_s"] += reading.result()
+        rows = self.pool.upload(staged)
+        inv = torch.from_numpy(inverse.astype(np.int64).ravel()).to(self.device)
+        out = torch.empty((len(ids), self.pool.row_words), dtype=self.pool.word, device=self.device)
+        if len(ids):
+            torch.index_select(rows, 0, inv, out=out)
+        self.stats["time_storage_s"] += time.perf_counter() - t0
+        self.stats["iterations"] += 1
+        self.stats["h2d_bytes"] += len(uniq) * self.row_bytes
+        self.counters.requests += len(ids)
+        self.counters.distinct += len(uniq)
+        self.counters.storage_rows += len(uniq)
+        self.window.clear()
+        return out.view(self.torch_dtype)
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.shutdown(wait=True)
+            self._reader = None
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

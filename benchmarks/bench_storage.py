@@ -28,7 +28,8 @@ def _build(root):
             for s in range(0, ROWS, 4096):
                 f.write(rng.random((4096, DIM), dtype=np.float32))
         w.set_labels("paper", np.zeros(ROWS, np.int64), 2)
-        w.set_splits(np.arange(1), np.arange(1), np.arange(1))
+        w.set_splits(np.arange(0, 1), np.arange(1, 2), np.arange(2, 3))
+        w.add_static_scores()
         w.commit()
 
 

@@ -26,6 +26,7 @@ def _build(root):
         w.set_labels("paper", labels, 19)
         perm = rng.permutation(N)
         w.set_splits(np.sort(perm[: N // 2]), perm[N // 2: N // 2 + 10], perm[-10:])
+        w.add_static_scores()
         w.commit()
 
 

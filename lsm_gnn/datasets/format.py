@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lsm_gnn.datasets import validate
 from lsm_gnn.utils.errors import DataError
 
 FORMAT_NAME = "lsm-gnn-dataset"
@@ -78,6 +79,26 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def _npy_header(path: Path) -> tuple[tuple, np.dtype]:
+    """(shape, dtype) from a .npy header; DataError if it is unreadable or the data is truncated."""
+    with open(path, "rb") as fh:
+        try:
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+            else:
+                shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+        except (ValueError, SyntaxError, EOFError, OSError) as e:
+            raise DataError(path, f"not a readable .npy file: {e}") from None
+        offset = fh.tell()
+    need = offset + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    size = path.stat().st_size
+    if size < need:
+        raise DataError(path, f"truncated: the .npy header announces shape {tuple(shape)} of {dtype}",
+                        expected=f"{need} bytes", found=f"{size} bytes")
+    return tuple(shape), np.dtype(dtype)
+
+
 class Dataset:
     """A dataset directory in the lsm-gnn format, opened read-only (arrays are memory-mapped)."""
 
@@ -101,6 +122,119 @@ class Dataset:
         for key in ("name", "node_types", "edge_types", "features", "labels", "splits", "files"):
             if key not in self.meta:
                 raise DataError(meta_path, f"missing field {key}")
+        self._layout = self._check(meta_path)
+
+    def _check(self, meta_path: Path) -> FeatureLayout:
+        """Metadata agrees with itself and with its files: the feature file's size, the shapes and
+        dtypes in the .npy headers. Cheap (stat and header reads; no hashing: `lsm-gnn dataset verify`
+        does that) and run once, on open. Returns the feature layout `features()` hands out."""
+        m = self.meta
+
+        def bad(field, problem, expected=None, found=None):
+            raise DataError(meta_path, f"field {field}: {problem}", expected=expected, found=found)
+
+        for key in ("node_types", "edge_types", "features", "labels", "splits", "files"):
+            if not isinstance(m[key], dict):
+                bad(key, "must be an object", "a JSON object", type(m[key]).__name__)
+        counts = {}
+        for t, info in m["node_types"].items():
+            n = info.get("num_nodes") if isinstance(info, dict) else None
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                bad(f"node_types.{t}.num_nodes", "must be a non-negative integer", "an integer >= 0", repr(n))
+            counts[t] = n
+        for et, e in m["edge_types"].items():
+            for key in ("src_type", "dst_type"):
+                if not isinstance(e, dict) or e.get(key) not in counts:
+                    bad(f"edge_types.{et}.{key}", "not a declared node type", f"one of {sorted(counts)}",
+                        repr(e.get(key) if isinstance(e, dict) else e))
+            if not isinstance(e.get("num_edges"), int) or e["num_edges"] < 0:
+                bad(f"edge_types.{et}.num_edges", "must be a non-negative integer", "an integer >= 0",
+                    repr(e.get("num_edges")))
+
+        # ---- features: the layout agrees with itself, the node counts and the file's size ----
+        f = m["features"]
+        try:
+            lay = FeatureLayout(path=self.path(f["file"]), num_rows=int(f["num_rows"]), dim=int(f["dim"]),
+                                dtype=np.dtype(f["dtype"]), row_bytes=int(f["row_bytes"]),
+                                row_stride=int(f["row_stride"]), file_bytes=int(f["file_bytes"]),
+                                type_offsets=dict(f["type_offsets"]))
+        except (KeyError, TypeError, ValueError) as e:
+            bad("features", f"malformed ({type(e).__name__}: {e})")
+        if lay.dim < 1 or lay.num_rows < 0:
+            bad("features", "dim must be >= 1 and num_rows >= 0", found=f"dim {lay.dim}, num_rows {lay.num_rows}")
+        if lay.row_bytes != lay.dim * lay.dtype.itemsize:
+            bad("features.row_bytes", "must be dim x itemsize", lay.dim * lay.dtype.itemsize, lay.row_bytes)
+        if lay.row_stride != row_stride_for(lay.row_bytes):
+            bad("features.row_stride", f"wrong for rows of {lay.row_bytes} bytes", row_stride_for(lay.row_bytes),
+                lay.row_stride)
+        featured = 0
+        for t, off in lay.type_offsets.items():
+            if t not in counts:
+                bad("features.type_offsets", "not a declared node type", f"one of {sorted(counts)}", repr(t))
+            if off != featured:
+                bad(f"features.type_offsets.{t}", "node types must follow each other from row 0", featured, off)
+            featured += counts[t]
+        if not lay.path.is_file():
+            raise DataError(lay.path, "missing (the feature file named by metadata.json field features.file)")
+        size = lay.path.stat().st_size
+        need = lay.num_rows * lay.row_stride
+        if size < need:
+            raise DataError(lay.path, f"too small for metadata.json field features.num_rows = {lay.num_rows} "
+                            f"(rows of {lay.row_stride} bytes)", expected=f"at least {need} bytes", found=f"{size} bytes")
+        if lay.num_rows != featured:
+            bad("features.num_rows", "disagrees with node_types: the featured types ("
+                + ", ".join(lay.type_offsets) + ") have that many nodes", featured, lay.num_rows)
+        padded = -(-need // BLOCK) * BLOCK
+        if lay.file_bytes != padded:
+            bad("features.file_bytes", f"disagrees with num_rows x row_stride padded to whole {BLOCK}-byte blocks",
+                padded, lay.file_bytes)
+        if size != lay.file_bytes:
+            raise DataError(lay.path, "size differs from metadata.json field features.file_bytes",
+                            expected=f"{lay.file_bytes} bytes", found=f"{size} bytes")
+
+        # ---- labels and split sizes ----
+        lab = m["labels"]
+        lt = lab.get("node_type") if isinstance(lab, dict) else None
+        if lt not in counts:
+            bad("labels.node_type", "not a declared node type", f"one of {sorted(counts)}", repr(lt))
+        nc, nl = lab.get("num_classes"), lab.get("num_labeled")
+        if not isinstance(nc, int) or nc < 1:
+            bad("labels.num_classes", "must be an integer >= 1", "an integer >= 1", repr(nc))
+        if not isinstance(nl, int) or not 0 <= nl <= counts[lt]:
+            bad("labels.num_labeled", f"must lie in [0, num_nodes of {lt}]", f"[0, {counts[lt]}]", repr(nl))
+        for name, k in m["splits"].items():
+            if name not in ("train", "val", "test") or not isinstance(k, int) or k < 0:
+                bad(f"splits.{name}", "a split (train, val, test) size must be an integer >= 0", found=repr(k))
+        if sum(m["splits"].values()) > counts[lt]:
+            bad("splits", f"split sizes sum to more than the {lt} nodes (splits hold distinct nodes)",
+                f"at most {counts[lt]}", sum(m["splits"].values()))
+
+        # ---- every array file's .npy header agrees with the counts ----
+        arrays = []
+        for et, e in m["edge_types"].items():
+            ns, nd, ne = counts[e["src_type"]], counts[e["dst_type"]], e["num_edges"]
+            for kind, n_major in (("csc", nd), ("csr", ns)):
+                arrays.append((f"topology/{et}/{kind}_indptr.npy", np.int64, (n_major + 1,),
+                               f"node_types.{e['dst_type' if kind == 'csc' else 'src_type']}.num_nodes + 1"))
+                arrays.append((f"topology/{et}/{kind}_indices.npy", np.int64, (ne,), f"edge_types.{et}.num_edges"))
+        arrays.append((f"labels/{lt}.npy", np.int64, (counts[lt],), f"node_types.{lt}.num_nodes"))
+        for name, k in m["splits"].items():
+            arrays.append((f"splits/{name}.npy", np.int64, (k,), f"splits.{name}"))
+        for t, n in counts.items():
+            arrays.append((f"static/{t}.pagerank_u8.npy", np.uint8, (n,), f"node_types.{t}.num_nodes"))
+            arrays.append((f"static/{t}.degree.npy", np.int64, (n,), f"node_types.{t}.num_nodes"))
+        for rel, dtype, shape, field in arrays:
+            p = self.path(rel)
+            if not p.is_file():
+                if rel in m["files"]:
+                    raise DataError(p, "missing (listed in metadata.json)")
+                continue  # not written (an older dataset): an error when it is used
+            found_shape, found_dtype = _npy_header(p)
+            if found_dtype != np.dtype(dtype):
+                raise DataError(p, "dtype", expected=np.dtype(dtype), found=found_dtype)
+            if found_shape != shape:
+                raise DataError(p, f"shape disagrees with metadata.json field {field}", expected=shape, found=found_shape)
+        return lay
 
     # ---- structure -------------------------------------------------------------------------
     @property
@@ -189,11 +323,8 @@ class Dataset:
 
     # ---- features --------------------------------------------------------------------------
     def features(self) -> FeatureLayout:
-        f = self.meta["features"]
-        return FeatureLayout(path=self.path(f["file"]), num_rows=int(f["num_rows"]), dim=int(f["dim"]),
-                             dtype=np.dtype(f["dtype"]), row_bytes=int(f["row_bytes"]),
-                             row_stride=int(f["row_stride"]), file_bytes=int(f["file_bytes"]),
-                             type_offsets=dict(f["type_offsets"]))
+        """The feature layout, checked against metadata.json and the file's size when opened."""
+        return self._layout
 
     def feature_array(self) -> np.ndarray:
         """All features as a (rows, dim) read-only memmap view (for the in-memory ideal and tests)."""
@@ -218,6 +349,10 @@ class DatasetWriter:
                            "features": None, "labels": None, "splits": {}, "files": {}}
         self._hashes: dict[str, str] = {}
         self._committed = False
+        self._labels: np.ndarray | None = None
+        self._splits: tuple[dict, dict] | None = None
+        self._static: set[str] = set()
+        self._unlabelled_ok: tuple[str, ...] = ()
 
     def __enter__(self):
         return self
@@ -235,19 +370,33 @@ class DatasetWriter:
         np.save(p, arr)
 
     def add_node_type(self, ntype: str, num_nodes: int):
-        self.meta["node_types"][ntype] = {"num_nodes": int(num_nodes)}
+        n = validate.node_count(num_nodes, f"add_node_type({ntype!r})")
+        self.meta["node_types"][ntype] = {"num_nodes": n}
 
-    def add_edges(self, src_type: str, relation: str, dst_type: str, src: np.ndarray, dst: np.ndarray):
-        """Store one relation as CSC (by destination) and CSR (by source), int64, sorted neighbours."""
+    def _num_nodes(self, ntype: str, origin) -> int:
+        if ntype not in self.meta["node_types"]:
+            validate.fail(origin, f"node type {ntype!r} not declared (call add_node_type first)",
+                          expected=f"one of {sorted(self.meta['node_types'])}", found=repr(ntype))
+        return self.meta["node_types"][ntype]["num_nodes"]
+
+    def add_edges(self, src_type: str, relation: str, dst_type: str, src: np.ndarray, dst: np.ndarray, *,
+                  origin=None):
+        """Store one relation as CSC (by destination) and CSR (by source), int64, sorted neighbours.
+
+        Ids must be integers (floats are refused, never truncated) within the node counts;
+        `origin` (a path or an argument name) is what errors name.
+        """
         etype = f"{src_type}__{relation}__{dst_type}"
-        n_src = self.meta["node_types"][src_type]["num_nodes"]
-        n_dst = self.meta["node_types"][dst_type]["num_nodes"]
-        src = np.asarray(src, dtype=np.int64)
-        dst = np.asarray(dst, dtype=np.int64)
+        origin = origin if origin is not None else f"add_edges({etype})"
+        n_src = self._num_nodes(src_type, origin)
+        n_dst = self._num_nodes(dst_type, origin)
+        src = validate.integer_ids(src, origin, "src", what="node ids")
+        dst = validate.integer_ids(dst, origin, "dst", what="node ids")
         if src.shape != dst.shape:
-            raise ValueError(f"{etype}: src and dst differ in length ({src.shape} vs {dst.shape})")
-        if src.size and (src.min() < 0 or src.max() >= n_src or dst.min() < 0 or dst.max() >= n_dst):
-            raise ValueError(f"{etype}: edge endpoint out of range")
+            validate.fail(origin, "fields src and dst: one source and one destination per edge",
+                          expected="equal lengths", found=f"{src.size} and {dst.size}")
+        validate.ids_in_range(src, n_src, origin, "src", entry="edge")
+        validate.ids_in_range(dst, n_dst, origin, "dst", entry="edge")
         for kind, major, minor, n in (("csc", dst, src, n_dst), ("csr", src, dst, n_src)):
             order = np.lexsort((minor, major))
             indptr = np.zeros(n + 1, dtype=np.int64)
@@ -259,10 +408,20 @@ class DatasetWriter:
                                           "num_edges": int(src.size)}
         return etype
 
-    def add_csc(self, src_type: str, relation: str, dst_type: str, indptr: np.ndarray, indices: np.ndarray):
+    def add_csc(self, src_type: str, relation: str, dst_type: str, indptr: np.ndarray, indices: np.ndarray, *,
+                origin=None):
         """Store a relation given directly as CSC (derives the CSR)."""
+        etype = f"{src_type}__{relation}__{dst_type}"
+        origin = origin if origin is not None else f"add_csc({etype})"
+        n_dst = self._num_nodes(dst_type, origin)
+        indptr = validate.integer_ids(indptr, origin, "indptr", what="offsets")
+        indices = validate.integer_ids(indices, origin, "indices", what="node ids")
+        if indptr.shape != (n_dst + 1,) or indptr[0] != 0 or indptr[-1] != indices.size or (np.diff(indptr) < 0).any():
+            validate.fail(origin, "field indptr: CSC offsets over the destination nodes",
+                          expected=f"{n_dst + 1} non-decreasing offsets from 0 to {indices.size}",
+                          found=f"{indptr.size} offsets from {indptr[:1].tolist()} to {indptr[-1:].tolist()}")
         dst = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
-        return self.add_edges(src_type, relation, dst_type, indices, dst)
+        return self.add_edges(src_type, relation, dst_type, indices, dst, origin=origin)
 
     def feature_file(self, dim: int, dtype="float32", type_order: list[str] | None = None) -> "FeatureFileWriter":
         """Open features.bin for streaming rows in global-id order (node types concatenated)."""
@@ -273,35 +432,80 @@ class DatasetWriter:
             total += self.meta["node_types"][t]["num_nodes"]
         return FeatureFileWriter(self, dim, np.dtype(dtype), offsets, total)
 
-    def set_labels(self, ntype: str, labels: np.ndarray, num_classes: int):
-        labels = np.asarray(labels, dtype=np.int64)
-        n = self.meta["node_types"][ntype]["num_nodes"]
-        if labels.shape != (n,):
-            raise ValueError(f"labels for {ntype}: expected shape ({n},), found {labels.shape}")
-        if labels.size and (labels.max() >= num_classes or labels.min() < -1):
-            raise ValueError(f"labels for {ntype}: values must lie in [-1, {num_classes})")
+    def set_labels(self, ntype: str, labels: np.ndarray, num_classes: int, *, origin=None):
+        """int64 class per node of `ntype` (-1 = unlabelled), each below `num_classes`."""
+        origin = origin if origin is not None else f"set_labels({ntype!r})"
+        n = self._num_nodes(ntype, origin)
+        labels = validate.labels(labels, n, num_classes, origin)
         self._save(f"labels/{ntype}.npy", labels)
         self.meta["labels"] = {"node_type": ntype, "num_classes": int(num_classes),
                                "num_labeled": int((labels >= 0).sum())}
+        self._labels = labels
+        if self._splits is not None:
+            self._check_splits(*self._splits)
 
-    def set_splits(self, train: np.ndarray, val: np.ndarray, test: np.ndarray):
-        for name, ids in (("train", train), ("val", val), ("test", test)):
-            ids = np.asarray(ids, dtype=np.int64)
+    def set_splits(self, train: np.ndarray, val: np.ndarray, test: np.ndarray, *, origins: dict | None = None,
+                   unlabelled_ok: tuple[str, ...] = ()):
+        """Node ids of the labelled type: integers in range, pairwise disjoint and (checked once the
+        labels are set, whichever comes first) labelled, except in the splits named in
+        `unlabelled_ok` (MAG240M's test labels are hidden). `origins` maps a split name to what
+        errors name (a path or an argument)."""
+        origins = {k: (origins or {}).get(k, f"set_splits({k})") for k in ("train", "val", "test")}
+        self._unlabelled_ok = tuple(unlabelled_ok)
+        if self.meta["labels"] is not None:
+            n = self.meta["node_types"][self.meta["labels"]["node_type"]]["num_nodes"]
+        elif len(self.meta["node_types"]) == 1:
+            n = next(iter(self.meta["node_types"].values()))["num_nodes"]
+        else:
+            n = None  # the labelled type is not known yet: ranges are checked with the labels
+        parts = {"train": train, "val": val, "test": test}
+        if n is not None:
+            parts = validate.splits(parts, n, None, origins)
+        else:
+            parts = {k: validate.integer_ids(v, origins[k], k, what="split ids") for k, v in parts.items()}
+        self._splits = (parts, origins)
+        if self.meta["labels"] is not None:
+            self._check_splits(parts, origins)
+        for name, ids in parts.items():
             self._save(f"splits/{name}.npy", ids)
             self.meta["splits"][name] = int(ids.size)
 
-    def set_static(self, ntype: str, pagerank_u8: np.ndarray, degree: np.ndarray):
-        n = self.meta["node_types"][ntype]["num_nodes"]
-        if len(pagerank_u8) != n or len(degree) != n:
-            raise ValueError(f"static scores for {ntype}: expected {n} entries")
+    def _check_splits(self, parts: dict, origins: dict):
+        n = self.meta["node_types"][self.meta["labels"]["node_type"]]["num_nodes"]
+        validate.splits(parts, n, self._labels, origins, unlabelled_ok=self._unlabelled_ok)
+
+    def set_static(self, ntype: str, pagerank_u8: np.ndarray, degree: np.ndarray, *, origin=None):
+        """PageRank percentile byte (integers 0..255) and degree (integers >= 0) per node of `ntype`."""
+        origin = origin if origin is not None else f"set_static({ntype!r})"
+        n = self._num_nodes(ntype, origin)
+        pagerank_u8, degree = validate.static_scores(pagerank_u8, degree, n, origin)
         self._save(f"static/{ntype}.pagerank_u8.npy", np.asarray(pagerank_u8, dtype=np.uint8))
         self._save(f"static/{ntype}.degree.npy", np.asarray(degree, dtype=np.int64))
+        self._static.add(ntype)
+
+    def add_static_scores(self, type_order: list[str] | None = None):
+        """PageRank byte and degree of every node type from the relations added so far (on the
+        homogeneous view; `pagerank.static_scores`), stored with `set_static`."""
+        from lsm_gnn.datasets.pagerank import static_scores
+
+        counts = {t: v["num_nodes"] for t, v in self.meta["node_types"].items()}
+        rels = []
+        for et, e in self.meta["edge_types"].items():
+            indptr = np.load(self.tmp / f"topology/{et}/csc_indptr.npy", mmap_mode="r")
+            indices = np.load(self.tmp / f"topology/{et}/csc_indices.npy", mmap_mode="r")
+            rels.append((e["src_type"], e["dst_type"], indptr, indices))
+        for t, (pr, deg) in static_scores(counts, rels, type_order).items():
+            self.set_static(t, pr, deg)
 
     def commit(self) -> Dataset:
         if self.meta["features"] is None:
             raise ValueError("no features written (use feature_file())")
         if self.meta["labels"] is None:
             raise ValueError("no labels set (use set_labels())")
+        missing = [t for t in self.meta["node_types"] if t not in self._static]
+        if missing:
+            validate.fail("DatasetWriter.commit", "static scores missing for node types " + ", ".join(missing),
+                          expected="set_static() or add_static_scores() for every node type", found="none")
         files = {}
         for p in sorted(self.tmp.rglob("*")):
             if p.is_file():

@@ -33,7 +33,6 @@ import numpy as np
 from tqdm import tqdm
 
 from lsm_gnn.datasets.format import Dataset, DatasetWriter, row_stride_for
-from lsm_gnn.datasets.pagerank import static_scores
 from lsm_gnn.utils.errors import InputError
 
 SIZES = {"tiny": 100_000, "small": 1_000_000, "medium": 10_000_000}
@@ -228,8 +227,12 @@ def _feature_chunk(seed: int, type_index: int, chunk: int, classes: np.ndarray, 
     return x if dtype == np.float32 else x.astype(dtype)
 
 
-def _write_features(w: DatasetWriter, order, home_class: dict, dim: int, dtype: np.dtype,
-                    num_classes: int, seed: int, progress: bool):
+def write_features(w: DatasetWriter, order, home_class: dict, dim: int, dtype: np.dtype,
+                   num_classes: int, seed: int, progress: bool):
+    """Stream `centroid[home class] + N(0, 1)` rows of every type in `order` to features.bin.
+
+    Seeded and chunked (see the module docstring); `lsm-gnn dataset import` uses it with one class
+    for the stand-in features of a graph imported without any."""
     rng = np.random.default_rng([seed, _S_CENTROIDS])
     scale = FEATURE_SEPARATION / math.sqrt(2 * dim)  # E|c_i - c_j| = separation noise sigmas
     centroids = (rng.standard_normal((num_classes, dim)) * scale).astype(np.float32)
@@ -305,25 +308,17 @@ def generate(root: str | os.PathLike, size: str | int = "tiny", *, seed: int = 0
     with DatasetWriter(root, name, source=source, overwrite=overwrite) as w:
         for t in order:
             w.add_node_type(t, counts[t])
-        relations = [("paper", "paper", w.add_edges("paper", "cites", "paper",
-                                                     np.concatenate((lo, hi)), np.concatenate((hi, lo))))]
+        w.add_edges("paper", "cites", "paper", np.concatenate((lo, hi)), np.concatenate((hi, lo)))
         del lo, hi
         home_class = {"paper": labels}
         if heterogeneous:
-            relations += _hetero_relations(w, counts, labels, num_classes, seed, home_class)
-        rels = []
-        for s, d, et in relations:
-            indptr = np.load(w.tmp / f"topology/{et}/csc_indptr.npy", mmap_mode="r")
-            indices = np.load(w.tmp / f"topology/{et}/csc_indices.npy", mmap_mode="r")
-            rels.append((s, d, indptr, indices))
-        for t, (pr, deg) in static_scores(counts, rels, order).items():
-            w.set_static(t, pr, deg)
-        del rels
+            _hetero_relations(w, counts, labels, num_classes, seed, home_class)
+        w.add_static_scores(order)  # PageRank byte and degree over every relation just added
         w.set_labels("paper", labels, num_classes)
         split_perm = np.random.default_rng([seed, _S_SPLIT]).permutation(n)
         a, b = int(0.6 * n), int(0.8 * n)
         w.set_splits(np.sort(split_perm[:a]), np.sort(split_perm[a:b]), np.sort(split_perm[b:]))
-        _write_features(w, order, home_class, int(feature_dim), dtype, int(num_classes), int(seed), progress)
+        write_features(w, order, home_class, int(feature_dim), dtype, int(num_classes), int(seed), progress)
         return w.commit()
 
 

@@ -272,7 +272,8 @@ def _commit(g: RawGraph, state: PrepareState, out: Path, feats: dict, overwrite:
                                                "num_edges": int(rel.edges.num_edges)}
         w.set_labels(g.label_type, _load_labels(g, state), g.num_classes)
         sp = {k: np.load(state.dir / "splits" / f"{k}.npy") for k in ("train", "val", "test")}
-        w.set_splits(sp["train"], sp["val"], sp["test"])
+        w.set_splits(sp["train"], sp["val"], sp["test"],
+                     unlabelled_ok=("test",) if g.source.get("test_labels_hidden") else ())
         for t in g.node_counts:
             w.set_static(t, np.load(state.dir / "static" / f"{t}.pagerank_u8.npy", mmap_mode="r"),
                          np.load(state.dir / "static" / f"{t}.degree.npy", mmap_mode="r"))

@@ -17,6 +17,7 @@ COMMANDS = {
     "run": "baselines.cli:run",
     "simulate": "lsm_gnn.cli.simulate:simulate",
     "bench": "lsm_gnn.cli.bench:bench",
+    "project": "lsm_gnn.project.cli:project",
 }
 
 

@@ -1,0 +1,183 @@
+"""`lsm-gnn project RECORDS... --hardware PROFILE`: what the counts of measured runs cost on other
+hardware. docs/projection.md describes the model, the profiles and the validation."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+import yaml
+
+from lsm_gnn.utils.errors import ConfigError, InputError
+
+
+def _record_paths(paths) -> list[Path]:
+    out = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(x for x in p.glob("*.json") if x.is_file())
+            if not found:
+                raise InputError(f"{p}: no *.json run records in this directory")
+            out += found
+        else:
+            out.append(p)
+    return out
+
+
+def _set_dotted(data: dict, item: str, source: str) -> None:
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(source, item, "expected KEY=VALUE (dotted key)")
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            if node.get(part) is None:
+                node[part] = {}
+            else:
+                raise ConfigError(source, key, f"{part!r} is not a section")
+        node = node[part]
+    node[parts[-1]] = yaml.safe_load(raw)
+
+
+def load_profile_with(name: str, sets=()):
+    """The profile `name` with dotted `KEY=VALUE` overrides applied before validation."""
+    from lsm_gnn.project.profiles import PACKAGED, load_profile, parse_profile, profile_path
+
+    prof = load_profile(name)  # named errors for the file itself
+    if not sets:
+        return prof
+    data = yaml.safe_load(profile_path(name).read_text())
+    for item in sets:
+        _set_dotted(data, item, "--set")
+    src = (profile_path(name).name if name in PACKAGED else os.fspath(name)) + " with --set"
+    return parse_profile(data, src)
+
+
+def apply_count_overrides(counts: list, items=()) -> None:
+    """`SYSTEM.FIELD=VALUE` on the per-iteration counts. Setting `storage_rows` scales the storage
+    reads and bytes by the same factor unless they are set too; `victim_hits` likewise alone."""
+    from lsm_gnn.project.counts import Counts
+
+    by_system = {c.system: c for c in counts}
+    fields = set(Counts.__dataclass_fields__)
+    parsed: dict = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        system, dot, name = key.partition(".")
+        if not sep or not dot:
+            raise ConfigError("--counts", item, "expected SYSTEM.FIELD=VALUE, e.g. lsm.storage_rows=19500")
+        if system not in by_system:
+            raise ConfigError("--counts", key, f"no record of system {system!r} among the records")
+        if name not in fields or name in ("system", "source", "measured", "fanouts"):
+            raise ConfigError("--counts", key, f"unknown count {name!r}")
+        try:
+            parsed.setdefault(system, {})[name] = float(raw)
+        except ValueError:
+            raise ConfigError("--counts", key, f"not a number: {raw!r}") from None
+    for system, vals in parsed.items():
+        c = by_system[system]
+        if "storage_rows" in vals and c.storage_rows > 0:
+            f = vals["storage_rows"] / c.storage_rows
+            vals.setdefault("storage_io_ops", c.storage_io_ops * f)
+            vals.setdefault("storage_bytes", c.storage_bytes * f)
+        for name, v in vals.items():
+            cur = getattr(c, name)
+            setattr(c, name, int(v) if isinstance(cur, int) and not isinstance(cur, bool) else v)
+
+
+def scale_nodes(counts: list, nodes: int) -> None:
+    """The scaling rule of docs/projection.md: the same batch settings give the same counts per
+    iteration; the iterations per epoch grow with the node count (same training split)."""
+    for c in counts:
+        if not c.num_rows:
+            raise InputError(f"{c.source}: the record does not say how many nodes its graph has "
+                             "(metrics.dataset.nodes); --scale-nodes needs it")
+        c.iterations_per_epoch = int(round(c.iterations_per_epoch * nodes / c.num_rows))
+        c.num_rows = nodes
+        c.measured = {}
+
+
+def _text(res: dict) -> str:
+    lines = [f"profile {res['profile']}: projected epoch time per system (steady epoch)"]
+    for s, v in res["systems"].items():
+        lines.append(f"  {s:9s} {v['epoch_s']:10.1f} s  ({1e3 * v['iteration_s']:8.2f} ms x {v['iterations_per_epoch']} "
+                     f"iterations)  bottleneck: {v['bottleneck']} ({v['bottleneck_stage']})")
+        lanes = ", ".join(f"{n} {1e3 * ln['seconds']:.2f}" for n, ln in v["lanes"].items())
+        lines.append(f"            lanes (ms): {lanes}; CPU contention x{v['cpu_contention']:.2f}")
+    for k, v in res["ratios"].items():
+        lines.append(f"  {k}: {v:.2f}x")
+    return "\n".join(lines)
+
+
+def _validation_text(res: dict) -> str:
+    lines = [f"validation on profile {res['profile']}: projected vs measured steady epoch "
+             f"(tolerance {res['tolerance']:.0%})",
+             f"  {'system':9s} {'projected':>10s} {'measured':>10s} {'error':>8s}  bottleneck"]
+    for s, v in res["systems"].items():
+        meas = "n/a" if v["measured_epoch_s"] is None else f"{v['measured_epoch_s']:.1f}"
+        err = "n/a" if v["error"] is None else f"{v['error']:+.1%}"
+        lines.append(f"  {s:9s} {v['projected_epoch_s']:10.1f} {meas:>10s} {err:>8s}  "
+                     f"{v['bottleneck']} ({v['bottleneck_stage']})")
+    mx = res["max_abs_error"]
+    lines.append(f"  max |error| {'n/a' if mx is None else f'{mx:.1%}'}: {'within' if res['ok'] else 'NOT within'} "
+                 f"{res['tolerance']:.0%}")
+    return "\n".join(lines)
+
+
+def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int | None = None,
+                   validate_only: bool = False, tolerance: float = 0.20) -> dict:
+    from lsm_gnn.project.counts import load_counts
+    from lsm_gnn.project.model import project_all, ratios, validate
+
+    counts = [load_counts(p) for p in _record_paths(paths)]
+    seen = {}
+    for c in counts:
+        if c.system in seen:
+            raise InputError(f"{c.source}: a second record of system {c.system!r} (first: {seen[c.system]})")
+        seen[c.system] = c.source
+    prof = load_profile_with(hardware, sets)
+    apply_count_overrides(counts, count_sets)
+    if validate_only:
+        if nodes is not None:
+            raise InputError("--validate compares with the measured epochs: it cannot be combined with --scale-nodes")
+        return validate(counts, prof, tolerance)
+    if nodes is not None:
+        scale_nodes(counts, nodes)
+    projs = project_all(counts, prof)
+    return {"profile": prof.name, "profile_overrides": list(sets), "count_overrides": list(count_sets),
+            "scaled_to_nodes": nodes,
+            "systems": {s: pr.as_dict() for s, pr in projs.items()}, "ratios": ratios(projs),
+            "counts": {c.system: {k: v for k, v in c.as_dict().items() if k != "measured"} for c in counts}}
+
+
+@click.command("project")
+@click.argument("records", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--hardware", "hardware", required=True,
+              help="Profile: this-machine, paper, h200x8 (lsm_gnn/project/profiles/) or a YAML path.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a profile value (dotted), e.g. storage.ssds_per_device=4.")
+@click.option("--counts", "count_sets", multiple=True, metavar="SYSTEM.FIELD=VALUE",
+              help="Override a per-iteration count of one system, e.g. lsm.storage_rows=19500.")
+@click.option("--scale-nodes", "nodes", type=click.IntRange(min=1), default=None,
+              help="Scale the epoch to a graph of N nodes (same counts per iteration, more iterations).")
+@click.option("--validate", "validate_only", is_flag=True,
+              help="Projected vs measured steady epoch per record; exit status 1 beyond the tolerance.")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=0.20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+def project_cmd(records, hardware, sets, count_sets, nodes, validate_only, tolerance, as_json):
+    """Project epoch time per system from run records' counts onto a hardware profile."""
+    res = run_projection(records, hardware, sets=sets, count_sets=count_sets, nodes=nodes,
+                         validate_only=validate_only, tolerance=tolerance)
+    if as_json:
+        click.echo(json.dumps(res, indent=2))
+    else:
+        click.echo(_validation_text(res) if validate_only else _text(res))
+    if validate_only and not res["ok"]:
+        raise SystemExit(1)
+
+
+project = project_cmd
+__all__ = ["project", "run_projection", "load_profile_with", "apply_count_overrides", "scale_nodes"]

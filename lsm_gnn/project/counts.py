@@ -1,0 +1,186 @@
+"""What a run record counted, per worker and iteration: the hardware-independent input of the
+projection (docs/projection.md).
+
+A *worker* is one device of `lsm`, `isolated`, `mmap`, `direct`, `memory` (G of them) or one
+trainer of `distdgl` (machines x trainers). An *iteration* is one mini-batch of every worker.
+
+How each count is normalised (the record's own windows, lsm_gnn/train/loop.py and
+baselines/harness.py):
+- `metrics.rows` and the storage traffic are sums over devices and over the timed iterations of
+  every epoch: divided by G x sum over epochs of (iterations - warmup_iters);
+- `metrics.multidevice.exchange_bytes_per_iteration` is already per iteration (all devices):
+  divided by G; `rows.peer_rows` counts every iteration run (warm-up included): divided by
+  G x `multidevice.iterations`;
+- Dist-DGL: `rows.requests` sums every iteration of every epoch and trainer; `kvstore_feature_bytes`
+  every iteration of the measured (steady) epochs and trainers; `network_bytes` the bytes every
+  machine sent during the steady epochs (all their iterations).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from lsm_gnn.utils.errors import DataError
+
+PAGE = 4096  # page size of the mmap loader's faults
+
+
+@dataclass
+class Counts:
+    """Per worker and iteration unless the name says otherwise."""
+
+    system: str
+    source: str = "<record>"
+    workers: int = 1                 # devices (G), or machines x trainers for distdgl
+    machines: int = 1                # nodes the workers run on
+    iterations_per_epoch: int = 0    # iterations of one worker in a full epoch
+    batch_size: int = 1024
+    fanouts: tuple = (10, 15)
+    model: str = "sage"
+    hidden: int = 256
+    row_bytes: int = 4096
+    num_rows: int = 0
+    rows: float = 0.0                # input rows requested (distinct per batch), R
+    local_hits: float = 0.0          # rows served by the worker's own cache
+    peer_hits: float = 0.0           # rows served by another device's cache
+    victim_hits: float = 0.0         # rows served by the pinned-memory victim buffer (PVP)
+    storage_rows: float = 0.0
+    storage_io_ops: float = 0.0
+    storage_bytes: float = 0.0       # read amplification included (mmap: kernel bytes)
+    peer_rows: float = 0.0           # rows received from other owners (all-to-all)
+    exchange_bytes: float = 0.0      # device exchange bytes of this worker (ids + rows)
+    network_bytes_per_machine: float | None = None  # Dist-DGL: bytes one machine sent per iteration
+    kvstore_bytes: float = 0.0       # Dist-DGL: feature bytes one trainer pulled
+    overlap_fetch: bool = True       # the fetch of t+1 overlaps the train step of t
+    sample_ahead: int = 2            # batches sampled ahead in a thread (0: inline)
+    distdgl_samplers: int = 0        # Dist-DGL sampler processes per trainer (0: sampling inline)
+    servers: int = 0                 # Dist-DGL server processes over all machines
+    measured: dict = field(default_factory=dict)  # epoch_steady_s, per_iteration, ... (for validation)
+
+    @property
+    def h2d_bytes(self) -> float:
+        """Bytes one worker's batch moves host -> device when its rows land in host memory first."""
+        return self.rows * self.row_bytes
+
+    @property
+    def epoch_iterations(self) -> int:
+        return self.iterations_per_epoch
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["fanouts"] = list(self.fanouts)
+        return d
+
+
+def read_json_record(path: str | os.PathLike) -> dict:
+    """A run record as JSON (schema-checked with lsm_gnn.records.validate_record)."""
+    from lsm_gnn.records import validate_record
+
+    try:
+        rec = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise DataError(path, f"cannot read run record: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise DataError(path, f"not JSON: {e}") from None
+    if not isinstance(rec, dict):
+        raise DataError(path, "a run record is a JSON object")
+    validate_record(rec, os.fspath(path))
+    return rec
+
+
+def _counted_iterations(rec: dict, source: str) -> int:
+    """Timed iterations per worker over which `metrics.rows` and the storage traffic were summed."""
+    win = rec["metrics"].get("time", {}).get("timing_window") or {}
+    warm = int(win.get("warmup_iters") or 0)
+    eps = rec.get("epochs") or []
+    n = sum(max(0, int(e.get("iterations", 0)) - warm) for e in eps)
+    if n <= 0:
+        raise DataError(source, "the record has no timed iterations to count over "
+                                "(epochs[].iterations minus timing_window.warmup_iters)")
+    return n
+
+
+def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
+    """The per-worker, per-iteration counts of a complete training record of any system."""
+    if rec.get("status") != "complete":
+        raise DataError(source, f"record status is {rec.get('status')!r}: only complete runs can be projected")
+    if rec.get("kind") != "train":
+        raise DataError(source, f"record kind is {rec.get('kind')!r}: the projection needs a training record "
+                                "(lsm-gnn run / train / bench compare --records)")
+    m, cfg = rec["metrics"], rec.get("config") or {}
+    system = rec["system"]
+    sampler, model, train = cfg.get("sampler", {}), cfg.get("model", {}), cfg.get("train", {})
+    t = m.get("time", {})
+    win = t.get("timing_window") or {}
+    rows, traffic = m.get("rows", {}), m.get("traffic", {})
+    mem = m.get("memory") or {}
+    ds = m.get("dataset") or {}
+    row_bytes = 4096
+    num_rows = int(ds.get("nodes") or 0)
+    if ds.get("feature_bytes") and ds.get("nodes"):
+        row_bytes = int(round(ds["feature_bytes"] / ds["nodes"]))
+    c = Counts(system=system, source=source, batch_size=int(sampler.get("batch_size", 1024)),
+               fanouts=tuple(sampler.get("fanouts", (10, 15))), model=str(model.get("name", "sage")),
+               hidden=int(model.get("hidden", 256)), row_bytes=row_bytes, num_rows=num_rows,
+               iterations_per_epoch=int(win.get("iterations_per_epoch") or 0),
+               overlap_fetch=bool(train.get("overlap_fetch", True)),
+               sample_ahead=int(sampler.get("prefetch_batches", 2)))
+    c.measured = {"epoch_steady_s": t.get("epoch_steady_s"), "epoch_cold_s": t.get("epoch_cold_s"),
+                  "per_iteration": dict(t.get("per_iteration") or {}),
+                  "per_iteration_wall": t.get("per_iteration_wall"),
+                  "preprocessing_s": t.get("preprocessing_s"), "first_epoch_s": t.get("first_epoch_s")}
+    if c.iterations_per_epoch <= 0:
+        raise DataError(source, "metrics.time.timing_window.iterations_per_epoch is missing")
+
+    if system == "distdgl":
+        d = m.get("distdgl") or {}
+        M, T = int(d.get("machines", 2)), int(d.get("trainers_per_machine", 2))
+        c.workers, c.machines = M * T, M
+        c.distdgl_samplers = int(d.get("samplers_per_trainer", (cfg.get("baseline") or {}).get("samplers", 0)) or 0)
+        c.servers = int(d.get("servers_per_machine", 1)) * M
+        c.overlap_fetch = False
+        run_iters = len(rec.get("epochs") or []) and int(rec["epochs"][0].get("iterations", 0))
+        E = len(rec.get("epochs") or [])
+        if not run_iters or not E:
+            raise DataError(source, "a Dist-DGL record needs epochs[] with their iterations")
+        c.rows = rows.get("requests", 0) / (c.workers * E * run_iters)
+        steady = win.get("steady_epochs") or list(range(E))
+        c.kvstore_bytes = traffic.get("kvstore_feature_bytes", c.rows * row_bytes * c.workers * len(steady) * run_iters) \
+            / (c.workers * len(steady) * run_iters)
+        if traffic.get("network_bytes") is not None:
+            c.network_bytes_per_machine = traffic["network_bytes"] / (len(steady) * run_iters * M)
+        if ds.get("nodes") is None and mem.get("fraction_of_features"):
+            c.num_rows = int(mem.get("all_devices_bytes", 0) / row_bytes)
+        return c
+
+    G = int((m.get("multidevice") or {}).get("devices") or mem.get("devices") or
+            (cfg.get("distributed") or {}).get("devices") or 1)
+    c.workers, c.machines = G, 1
+    n = _counted_iterations(rec, source) * G
+    c.rows = rows.get("requests", 0) / n
+    c.local_hits = rows.get("local_hits", 0) / n
+    c.peer_hits = rows.get("peer_hits", 0) / n
+    c.victim_hits = rows.get("victim_hits", 0) / n
+    c.storage_rows = rows.get("storage_rows", 0) / n
+    md = m.get("multidevice") or {}
+    # peer_rows (and the exchange) come from the sources' counters over every iteration run,
+    # warm-up included: per iteration = / (G x exchange calls of one rank)
+    ex_iters = int(md.get("iterations") or 0)
+    c.peer_rows = rows.get("peer_rows", 0) / (G * ex_iters if ex_iters > 0 else n)
+    c.storage_io_ops = traffic.get("storage_io_ops", 0) / n
+    c.storage_bytes = traffic.get("storage_bytes", 0) / n
+    if md.get("exchange_bytes_per_iteration") is not None:
+        c.exchange_bytes = float(md["exchange_bytes_per_iteration"]) / G
+    elif traffic.get("device_exchange_bytes"):
+        c.exchange_bytes = traffic["device_exchange_bytes"] / n
+    if system == "mmap":
+        # page faults, not store calls: the kernel's bytes (readahead included) in 4 KiB pages
+        c.storage_io_ops = c.storage_bytes / PAGE
+    return c
+
+
+def load_counts(path: str | os.PathLike) -> Counts:
+    return counts_from_record(read_json_record(path), os.fspath(path))

@@ -1,0 +1,468 @@
+"""The projection: per-iteration stage costs from a record's counts and a hardware profile, the
+system's overlap rules, epoch time, ratios and the bottleneck. docs/projection.md is the
+reference; every stage of the output carries its formula with the numbers put in.
+
+Notation (per worker and iteration, lsm_gnn.project.counts.Counts): R rows requested, r row bytes,
+S storage rows, IO storage reads, B_s storage bytes, V victim-buffer rows, P rows received from
+peers, X exchange bytes of the worker, W workers (devices or trainers), n SSDs per device.
+
+1. Stage costs (seconds; the resource in brackets):
+   train     = train_step_s x R / reference_input_rows                          [gpu | cpu]
+   sample    = R / sample_rows_per_s                                             [gpu | cpu]
+   storage   = max(IO / (n x iops), B_s / (n x bw), IO x latency / queue_depth)  [ssd]
+   io_cpu    = IO x io_cpu_s (reads the host issues)                             [cpu]
+   cache     = GPU: (R - S - V) x r / hbm_bw;  CPU: R x cache_row_s              [gpu | cpu]
+   pcie_in   = B_s / pcie_bw (BaM: the rows land in GPU memory)                  [pcie]
+   victim    = V x r / pcie_bw (the PVP copy);  CPU: V x r / host_mem_bw         [pcie | cpu]
+   exchange  = X / link_bw + latency; link = NVLink, else PCIe peer-to-peer;
+               CPU: the gloo all-to-all (links.exchange), CPU work               [nvlink | pcie | cpu]
+   reorder   = P x r / hbm_bw;  CPU: P x r / host_mem_bw                         [gpu | cpu]
+   gather    = R x r / host_mem_bw (rows copied into the batch in host memory)   [cpu]
+   h2d       = R x r / pcie_bw + latency (GPU profiles, loaders landing in host) [pcie]
+   faults    = storage with IO = B_s / 4096 and queue depth 1 (mmap: one fault at a time)
+               + faults x fault_cpu_s                                            [ssd + cpu]
+   Dist-DGL, per trainer: rpc_sample = R / rpc_sample_rows_per_s + 2 x layers x nic latency;
+   kv_pull = R x kvstore_row_s + remote / nic_bw + latency, remote = network bytes one machine
+   sent per iteration / its trainers (measured; else kvstore bytes x (M-1)/M); allreduce =
+   2 (W-1)/W x gradient bytes / nic_bw + 2 x latency. On a CPU profile (the machines emulated on
+   one node) the network stages are CPU work.
+2. Overlap rules: the stages of one lane run one after another; lanes run concurrently.
+   lsm:      [sample] | [exchange_ids, serve, exchange_rows, reorder] | [victim (PVP)] | [train]
+             GPU: serve = max(storage, pcie_in, cache) (one kernel gathers hits while reads fly);
+             CPU (lsm_gnn.cache.fetcher): serve = cache + max(0, max(storage, io_cpu) - hit_copy),
+             hit_copy = (R - S) x r / host_mem_bw: the reads run while the hits are copied.
+   isolated: as lsm without the exchanges and the reorder.
+   direct:   [sample] | [serve = max(storage, io_cpu + gather), h2d] | [train]
+   mmap:     [sample] | [faults, gather, h2d] | [train]     memory: [sample] | [gather, h2d] | [train]
+   distdgl:  [rpc_sample, kv_pull, h2d, train, allreduce] per trainer (samplers > 0: rpc_sample
+             in a lane of its own).
+   A record with overlap_fetch false (mmap in the harness) runs fetch and train in one lane.
+3. Floors (shared resources): ssd = every worker's reads through a shared SSD pool; pcie = one
+   device's bytes over its link (storage + victim + h2d, + exchange without NVLink) / pcie_bw;
+   nic = one machine's bytes / nic_bw; cpu = all CPU seconds of a node / its cores.
+4. CPU contention: a CPU stage runs at 1/k of a core, k = max(1, (L + servers) / cores), L = the
+   lanes of the node's workers whose CPU work is at least 10 % of the longest lane (Dist-DGL's
+   servers also run beside the trainers). Device time (SSD, links) is not stretched.
+5. iteration = max(longest lane, floors); epoch = iteration x iterations per epoch; the
+   bottleneck is the lane (and its largest stage) or the floor that sets the maximum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lsm_gnn.project.counts import PAGE, Counts
+from lsm_gnn.project.profiles import Profile
+
+CPU_LANE_SHARE = 0.10   # a lane counts towards CPU contention above this share of the longest lane
+NUM_CLASSES = 19        # classes of the output layer for the gradient size (IGB and the synthetic graphs: 19)
+
+
+@dataclass
+class Stage:
+    name: str
+    seconds: float          # on a dedicated resource (before CPU contention)
+    resource: str           # cpu, gpu, ssd, pcie, nvlink, nic, latency
+    formula: str
+    cpu_seconds: float = 0.0  # the CPU part of `seconds` (stretched under contention)
+
+
+@dataclass
+class Lane:
+    name: str
+    stages: list            # list[Stage | tuple("max", name, [Stage...])]
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+
+@dataclass
+class Projection:
+    system: str
+    profile: str
+    iteration_s: float
+    epoch_s: float
+    iterations_per_epoch: int
+    bottleneck: str
+    bottleneck_stage: str
+    contention: float
+    lanes: dict
+    floors: dict
+    stages: dict
+    measured_epoch_s: float | None = None
+    hidden_fetch_fraction: float | None = None
+    notes: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        d = {"system": self.system, "profile": self.profile, "iteration_s": self.iteration_s,
+             "epoch_s": self.epoch_s, "iterations_per_epoch": self.iterations_per_epoch,
+             "bottleneck": self.bottleneck, "bottleneck_stage": self.bottleneck_stage,
+             "cpu_contention": self.contention, "hidden_fetch_fraction": self.hidden_fetch_fraction,
+             "lanes": self.lanes, "floors": self.floors,
+             "stages": self.stages, "notes": self.notes}
+        if self.measured_epoch_s is not None:
+            d["measured_epoch_s"] = self.measured_epoch_s
+            d["error"] = self.epoch_s / self.measured_epoch_s - 1.0
+        return d
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def gradient_bytes(c: Counts, classes: int = NUM_CLASSES) -> float:
+    """float32 gradient of a GraphSAGE-like model: per layer a self and a neighbour weight + bias."""
+    d_in, h, L = c.row_bytes / 4, c.hidden, max(1, len(c.fanouts))
+    dims = [d_in] + [h] * (L - 1) + [classes]
+    params = sum(2 * a * b + b for a, b in zip(dims[:-1], dims[1:]))
+    return 4.0 * params
+
+
+def _storage(c: Counts, p: Profile, ios: float, nbytes: float, qd: int, name="storage") -> Stage:
+    """One worker's reads on the SSDs that serve it: the IOPS, bandwidth or latency bound. With a
+    shared pool the worker gets the whole pool while it reads; the `ssd` floor charges the pool
+    with every worker's reads."""
+    st = p.storage
+    n = st.ssds_per_device
+    iops_t = ios / (n * st.ssd_iops)
+    bw_t = nbytes / (n * st.ssd_bandwidth)
+    lat_t = ios * st.latency_s / qd
+    t = max(iops_t, bw_t, lat_t)
+    which = "iops" if t == iops_t else ("bandwidth" if t == bw_t else "latency")
+    f = (f"max(IO {_fmt(ios)} / ({_fmt(n)} SSD x {_fmt(st.ssd_iops)} IOPS) = {_fmt(iops_t)}, "
+         f"B {_fmt(nbytes)} / ({_fmt(n)} x {_fmt(st.ssd_bandwidth)} B/s) = {_fmt(bw_t)}, "
+         f"IO x {_fmt(st.latency_s)} s / QD {qd} = {_fmt(lat_t)}) -> {which}")
+    return Stage(name, t, "ssd", f)
+
+
+def _ssd_floor(c: Counts, p: Profile, ios: float, nbytes: float) -> dict | None:
+    """All workers' reads through a shared SSD pool (per-device SSDs: the lane already holds it)."""
+    st = p.storage
+    if not st.shared or ios <= 0:
+        return None
+    W, n = c.workers, st.ssds_per_device
+    t = max(W * ios / (n * st.ssd_iops), W * nbytes / (n * st.ssd_bandwidth))
+    return {"seconds": t, "formula": f"max({W} workers x IO {_fmt(ios)} / ({_fmt(n)} x {_fmt(st.ssd_iops)} IOPS), "
+                                     f"{W} x B {_fmt(nbytes)} / ({_fmt(n)} x {_fmt(st.ssd_bandwidth)} B/s))"}
+
+
+def _cpu(name: str, seconds: float, formula: str) -> Stage:
+    return Stage(name, seconds, "cpu", formula, cpu_seconds=seconds)
+
+
+def _on(p: Profile, name: str, seconds: float, formula: str) -> Stage:
+    """A stage that runs on the GPU on GPU profiles and on the CPU otherwise."""
+    if p.cpu_only:
+        return _cpu(name, seconds, formula)
+    return Stage(name, seconds, "gpu", formula)
+
+
+def _link(p: Profile, name: str, nbytes: float, link, resource: str) -> Stage:
+    t = nbytes / link.bandwidth + link.latency_s
+    f = f"{_fmt(nbytes)} B / {_fmt(link.bandwidth)} B/s + {_fmt(link.latency_s)} s"
+    if p.cpu_only and resource in ("exchange", "host_memory"):
+        return _cpu(name, t, f)
+    return Stage(name, t, resource, f)
+
+
+def _max(name: str, parts: list) -> Stage:
+    """Concurrent parts of one step (storage reads in flight while the CPU works): the longest."""
+    parts = [s for s in parts if s is not None]
+    top = max(parts, key=lambda s: s.seconds)
+    f = "max(" + ", ".join(f"{s.name} {_fmt(s.seconds)}" for s in parts) + ")"
+    st = Stage(name, top.seconds, top.resource, f, cpu_seconds=max((s.cpu_seconds for s in parts), default=0.0))
+    st.parts = parts  # type: ignore[attr-defined]
+    return st
+
+
+def _train(c: Counts, p: Profile) -> Stage:
+    cp = p.compute
+    t = cp.train_step_s * c.rows / cp.reference_input_rows
+    return _on(p, "train", t, f"{_fmt(cp.train_step_s)} s x R {_fmt(c.rows)} / {_fmt(cp.reference_input_rows)}")
+
+
+def _sample(c: Counts, p: Profile) -> Stage:
+    return _on(p, "sample", c.rows / p.compute.sample_rows_per_s,
+               f"R {_fmt(c.rows)} / {_fmt(p.compute.sample_rows_per_s)} rows/s")
+
+
+def _gather(c: Counts, p: Profile, rows: float, name="gather") -> Stage:
+    b = rows * c.row_bytes
+    bw = p.links.host_memory.bandwidth
+    return _cpu(name, b / bw, f"{_fmt(rows)} rows x {c.row_bytes} B / {_fmt(bw)} B/s")
+
+
+def _h2d(c: Counts, p: Profile):
+    if p.cpu_only:
+        return None
+    return _link(p, "h2d", c.h2d_bytes, p.links.pcie, "pcie")
+
+
+# ---- stage graphs per system ---------------------------------------------------------------------
+def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
+    """The system's lanes (overlap rules) and its per-node resource demands for the floors."""
+    s, r, W = c.system, c.row_bytes, c.workers
+    gpu = not p.cpu_only
+    sample, train = _sample(c, p), _train(c, p)
+    demand = {"pcie_bytes": 0.0, "nic_bytes": 0.0, "ssd": None}
+    lanes: list[Lane] = []
+
+    if s in ("lsm", "isolated"):
+        st = _storage(c, p, c.storage_io_ops, c.storage_bytes, p.storage.queue_depth)
+        demand["ssd"] = _ssd_floor(c, p, c.storage_io_ops, c.storage_bytes)
+        if gpu:
+            # one GPU kernel: the hits are gathered while the reads are in flight (BaM)
+            served = max(0.0, c.rows - c.storage_rows - c.victim_hits)
+            cache = Stage("cache", served * r / p.compute.memory_bandwidth, "gpu",
+                          f"(R - S - V) {_fmt(served)} x {r} B / {_fmt(p.compute.memory_bandwidth)} B/s")
+            parts = [st, cache]
+            if p.storage.gpu_initiated:
+                parts.append(_link(p, "pcie_in", c.storage_bytes, p.links.pcie, "pcie"))
+                demand["pcie_bytes"] += c.storage_bytes
+            else:
+                # host-issued reads (no BaM): the rows land in host memory, then cross PCIe
+                parts.append(_cpu("io_cpu", c.storage_io_ops * p.cpu.io_cpu_s,
+                                  f"IO {_fmt(c.storage_io_ops)} x {_fmt(p.cpu.io_cpu_s)} s"))
+                parts.append(_link(p, "h2d_storage", c.storage_bytes, p.links.pcie, "pcie"))
+                demand["pcie_bytes"] += c.storage_bytes
+            serve = _max("serve", parts)
+            fetch_serve = [serve]
+        else:
+            # lsm_gnn.cache.fetcher: engine step, then the reads (reader thread) run while the hits
+            # are copied, then the misses are placed: only the hit copy hides the reads
+            cache = _cpu("cache", c.rows * p.cpu.cache_row_s, f"R {_fmt(c.rows)} x {_fmt(p.cpu.cache_row_s)} s")
+            io_cpu = _cpu("io_cpu", c.storage_io_ops * p.cpu.io_cpu_s,
+                          f"IO {_fmt(c.storage_io_ops)} x {_fmt(p.cpu.io_cpu_s)} s")
+            hit_copy = _gather(c, p, max(0.0, c.rows - c.storage_rows), "hit_copy")
+            reads = _max("reads", [st, io_cpu])
+            exposed = Stage("storage_wait", max(0.0, reads.seconds - hit_copy.seconds), reads.resource,
+                            f"max(0, reads {_fmt(reads.seconds)} - hit copy {_fmt(hit_copy.seconds)} "
+                            f"({hit_copy.formula}))")
+            exposed.cpu_seconds = io_cpu.seconds
+            exposed.parts = [st, io_cpu]  # type: ignore[attr-defined]
+            exposed.hidden = hit_copy  # type: ignore[attr-defined]
+            fetch_serve = [cache, exposed]
+        fetch = []
+        if s == "lsm" and W > 1:
+            link, res = ((p.links.nvlink, "nvlink") if p.links.nvlink else (p.links.pcie, "pcie")) if gpu \
+                else (p.links.exchange, "exchange")
+            fetch.append(_link(p, "exchange_ids", 0.0, link, res))
+            fetch += fetch_serve
+            fetch.append(_link(p, "exchange_rows", c.exchange_bytes, link, res))
+            if gpu:
+                fetch.append(Stage("reorder", c.peer_rows * r / p.compute.memory_bandwidth, "gpu",
+                                   f"P {_fmt(c.peer_rows)} x {r} B / {_fmt(p.compute.memory_bandwidth)} B/s"))
+            else:
+                fetch.append(_gather(c, p, c.peer_rows, "reorder"))
+            if gpu and not p.links.nvlink:
+                demand["pcie_bytes"] += c.exchange_bytes
+        else:
+            fetch += fetch_serve
+        victim = (_link(p, "victim", c.victim_hits * r, p.links.pcie, "pcie") if gpu
+                  else _gather(c, p, c.victim_hits, "victim"))
+        if gpu:
+            demand["pcie_bytes"] += c.victim_hits * r
+        lanes += [Lane("sample", [sample]), Lane("fetch", fetch), Lane("pvp", [victim])]
+        lanes = _train_lane(lanes, train, c)
+    elif s in ("direct", "buffered"):
+        st = _storage(c, p, c.storage_io_ops, c.storage_bytes, p.storage.queue_depth)
+        demand["ssd"] = _ssd_floor(c, p, c.storage_io_ops, c.storage_bytes)
+        io_cpu = _cpu("io_cpu", c.storage_io_ops * p.cpu.io_cpu_s, f"IO {_fmt(c.storage_io_ops)} x {_fmt(p.cpu.io_cpu_s)} s")
+        g = _gather(c, p, c.rows)
+        cpu_part = _cpu("io_cpu+gather", io_cpu.seconds + g.seconds, f"{io_cpu.formula} + {g.formula}")
+        fetch = [_max("serve", [st, cpu_part])]
+        if gpu:
+            fetch.append(_h2d(c, p))
+            demand["pcie_bytes"] += c.h2d_bytes
+        lanes += [Lane("sample", [sample]), Lane("fetch", fetch)]
+        lanes = _train_lane(lanes, train, c)
+    elif s == "mmap":
+        faults = c.storage_bytes / PAGE
+        st = _storage(c, p, faults, c.storage_bytes, 1, name="faults")
+        demand["ssd"] = _ssd_floor(c, p, faults, c.storage_bytes)
+        fc = _cpu("fault_cpu", faults * p.cpu.fault_cpu_s, f"faults {_fmt(faults)} x {_fmt(p.cpu.fault_cpu_s)} s")
+        fetch = [st, fc, _gather(c, p, c.rows)]
+        if gpu:
+            fetch.append(_h2d(c, p))
+            demand["pcie_bytes"] += c.h2d_bytes
+        lanes += [Lane("sample", [sample]), Lane("fetch", fetch)]
+        lanes = _train_lane(lanes, train, c)
+    elif s == "memory":
+        fetch = [_gather(c, p, c.rows)]
+        if gpu:
+            fetch.append(_h2d(c, p))
+            demand["pcie_bytes"] += c.h2d_bytes
+        lanes += [Lane("sample", [sample]), Lane("fetch", fetch)]
+        lanes = _train_lane(lanes, train, c)
+    elif s == "distdgl":
+        nic = p.links.nic
+        T = max(1, W // max(1, c.machines))
+        layers = max(1, len(c.fanouts))
+        rs = _cpu("rpc_sample", c.rows / p.cpu.rpc_sample_rows_per_s + 2 * layers * nic.latency_s,
+                  f"R {_fmt(c.rows)} / {_fmt(p.cpu.rpc_sample_rows_per_s)} rows/s + 2 x {layers} x {_fmt(nic.latency_s)} s")
+        rs.cpu_seconds = c.rows / p.cpu.rpc_sample_rows_per_s
+        if c.network_bytes_per_machine is not None:
+            remote = c.network_bytes_per_machine / T
+            rsrc = f"network bytes per machine {_fmt(c.network_bytes_per_machine)} / {T} trainers"
+        else:
+            remote = c.kvstore_bytes * (c.machines - 1) / max(1, c.machines)
+            rsrc = f"K {_fmt(c.kvstore_bytes)} x (M-1)/M"
+        sw = c.rows * p.cpu.kvstore_row_s
+        net = remote / nic.bandwidth + nic.latency_s
+        emulated = p.cpu_only  # machines emulated on one node: the "network" is the kernel's copies
+        pull = Stage("kv_pull", sw + net, "cpu" if (emulated or sw >= net) else "nic",
+                     f"R {_fmt(c.rows)} x {_fmt(p.cpu.kvstore_row_s)} s + remote {_fmt(remote)} B ({rsrc}) / "
+                     f"{_fmt(nic.bandwidth)} B/s + {_fmt(nic.latency_s)} s",
+                     cpu_seconds=sw + (net if emulated else 0.0))
+        gb = gradient_bytes(c)
+        ar_t = 2 * (W - 1) / W * gb / nic.bandwidth + 2 * nic.latency_s if W > 1 else 0.0
+        ar = Stage("allreduce", ar_t, "cpu" if emulated else "nic",
+                   f"2 x ({W}-1)/{W} x {_fmt(gb)} B / {_fmt(nic.bandwidth)} B/s + 2 x {_fmt(nic.latency_s)} s",
+                   cpu_seconds=ar_t if emulated else 0.0)
+        seq = [pull] + ([_h2d(c, p)] if gpu else []) + [train, ar]
+        if gpu:
+            demand["pcie_bytes"] += c.h2d_bytes
+        demand["nic_bytes"] = (c.network_bytes_per_machine if c.network_bytes_per_machine is not None
+                               else remote * T) + 2 * (W - 1) / W * gb * T
+        if c.distdgl_samplers > 0:
+            lanes += [Lane("sample", [rs]), Lane("trainer", seq)]
+        else:
+            lanes += [Lane("trainer", [rs] + seq)]
+    else:
+        raise ValueError(f"no projection model for system {s!r}")
+    for ln in lanes:
+        ln.stages = [x for x in ln.stages if x is not None]
+    return lanes, demand
+
+
+def _train_lane(lanes: list[Lane], train: Stage, c: Counts) -> list[Lane]:
+    if c.overlap_fetch:
+        return lanes + [Lane("train", [train])]
+    out = [ln for ln in lanes if ln.name != "fetch"]
+    fetch = next(ln for ln in lanes if ln.name == "fetch")
+    return out + [Lane("fetch+train", fetch.stages + [train])]
+
+
+def _stage_cpu(st: Stage) -> float:
+    """The CPU part of a stage (every constructor sets it: a pure CPU stage is all CPU)."""
+    return st.cpu_seconds
+
+
+def project(c: Counts, p: Profile) -> Projection:
+    """Project one record's counts onto one profile."""
+    lanes, demand = _lanes(c, p)
+    for ln in lanes:
+        ln.seconds = sum(st.seconds for st in ln.stages)
+        ln.cpu_seconds = sum(_stage_cpu(st) for st in ln.stages)
+    longest = max(ln.seconds for ln in lanes)
+    # workers whose threads share one node's cores (Dist-DGL on an emulated cluster: all of them)
+    nodes = 1 if (p.cpu_only or c.system != "distdgl") else max(1, c.machines)
+    per_node = max(1, c.workers // nodes)
+    busy = sum(1 for ln in lanes if ln.cpu_seconds > 0 and ln.cpu_seconds >= CPU_LANE_SHARE * longest)
+    # Dist-DGL's servers sample and serve pulls for every trainer, concurrently with the trainers
+    servers = c.servers // nodes if c.system == "distdgl" else 0
+    k = max(1.0, (busy * per_node + servers) / p.cpu.cores)
+
+    lane_out = {}
+    for ln in lanes:
+        t = 0.0
+        for st in ln.stages:
+            t += _stretched(st, k)
+        ln.seconds = t
+        lane_out[ln.name] = {"seconds": t, "stages": [st.name for st in ln.stages]}
+
+    floors = {}
+    if demand.get("ssd"):
+        floors["ssd"] = demand["ssd"]
+    total_cpu = sum(ln.cpu_seconds for ln in lanes) * per_node
+    floors["cpu"] = {"seconds": total_cpu / p.cpu.cores,
+                     "formula": f"{_fmt(total_cpu)} CPU s on the node / {p.cpu.cores} cores"}
+    if not p.cpu_only and demand["pcie_bytes"] > 0:
+        floors["pcie"] = {"seconds": demand["pcie_bytes"] / p.links.pcie.bandwidth,
+                          "formula": f"{_fmt(demand['pcie_bytes'])} B / {_fmt(p.links.pcie.bandwidth)} B/s"}
+    if c.system == "distdgl" and not p.cpu_only and demand["nic_bytes"] > 0:
+        floors["nic"] = {"seconds": demand["nic_bytes"] / p.links.nic.bandwidth,
+                         "formula": f"{_fmt(demand['nic_bytes'])} B per machine / {_fmt(p.links.nic.bandwidth)} B/s"}
+
+    best_lane = max(lanes, key=lambda ln: ln.seconds)
+    it, bott = best_lane.seconds, f"lane:{best_lane.name}"
+    for name, fl in floors.items():
+        if fl["seconds"] > it:
+            it, bott = fl["seconds"], f"floor:{name}"
+    if bott.startswith("lane:"):
+        top = max(best_lane.stages, key=lambda st: _stretched(st, k))
+        stage = top.name
+        if hasattr(top, "parts"):
+            inner = max(top.parts, key=lambda st: _stretched(st, k))  # type: ignore[attr-defined]
+            stage = f"{top.name}: {inner.name}"
+    else:
+        stage = bott.split(":", 1)[1]
+
+    stages = {}
+    for ln in lanes:
+        for st in ln.stages:
+            stages[st.name] = {"seconds": st.seconds, "resource": st.resource, "lane": ln.name,
+                               "effective_s": _stretched(st, k), "formula": st.formula}
+            for part in getattr(st, "parts", []):
+                stages[f"{st.name}.{part.name}"] = {"seconds": part.seconds, "resource": part.resource,
+                                                    "lane": ln.name, "formula": part.formula}
+    P = c.iterations_per_epoch
+    fetch_l = next((ln for ln in lanes if ln.name == "fetch"), None)
+    train_l = next((ln for ln in lanes if ln.name == "train"), None)
+    hidden = None
+    if fetch_l is not None and fetch_l.seconds > 0:
+        # the share of the fetch lane hidden behind the train step (1 - wait / fetch)
+        hidden = 0.0 if train_l is None else min(1.0, train_l.seconds / fetch_l.seconds)
+    return Projection(hidden_fetch_fraction=hidden, system=c.system, profile=p.name, iteration_s=it, epoch_s=it * P, iterations_per_epoch=P,
+                      bottleneck=bott, bottleneck_stage=stage, contention=k, lanes=lane_out, floors=floors,
+                      stages=stages, measured_epoch_s=c.measured.get("epoch_steady_s") if c.measured else None)
+
+
+def _stretched(st: Stage, k: float) -> float:
+    """A stage's time when its CPU part runs at 1/k of a core. Device time is not stretched; in a
+    `max(...)` stage the CPU part and the device part overlap."""
+    if k == 1.0:
+        return st.seconds
+    parts = getattr(st, "parts", None)
+    if parts:
+        t = max(_stretched(x, k) for x in parts)
+        hidden = getattr(st, "hidden", None)
+        return t if hidden is None else max(0.0, t - _stretched(hidden, k))
+    cpu = _stage_cpu(st)
+    return st.seconds + (k - 1.0) * cpu
+
+
+# ---- many systems ---------------------------------------------------------------------------------
+def ratios(projections: dict) -> dict:
+    """`{system}_vs_lsm_epoch` = epoch(system) / epoch(lsm), the convention of `bench compare`."""
+    base = projections.get("lsm")
+    if base is None:
+        return {}
+    return {f"{s}_vs_lsm_epoch": pr.epoch_s / base.epoch_s for s, pr in projections.items() if s != "lsm"}
+
+
+def project_all(counts: list[Counts], p: Profile) -> dict:
+    out = {}
+    for c in counts:
+        if c.system in out:
+            raise ValueError(f"two records of system {c.system!r} ({c.source})")
+        out[c.system] = project(c, p)
+    return out
+
+
+def validate(counts: list[Counts], p: Profile, tolerance: float = 0.20) -> dict:
+    """Projected against measured steady epoch per system; `ok` when every error is within tolerance."""
+    rows = {}
+    for c in counts:
+        pr = project(c, p)
+        meas = (c.measured or {}).get("epoch_steady_s")
+        err = None if not meas else pr.epoch_s / meas - 1.0
+        rows[c.system] = {"projected_epoch_s": pr.epoch_s, "measured_epoch_s": meas, "error": err,
+                          "projected_iteration_s": pr.iteration_s,
+                          "measured_iteration_s": None if not meas else meas / c.iterations_per_epoch,
+                          "bottleneck": pr.bottleneck, "bottleneck_stage": pr.bottleneck_stage,
+                          "source": c.source}
+    errs = [abs(v["error"]) for v in rows.values() if v["error"] is not None]
+    return {"profile": p.name, "tolerance": tolerance, "systems": rows,
+            "max_abs_error": max(errs) if errs else None,
+            "ok": bool(errs) and all(e <= tolerance for e in errs)}

@@ -1,0 +1,330 @@
+"""lsm_gnn.project: the projection's arithmetic on hand-computed cases, profile validation, the CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from lsm_gnn.cli import cli
+from lsm_gnn.project.counts import Counts, counts_from_record
+from lsm_gnn.project.model import gradient_bytes, project, project_all, ratios, validate
+from lsm_gnn.project.profiles import PACKAGED, load_profile, parse_profile
+from lsm_gnn.records import validate_record
+from lsm_gnn.utils.errors import ConfigError, DataError
+
+GPU = {
+    "name": "test-gpu",
+    "compute": {"device": "gpu", "devices_per_node": 2, "train_step_s": 0.005, "reference_input_rows": 10000,
+                "memory_bandwidth": 1e12, "sample_rows_per_s": 1e7},
+    "cpu": {"cores": 16, "cache_row_s": 0.0, "io_cpu_s": 1e-6, "fault_cpu_s": 0.0, "kvstore_row_s": 1e-6,
+            "rpc_sample_rows_per_s": 1e7},
+    "storage": {"ssds_per_device": 1, "shared": False, "ssd_iops": 1e5, "ssd_bandwidth": 1e9, "latency_s": 1e-4,
+                "queue_depth": 100, "gpu_initiated": True},
+    "links": {"pcie": {"bandwidth": 1e10, "latency_s": 0.0}, "nvlink": {"bandwidth": 1e11, "latency_s": 0.0},
+              "nic": {"bandwidth": 1e9, "latency_s": 0.0}, "exchange": None,
+              "host_memory": {"bandwidth": 1e10, "latency_s": 0.0}},
+}
+
+CPU = {
+    "name": "test-cpu",
+    "compute": {"device": "cpu", "devices_per_node": 2, "train_step_s": 0.1, "reference_input_rows": 10000,
+                "sample_rows_per_s": 1e7},
+    "cpu": {"cores": 2, "cache_row_s": 1e-6, "io_cpu_s": 0.0, "fault_cpu_s": 0.0, "kvstore_row_s": 1e-6,
+            "rpc_sample_rows_per_s": 1e7},
+    "storage": {"ssds_per_device": 1, "shared": True, "ssd_iops": 1e5, "ssd_bandwidth": 1e9, "latency_s": 1e-4,
+                "queue_depth": 100},
+    "links": {"pcie": {"bandwidth": 1e10}, "nvlink": None, "nic": {"bandwidth": 1e9},
+              "exchange": {"bandwidth": 1e9}, "host_memory": {"bandwidth": 1e10}},
+}
+
+
+def gpu(**over):
+    d = copy.deepcopy(GPU)
+    for k, v in over.items():
+        sec, key = k.split("__")
+        d[sec][key] = v
+    return parse_profile(d, "test-gpu.yaml")
+
+
+def lsm_counts(**kw):
+    base = dict(system="lsm", workers=2, iterations_per_epoch=100, row_bytes=1000, rows=10000, local_hits=4000,
+                peer_hits=4900, victim_hits=100, storage_rows=1000, storage_io_ops=1000, storage_bytes=1e6,
+                peer_rows=5000, exchange_bytes=5e6)
+    base.update(kw)
+    return Counts(**base)
+
+
+# ---- arithmetic ------------------------------------------------------------------------------------
+def test_storage_bound_iteration():
+    pr = project(lsm_counts(), gpu())
+    # storage = max(1000 / 1e5 = 10 ms, 1e6 / 1e9 = 1 ms, 1000 x 1e-4 / 100 = 1 ms) = 10 ms
+    st = pr.stages["serve.storage"]
+    assert st["seconds"] == pytest.approx(0.010)
+    # fetch lane = exchange_ids 0 + serve 10 ms + exchange_rows 5e6 / 1e11 + reorder 5000 x 1000 / 1e12
+    assert pr.lanes["fetch"]["seconds"] == pytest.approx(0.010 + 5e-5 + 5e-6)
+    assert pr.lanes["train"]["seconds"] == pytest.approx(0.005)
+    assert pr.lanes["sample"]["seconds"] == pytest.approx(0.001)
+    assert pr.lanes["pvp"]["seconds"] == pytest.approx(100 * 1000 / 1e10)
+    assert pr.iteration_s == pytest.approx(0.010055)
+    assert pr.epoch_s == pytest.approx(0.010055 * 100)
+    assert pr.bottleneck == "lane:fetch" and pr.bottleneck_stage == "serve: storage"
+    # PCIe carries the storage rows and the victim rows (NVLink the exchange): 1.1e6 B / 1e10
+    assert pr.floors["pcie"]["seconds"] == pytest.approx(1.1e6 / 1e10)
+    assert pr.hidden_fetch_fraction == pytest.approx(0.005 / 0.010055)
+
+
+def test_compute_bound_iteration():
+    pr = project(lsm_counts(), gpu(compute__train_step_s=0.05))
+    assert pr.iteration_s == pytest.approx(0.05)
+    assert pr.bottleneck == "lane:train" and pr.bottleneck_stage == "train"
+    assert pr.hidden_fetch_fraction == 1.0
+    # the train step scales with the input rows of the batch
+    assert project(lsm_counts(rows=20000), gpu(compute__train_step_s=0.05)).iteration_s == pytest.approx(0.1)
+
+
+def test_more_ssds_relieve_storage():
+    one = project(lsm_counts(), gpu())
+    two = project(lsm_counts(), gpu(storage__ssds_per_device=2))
+    assert two.stages["serve.storage"]["seconds"] == pytest.approx(0.005)
+    assert two.iteration_s == pytest.approx(0.005055) and two.bottleneck_stage == "serve: storage"
+    assert one.iteration_s > two.iteration_s
+
+
+def test_exchange_over_pcie_without_nvlink():
+    d = copy.deepcopy(GPU)
+    d["links"]["nvlink"] = None
+    pr = project(lsm_counts(), parse_profile(d, "x.yaml"))
+    assert pr.stages["exchange_rows"]["seconds"] == pytest.approx(5e6 / 1e10)
+    assert pr.stages["exchange_rows"]["resource"] == "pcie"
+    assert pr.floors["pcie"]["seconds"] == pytest.approx((1.1e6 + 5e6) / 1e10)
+
+
+def test_isolated_has_no_exchange():
+    pr = project(lsm_counts(system="isolated", exchange_bytes=0, peer_rows=0), gpu())
+    assert "exchange_rows" not in pr.stages and pr.iteration_s == pytest.approx(0.010)
+
+
+def test_overlap_off_serialises_fetch_and_train():
+    c = Counts(system="direct", workers=1, iterations_per_epoch=10, row_bytes=1000, rows=10000,
+               storage_rows=10000, storage_io_ops=10000, storage_bytes=1e7)
+    on = project(c, gpu())
+    # storage 10000 / 1e5 = 0.1 s; io_cpu + gather = 10000 x 1e-6 + 1e7 / 1e10 = 0.011; h2d 1e7 / 1e10
+    assert on.lanes["fetch"]["seconds"] == pytest.approx(0.1 + 0.001)
+    assert on.iteration_s == pytest.approx(0.101)
+    c.overlap_fetch = False
+    off = project(c, gpu())
+    assert set(off.lanes) == {"sample", "fetch+train"}
+    assert off.iteration_s == pytest.approx(0.101 + 0.005)
+
+
+def test_mmap_faults_one_at_a_time():
+    c = Counts(system="mmap", workers=1, iterations_per_epoch=10, row_bytes=4096, rows=1000,
+               storage_bytes=4096 * 1000, storage_io_ops=1000, overlap_fetch=False)
+    pr = project(c, gpu())
+    # 1000 faults x 1e-4 s latency at queue depth 1 = 0.1 s, then gather, h2d and the train step
+    assert pr.stages["faults"]["seconds"] == pytest.approx(0.1)
+    assert pr.bottleneck_stage == "faults"
+    assert pr.iteration_s == pytest.approx(0.1 + 2 * 4096 * 1000 / 1e10 + 0.005 * 1000 / 10000)
+
+
+def test_distdgl_sequential_trainer():
+    c = Counts(system="distdgl", workers=4, machines=2, iterations_per_epoch=50, row_bytes=1000, rows=10000,
+               network_bytes_per_machine=2e7, servers=2)
+    pr = project(c, gpu())
+    gb = gradient_bytes(c)
+    assert gb == 4 * ((2 * 250 * 256 + 256) + (2 * 256 * 19 + 19))
+    expected = (10000 / 1e7            # rpc_sample
+                + 10000 * 1e-6 + 1e7 / 1e9  # kv_pull: software + remote bytes (2e7 per machine / 2 trainers)
+                + 10000 * 1000 / 1e10  # h2d
+                + 0.005                # train
+                + 1.5 * gb / 1e9)      # ring all-reduce, 2 x (4-1)/4
+    assert list(pr.lanes) == ["trainer"]
+    assert pr.lanes["trainer"]["stages"] == ["rpc_sample", "kv_pull", "h2d", "train", "allreduce"]
+    assert pr.iteration_s == pytest.approx(expected)
+    assert pr.bottleneck == "lane:trainer" and pr.bottleneck_stage == "kv_pull"
+    assert pr.epoch_s == pytest.approx(expected * 50)
+    # sampler processes take the RPC sampling off the trainer's path
+    c.distdgl_samplers = 1
+    assert project(c, gpu()).iteration_s == pytest.approx(expected - 10000 / 1e7)
+
+
+def test_ratios_between_systems():
+    prof = gpu()
+    lsm = lsm_counts()
+    dd = Counts(system="distdgl", workers=4, machines=2, iterations_per_epoch=50, row_bytes=1000, rows=10000,
+                network_bytes_per_machine=2e7, servers=2)
+    projs = project_all([lsm, dd], prof)
+    r = ratios(projs)
+    assert r["distdgl_vs_lsm_epoch"] == pytest.approx(projs["distdgl"].epoch_s / projs["lsm"].epoch_s)
+    assert projs["lsm"].epoch_s == pytest.approx(1.0055)
+    with pytest.raises(ValueError, match="two records"):
+        project_all([lsm, lsm_counts()], prof)
+
+
+def test_cpu_profile_shares_cores():
+    prof = parse_profile(copy.deepcopy(CPU), "test-cpu.yaml")
+    pr = project(lsm_counts(), prof)
+    # lanes with CPU work >= 10 % of the longest: fetch and train, 2 per worker x 2 workers / 2 cores
+    assert pr.contention == pytest.approx(2.0)
+    assert pr.lanes["train"]["seconds"] == pytest.approx(2 * 0.1)
+    # fetch: cache 2 x 10 ms + wait max(0, 10 ms - 2 x hit copy 0.9 ms) + exchange 2 x 5 ms + reorder 2 x 0.5 ms
+    assert pr.lanes["fetch"]["seconds"] == pytest.approx(0.020 + (0.010 - 0.0018) + 0.010 + 0.001)
+    assert pr.iteration_s == pytest.approx(0.2) and pr.bottleneck_stage == "train"
+    # every worker's reads go through the one shared disk
+    assert pr.floors["ssd"]["seconds"] == pytest.approx(2 * 1000 / 1e5)
+    # one worker: 2 busy lanes on 2 cores, no stretch
+    assert project(lsm_counts(workers=1, exchange_bytes=0, peer_rows=0), prof).contention == 1.0
+
+
+def test_validate_reports_error_per_system():
+    c = lsm_counts()
+    c.measured = {"epoch_steady_s": 1.0}
+    res = validate([c], gpu(), tolerance=0.2)
+    assert res["systems"]["lsm"]["error"] == pytest.approx(0.0055)
+    assert res["ok"]
+    c.measured = {"epoch_steady_s": 2.0}
+    res = validate([c], gpu(), tolerance=0.2)
+    assert res["systems"]["lsm"]["error"] == pytest.approx(1.0055 / 2 - 1) and not res["ok"]
+
+
+# ---- profiles --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", PACKAGED)
+def test_packaged_profiles_load(name):
+    p = load_profile(name)
+    assert p.name == name
+    assert p.cpu_only == (name == "this-machine")
+
+
+def _write(tmp_path, data, name="prof.yaml"):
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+def test_profile_bad_yaml_names_file(tmp_path):
+    path = _write(tmp_path, "name: x\ncompute: [unclosed\n", "broken.yaml")
+    with pytest.raises(ConfigError) as e:
+        load_profile(path)
+    assert "broken.yaml" in str(e.value) and "(yaml)" in str(e.value) and "line" in str(e.value)
+
+
+def test_profile_missing_key_names_file_and_key(tmp_path):
+    d = copy.deepcopy(GPU)
+    del d["storage"]["ssd_iops"]
+    with pytest.raises(ConfigError) as e:
+        load_profile(_write(tmp_path, d, "nokey.yaml"))
+    assert e.value.key == "storage.ssd_iops" and "nokey.yaml" in e.value.source
+    assert "missing" in e.value.problem
+
+
+def test_profile_negative_bandwidth(tmp_path):
+    d = copy.deepcopy(GPU)
+    d["links"]["pcie"]["bandwidth"] = -25e9
+    with pytest.raises(ConfigError) as e:
+        load_profile(_write(tmp_path, d, "neg.yaml"))
+    assert str(e.value).startswith(str(tmp_path / "neg.yaml") + ": links.pcie.bandwidth: ")
+    assert "greater than 0" in str(e.value)
+
+
+def test_profile_unknown_key_and_cross_checks(tmp_path):
+    d = copy.deepcopy(GPU)
+    d["storage"]["ssd_iopz"] = 1
+    with pytest.raises(ConfigError, match="storage.ssd_iopz: unknown key"):
+        parse_profile(d, "u.yaml")
+    d = copy.deepcopy(GPU)
+    d["compute"]["memory_bandwidth"] = None
+    with pytest.raises(ConfigError, match="u.yaml: compute.memory_bandwidth: required"):
+        parse_profile(d, "u.yaml")
+    with pytest.raises(ConfigError, match="no such profile"):
+        load_profile("no-such-profile")
+
+
+# ---- records and the CLI --------------------------------------------------------------------------
+def hand_record(system="lsm", steady=30.0):
+    """A minimal valid run record: 2 devices, 2 epochs of 2 warm-up + 3 timed iterations, 100 per epoch."""
+    n = 2 * 2 * 3  # devices x epochs x timed iterations
+    rec = {
+        "schema_version": 1, "kind": "train", "system": system, "status": "complete",
+        "created": "2026-11-30T00:00:00+00:00",
+        "config": {"sampler": {"batch_size": 1024, "fanouts": [10, 15], "prefetch_batches": 2},
+                   "model": {"name": "sage", "hidden": 256}, "train": {"overlap_fetch": True}},
+        "metrics": {
+            "rows": {"requests": 10000 * n, "distinct": 10000 * n, "local_hits": 4000 * n, "peer_hits": 4900 * n,
+                     "victim_hits": 100 * n, "storage_rows": 1000 * n, "peer_rows": 5000 * 2 * 5, "coalesced": 0},
+            "traffic": {"storage_bytes": 1_000_000 * n, "storage_io_ops": 1000 * n, "device_exchange_bytes": 0,
+                        "host_to_device_bytes": 0},
+            "time": {"per_iteration": {"train": 0.2}, "epoch_steady_s": steady, "epoch_cold_s": steady,
+                     "timing_window": {"full_epoch": False, "warmup_iters": 2, "timed_iters": 3,
+                                       "iterations_per_epoch": 100}},
+            "multidevice": {"devices": 2, "iterations": 5, "exchange_bytes_per_iteration": 1e7},
+            "dataset": {"nodes": 100000, "feature_bytes": 100000 * 1000},
+        },
+        "epochs": [{"epoch": 0, "iterations": 5}, {"epoch": 1, "iterations": 5}],
+        "versions": {}, "git_commit": None, "hardware": {}, "failure": None,
+    }
+    validate_record(rec)
+    return rec
+
+
+def test_counts_normalised_per_worker_and_iteration():
+    c = counts_from_record(hand_record(), "r.json")
+    assert (c.workers, c.iterations_per_epoch, c.row_bytes) == (2, 100, 1000)
+    assert c.rows == 10000 and c.storage_rows == 1000 and c.storage_bytes == 1e6
+    assert c.peer_rows == 5000                      # / (2 devices x 5 iterations run)
+    assert c.exchange_bytes == 5e6                  # 1e7 per iteration over 2 devices
+    bad = hand_record()
+    bad["status"] = "failed"
+    with pytest.raises(DataError, match="r.json: record status"):
+        counts_from_record(bad, "r.json")
+
+
+def test_cli_json_on_hand_made_record(tmp_path):
+    path = tmp_path / "lsm.json"
+    path.write_text(json.dumps(hand_record()))
+    res = CliRunner().invoke(cli, ["project", str(path), "--hardware", "paper", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    lsm = out["systems"]["lsm"]
+    assert out["profile"] == "paper" and out["counts"]["lsm"]["rows"] == 10000
+    assert lsm["epoch_s"] == pytest.approx(lsm["iteration_s"] * 100)
+    # paper: 2 SSDs x 0.75 M IOPS per GPU: 1000 reads -> 0.667 ms; train 12 ms x 10000 / 42730 rows
+    assert lsm["stages"]["serve.storage"]["seconds"] == pytest.approx(1000 / 1.5e6)
+    assert lsm["iteration_s"] == pytest.approx(0.012 * 10000 / 42730)
+    assert lsm["bottleneck"] == "lane:train"
+    # --set and --counts reach the model; --scale-nodes scales the iterations only
+    res = CliRunner().invoke(cli, ["project", str(path), "--hardware", "paper", "--json",
+                                   "--set", "storage.ssds_per_device=1", "--counts", "lsm.storage_rows=40000",
+                                   "--scale-nodes", "200000"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    lsm = out["systems"]["lsm"]
+    assert lsm["iterations_per_epoch"] == 200
+    assert lsm["stages"]["serve.storage"]["seconds"] == pytest.approx(40000 / 7.5e5)  # reads scaled with the rows
+    assert lsm["bottleneck_stage"] == "serve: storage"
+
+
+def test_cli_validate_exit_status(tmp_path):
+    path = tmp_path / "lsm.json"
+    good = hand_record()
+    c = counts_from_record(good)
+    good["metrics"]["time"]["epoch_steady_s"] = project(c, load_profile("paper")).epoch_s * 1.1
+    path.write_text(json.dumps(good))
+    res = CliRunner().invoke(cli, ["project", "--validate", str(path), "--hardware", "paper"])
+    assert res.exit_code == 0, res.output
+    assert "lsm" in res.output and "within 20%" in res.output
+    path.write_text(json.dumps(hand_record(steady=1000.0)))
+    res = CliRunner().invoke(cli, ["project", "--validate", str(path), "--hardware", "paper", "--json"])
+    assert res.exit_code == 1
+    assert json.loads(res.output)["ok"] is False
+
+
+def test_cli_bad_profile_override(tmp_path):
+    path = tmp_path / "lsm.json"
+    path.write_text(json.dumps(hand_record()))
+    res = CliRunner().invoke(cli, ["project", str(path), "--hardware", "paper", "--set", "links.nic.bandwidth=-1"])
+    assert res.exit_code != 0
+    assert "links.nic.bandwidth" in str(res.exception) or "links.nic.bandwidth" in res.output

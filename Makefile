@@ -2,13 +2,25 @@
 # only re-installs when requirements.txt or pyproject.toml changed).
 VENV ?= .venv
 PY := $(VENV)/bin/python
-SIZE ?= tiny
+# make reproduce DATASET=igb-tiny (any form docs/workflow.md lists) or SIZE=tiny (= synthetic-tiny);
+# neither: the workflow's default (synthetic-small, workflows/config/default.yaml)
+DATASET ?=
+SIZE ?=
 CORES ?= 2
+ASV_ARGS ?=
 export DGLBACKEND := pytorch
 
-.PHONY: env reproduce test bench clean-results
+.PHONY: env tools reproduce test bench clean-results
 
-env: $(VENV)/.installed
+env: $(VENV)/.installed tools
+
+# fio measures the storage device's limit in the storage benchmark. Installed here when missing and
+# running as root with apt-get (Debian/Ubuntu); otherwise a note, never a failure.
+tools:
+	@command -v fio >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  echo "installing fio (apt-get install -y fio)" && \
+	  { apt-get install -y -qq fio >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq fio >/dev/null 2>&1; }; }; } || \
+	  echo "note: fio is not installed (Debian/Ubuntu: apt-get install fio); the storage benchmark will report the device limit as not measured" >&2
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@command -v python3.11 >/dev/null || { echo "python3.11 is required" >&2; exit 1; }
@@ -20,10 +32,16 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	@touch $@
 
 reproduce: env
-	$(VENV)/bin/snakemake --snakefile Snakefile --cores $(CORES) --config size=$(SIZE) --rerun-incomplete
+	$(VENV)/bin/snakemake --snakefile Snakefile --cores $(CORES) --rerun-incomplete \
+	  $(if $(strip $(DATASET)$(SIZE)),--config $(if $(DATASET),dataset=$(DATASET)) $(if $(SIZE),size=$(SIZE)))
 
 test: env
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)
 
+# asv builds the project at the benchmarked commit in its own virtualenv (asv.conf.json; the first
+# run creates it: a few minutes), runs the tip of main, and writes the HTML to .asv/html.
+# Compare two commits: .venv/bin/asv continuous HEAD~1 HEAD (README, Usage).
 bench: env
-	$(VENV)/bin/asv machine --yes >/dev/null && $(VENV)/bin/asv run --python=same --quick
+	$(VENV)/bin/asv machine --yes >/dev/null
+	$(VENV)/bin/asv run --show-stderr $(ASV_ARGS)
+	$(VENV)/bin/asv publish

@@ -2,13 +2,16 @@
 
 - `mmap`: a numpy memmap gather (the DGL mmap loader GIDS compares against); the page cache is the
   only cache. Its pages are dropped before the run and the page cache is capped with a cgroup
-  memory limit (`baselines.memcap`) to a budget, by default the lsm-gnn caches' total bytes. The
+  memory limit (`baselines.memcap`) to a budget, by default LSM-GNN's total feature memory, with
+  kernel readahead off (`storage.mmap_advice: random`, set by baselines.harness). The
   fetch runs in the train thread (`train.overlap_fetch: false`) so no train-step allocation
   coincides with a capped fetch. Storage bytes are what the kernel read for the process
   (`/proc/self/io` read_bytes, readahead included), next to the store's page-level lower bound.
 - `direct`: O_DIRECT reads of every requested row, no cache at all.
 
-`plain_worker` runs inside each rank started by `lsm_gnn.multidevice.launch.run_multi_device`.
+The store source is lsm_gnn.features.make_feature_source's (the plain store `cfg.storage`
+describes); the mmap system runs it under the cap (`CappedStoreSource`). `plain_worker` runs
+inside each rank started by `lsm_gnn.multidevice.launch.run_multi_device`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lsm_gnn.train.sources import StoreFeatureSource
+from lsm_gnn.features import FeatureSource, StoreFeatureSource, device_memory
 
 
 def kernel_read_bytes() -> int:
@@ -28,21 +31,41 @@ def kernel_read_bytes() -> int:
     return 0
 
 
-class CappedStoreSource(StoreFeatureSource):
-    """A plain store whose every fetch runs under the page-cache cap."""
+class CappedStoreSource(FeatureSource):
+    """A plain store source whose every fetch runs under the page-cache cap (`cap`, a
+    baselines.memcap.PageCacheCap); its memory is the page cache it may hold."""
 
-    reuse_outputs = False  # the cap's arithmetic counts each batch's output as new memory
+    fetch_stage = "fetch_storage"
 
-    def __init__(self, store, cap, row_bytes: int, heartbeat=None):
-        super().__init__(store, heartbeat=heartbeat)
-        self.cap, self.row_bytes = cap, row_bytes
+    def __init__(self, inner: StoreFeatureSource, cap, row_bytes: int):
+        inner.reuse_outputs = False  # the cap's arithmetic counts each batch's output as new memory
+        self.inner, self.cap, self.row_bytes = inner, cap, int(row_bytes)
+        self.counters, self.heartbeat = inner.counters, inner.heartbeat
 
-    def fetch(self, ids: np.ndarray) -> np.ndarray:
+    def check_ids(self, ids, what: str = "ids"):
+        return ids  # the store source checks them
+
+    def _fetch(self, ids) -> np.ndarray:
         self.cap.before_fetch(len(ids) * self.row_bytes)
         try:
-            return super().fetch(ids)
+            return self.inner.fetch(ids)
         finally:
             self.cap.after_fetch()
+
+    def io_counters(self):
+        return self.inner.io_counters()
+
+    def storage_info(self) -> dict:
+        return self.inner.storage_info()
+
+    def memory(self) -> dict:
+        """Each device's share of the page-cache budget (uncapped: every row)."""
+        fb = self.inner.feature_bytes
+        return device_memory(self.cap.budget if self.cap.enabled else fb, 0, fb,
+                             page_cache_capped=bool(self.cap.enabled))
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def plain_worker(cfg, rank: int, world_size: int, heartbeat, args: dict) -> dict:
@@ -51,29 +74,20 @@ def plain_worker(cfg, rank: int, world_size: int, heartbeat, args: dict) -> dict
 
     from baselines.memcap import PageCacheCap
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.multidevice.launch import source_metrics
-    from lsm_gnn.storage.open import open_feature_store
+    from lsm_gnn.features import make_feature_source
+    from lsm_gnn.multidevice.workers import source_metrics
     from lsm_gnn.train.loop import run_training
 
     dataset = Dataset(cfg.dataset.path)
     lay = dataset.features()
     reader = cfg.storage.reader
-    opts = {}
-    if reader == "mmap" and args.get("cap", True):
-        # under a page-cache cap as small as the caches' budget, readahead evicts the rows being
-        # gathered and the loader thrashes; a cache-aware mmap loader would madvise(RANDOM) too
-        opts = dict(advice="random")
-    if reader == "direct":
-        s = cfg.storage
-        opts = dict(queue_depth=s.queue_depth, threads=s.threads, backend=s.backend)
-    store = open_feature_store(lay, reader=reader, drop_page_cache=cfg.storage.drop_page_cache, **opts)
+    src = make_feature_source(cfg, dataset)  # the plain store (cache off): every rank reads the whole file
+    src.heartbeat = heartbeat  # a rank that fetches is alive
     cap = None
     if reader == "mmap":
         budget = int(args.get("page_cache_budget", 0)) // world_size  # each rank caps its own share
         cap = PageCacheCap(budget, lay.path, enabled=bool(args.get("cap", True))).__enter__()
-        src = CappedStoreSource(store, cap, lay.row_bytes, heartbeat=heartbeat)
-    else:
-        src = StoreFeatureSource(store, heartbeat=heartbeat)  # a rank that fetches is alive
+        src = CappedStoreSource(src, cap, lay.row_bytes)
     heartbeat.beat()
     read0 = kernel_read_bytes()
     try:

@@ -2,7 +2,8 @@
 
 Why: a feature file that fits in RAM ends up wholly in the page cache after one epoch, and the
 mmap baseline would then be timed at memory speed. The cap gives the page cache the same memory
-budget a cached system gets (by default the lsm-gnn caches' total bytes).
+budget a cached system gets (by default LSM-GNN's total feature memory over all devices, victim
+buffers included).
 
 How: the process moves into a child of its own memory cgroup when the run starts (v1:
 `memory.limit_in_bytes`, v2: `memory.high`). A memory cgroup charges page cache *and* anonymous

@@ -1,5 +1,6 @@
 // Shared definitions of the GPU cache engine (lsm_gnn/cache/gpu_engine.py).
-// gpu_engine.py prepends this file to every cuda/cache_*.cu source (no #include, so CuPy's
+// gpu_engine.py prepends this file (then cuda/policies/*.cuh and policy_hooks.cuh) to every
+// cuda/cache_*.cu source (no #include, so CuPy's
 // kernel cache, keyed on the source text, sees every change), and before it a block of
 // #defines generated from the Python constants (gpu_engine.constant_defines: window.NO_REUSE,
 // FRESH, TAG_DTYPE, the policy codes, the statuses), so the two engines cannot drift apart.
@@ -22,6 +23,7 @@
 #define POLICY_HYBRID_PVP 4
 #define POLICY_LRU 5
 #define POLICY_SIEVE 6
+#define POLICY_HORIZON 7
 #endif
 #ifndef STATUS_HIT
 #define STATUS_HIT 0                         // engine.HIT / VICTIM_HIT / STORAGE

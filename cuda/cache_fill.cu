@@ -1,5 +1,6 @@
 // Misses: grouping by set, victim choice per policy, eviction and fill (docs/cache-semantics.md,
-// step 3 and "Victim choice"). Needs cache_common.cuh prepended.
+// step 3 and "Victim choice"). Needs cache_common.cuh, cuda/policies/*.cuh and policy_hooks.cuh
+// prepended (gpu_engine.module_source): every policy decision is a policy_* hook.
 //
 // The CPU engine serves misses one by one in order of first occurrence. Sets are independent, so
 // the GPU engine groups the misses by set, keeping that order inside each set (a sort of the
@@ -35,28 +36,6 @@ extern "C" __global__ void cache_compact_positions(const long long* flag, const 
     if (flag[j]) out[scan[j] - 1] = j;
 }
 
-// The value a policy minimises over the ways of a full set (ties: lowest way).
-//   static: PageRank byte. dynamic: -(effective tag), i.e. farthest reuse first.
-//   hybrid: (case rank, PageRank) with rank none 0, far 1, fresh 2, near 3; hybrid_pvp: far 0,
-//   none 1, fresh 2, near 3 (the same ranks as policies.choose_victim). lru: stamp.
-__device__ __forceinline__ long long victim_key(int code, long long sl, long long t, long long lim,
-                                                const unsigned char* pagerank,
-                                                const TAG_T* tag, const long long* stamp) {
-    if (code == POLICY_STATIC) return (long long)pagerank[sl];
-    if (code == POLICY_DYNAMIC) return -effective_tag(tag[sl], t);
-    if (code == POLICY_HYBRID || code == POLICY_HYBRID_PVP) {
-        long long tg = (long long)tag[sl];
-        long long none = (tg == NO_REUSE || tg <= t) ? 1 : 0;
-        long long far = (tg > lim && tg < FRESH) ? 1 : 0;  // known reuse r = tg - t - 1 > W / 8
-        long long fresh = tg == FRESH ? 1 : 0;
-        long long w_none = code == POLICY_HYBRID ? 3 : 2;
-        long long w_far = code == POLICY_HYBRID ? 2 : 3;
-        long long rank = 3 - w_none * none - w_far * far - fresh;
-        return (rank << 8) | (long long)pagerank[sl];
-    }
-    return stamp[sl];  // POLICY_LRU
-}
-
 __device__ __forceinline__ void warp_min_pair(long long& key, int& way) {
     for (int off = WARP_SIZE / 2; off > 0; off >>= 1) {
         long long k2 = __shfl_xor_sync(FULL_MASK, key, off);
@@ -68,30 +47,22 @@ __device__ __forceinline__ void warp_min_pair(long long& key, int& way) {
     }
 }
 
-// SIEVE (one lane): the hand walks from the tail (oldest) towards the head, clearing visited
-// bits, and stops at the first unvisited line; the hand then rests on the next newer line.
-__device__ int sieve_victim(long long si, long long base, unsigned char* visited, const int* newer,
-                            const int* tail, int* hand) {
-    int p = hand[si] >= 0 ? hand[si] : tail[si];
-    while (visited[base + p]) {
-        visited[base + p] = 0;
-        p = newer[base + p] >= 0 ? newer[base + p] : tail[si];
-    }
-    hand[si] = newer[base + p];
-    return p;
-}
-
 // One warp per set that has misses (seg_begin: first sorted position of each such set). Lane 0
 // makes every write; the other lanes only take part in the victim reduction. blockDim % 32 == 0.
-// spill[d] receives the queue of a spill candidate (evicted with a known, unexpired reuse tag,
-// PVP on); cache_spill_* decide later, in order of first occurrence, which candidates fit.
+// spill[d] receives the queue of a spill candidate (evicted with a known reuse still ahead and
+// at most W iterations away, resident since before the batch, PVP on); cache_spill_* decide later, in order of first occurrence,
+// which candidates fit. A policy with admission control (horizon) may refuse the miss: slot[d]
+// stays -1 and nothing is evicted. row_next: the horizon's next request of each row (cache_horizon.cu;
+// unused by the other policies), which also tags the line it fills (others: FRESH).
 extern "C" __global__ void cache_fill(
         const long long* sorted, long long nd, const long long* seg_begin, long long nseg,
         const long long* distinct, long long G, long long sets, int ways, int code, long long t,
         long long window, int pvp, long long* keys, unsigned char* pagerank, TAG_T* tag,
         long long* stamp, unsigned char* visited, int* newer, int* older, int* set_fill,
         long long* rr, int* head, int* tail, int* hand, int* row_slot,
-        const unsigned char* static_scores, long long* slot, long long* evicted, long long* spill) {
+        const unsigned char* static_scores, const int* row_next, const int* row_first,
+        const long long* inverse, const signed char* status, long long* slot, long long* evicted,
+        long long* spill) {
     long long seg = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / WARP_SIZE;
     int lane = threadIdx.x & (WARP_SIZE - 1);
     if (seg >= nseg) return;  // uniform per warp
@@ -103,6 +74,8 @@ extern "C" __global__ void cache_fill(
     for (; j < nd && sorted[j] / nd == si; ++j) {
         const long long d = sorted[j] % nd;
         const long long v = distinct[d];
+        // the tag the line will take: the horizon knows the row's next request, others FRESH
+        const long long in_tag = code == POLICY_HORIZON ? (long long)row_next[v / G] : FRESH;
         int f = 0;
         if (lane == 0) f = set_fill[si];
         f = __shfl_sync(FULL_MASK, f, 0);
@@ -111,22 +84,15 @@ extern "C" __global__ void cache_fill(
             w = f;
             if (lane == 0) set_fill[si] = f + 1;
         } else {
-            if (code == POLICY_RR || code == POLICY_SIEVE) {
+            if (policy_lane0_victim(code)) {
                 int pick = 0;
-                if (lane == 0) {
-                    if (code == POLICY_RR) {
-                        pick = (int)(rr[si] % ways);
-                        rr[si] += 1;
-                    } else {
-                        pick = sieve_victim(si, base, visited, newer, tail, hand);
-                    }
-                }
+                if (lane == 0) pick = policy_lane0_pick(code, si, base, ways, rr, visited, newer, tail, hand);
                 w = __shfl_sync(FULL_MASK, pick, 0);
             } else {
                 long long best = 9223372036854775807LL;
                 int best_way = 2147483647;
                 for (int x = lane; x < ways; x += WARP_SIZE) {  // ascending: strict < keeps lowest
-                    long long k = victim_key(code, base + x, t, lim, pagerank, tag, stamp);
+                    long long k = policy_victim_key(code, base + x, t, lim, pagerank, tag, stamp);
                     if (k < best) {
                         best = k;
                         best_way = x;
@@ -135,6 +101,13 @@ extern "C" __global__ void cache_fill(
                 warp_min_pair(best, best_way);
                 w = best_way;
             }
+            int admit = 1;
+            if (lane == 0) admit = policy_admit(code, in_tag, static_scores[v], base + w, t, pagerank, tag);
+            admit = __shfl_sync(FULL_MASK, admit, 0);
+            if (!admit) {  // not cached: served from the read buffer, nothing evicted (slot stays -1)
+                __syncwarp();
+                continue;
+            }
             if (lane == 0) {
                 const long long sl = base + w;
                 const long long ev = keys[sl];
@@ -142,13 +115,14 @@ extern "C" __global__ void cache_fill(
                 row_slot[ev / G] = -1;
                 if (pvp) {
                     const long long te = (long long)tag[sl];
-                    if (te != NO_REUSE && te != FRESH && te > t) spill[d] = te % window;
+                    // a line filled in this batch (its id is a miss of the batch: row_first still
+                    // holds its first request) has no row yet and is never spilled
+                    const int first = row_first[ev / G];
+                    const bool filled_now = first != NONE_POS && status[inverse[first]] != STATUS_HIT;
+                    if (te != NO_REUSE && te != FRESH && te > t && te <= t + window && !filled_now)
+                        spill[d] = te % window;
                 }
-                if (code == POLICY_SIEVE) {  // unlink the victim from the set's FIFO list
-                    const int nw = newer[sl], ow = older[sl];
-                    if (nw >= 0) older[base + nw] = ow; else head[si] = ow;
-                    if (ow >= 0) newer[base + ow] = nw; else tail[si] = nw;
-                }
+                policy_on_evict(code, sl, si, base, newer, older, head, tail);
             }
         }
         if (lane == 0) {
@@ -156,15 +130,8 @@ extern "C" __global__ void cache_fill(
             keys[sl] = v;
             row_slot[v / G] = (int)sl;
             pagerank[sl] = static_scores[v];
-            tag[sl] = (TAG_T)FRESH;
-            if (code == POLICY_LRU) stamp[sl] = now;
-            if (code == POLICY_SIEVE) {  // the new line becomes the head (newest)
-                visited[sl] = 0;
-                older[sl] = head[si];
-                newer[sl] = -1;
-                if (head[si] >= 0) newer[base + head[si]] = w; else tail[si] = w;
-                head[si] = w;
-            }
+            tag[sl] = (TAG_T)in_tag;
+            policy_on_fill(code, sl, si, base, w, now, stamp, visited, newer, older, head, tail);
             slot[d] = sl;
         }
         __syncwarp();  // lane 0's writes are seen by the whole warp in the next miss

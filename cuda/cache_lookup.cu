@@ -41,7 +41,7 @@ extern "C" __global__ void cache_dedupe_reset(const long long* distinct, long lo
 
 // Every distinct id against the cache state at the start of the batch: a resident line is a hit
 // (LRU: stamp := t + 1; SIEVE: visited := 1); else an id in the PVP landing buffer is a victim
-// hit (src = its first position there); else a storage read.
+// hit (src = its first position there); else a storage read. The hit goes to the policy's on_hit hook.
 extern "C" __global__ void cache_lookup(const long long* distinct, long long nd, long long G,
                                         int code, const int* row_slot, const int* row_land, long long now,
                                         long long* stamp, unsigned char* visited,
@@ -57,8 +57,7 @@ extern "C" __global__ void cache_lookup(const long long* distinct, long long nd,
         status[d] = STATUS_HIT;
         slot[d] = s;
         src[d] = -1;
-        if (code == POLICY_LRU) stamp[s] = now;
-        else if (code == POLICY_SIEVE) visited[s] = 1;
+        policy_on_hit(code, s, now, stamp, visited);
         return;
     }
     slot[d] = -1;
@@ -77,11 +76,13 @@ __device__ __forceinline__ long long warp_sum(long long x) {
     return x;
 }
 
-// counts[0..5] += hits, victim hits, storage reads, evictions, spills, dropped spills.
-// Integer sums: the result does not depend on the order of the atomics. blockDim % 32 == 0.
+// counts[0..6] += hits, victim hits, storage reads, evictions, spills, dropped spills, bypassed
+// misses (not cached: slot -1). Integer sums: the result does not depend on the order of the
+// atomics. blockDim % 32 == 0.
 extern "C" __global__ void cache_count(const signed char* status, const long long* evicted,
-                                       const long long* spill, long long nd, long long* counts) {
-    long long c[6] = {0, 0, 0, 0, 0, 0};
+                                       const long long* spill, const long long* slot, long long nd,
+                                       long long* counts) {
+    long long c[7] = {0, 0, 0, 0, 0, 0, 0};
     long long stride = (long long)gridDim.x * blockDim.x;
     for (long long d = (long long)blockIdx.x * blockDim.x + threadIdx.x; d < nd; d += stride) {
         signed char st = status[d];
@@ -91,8 +92,9 @@ extern "C" __global__ void cache_count(const signed char* status, const long lon
         c[3] += evicted[d] >= 0;
         c[4] += spill[d] >= 0;
         c[5] += spill[d] == SPILL_DROPPED;
+        c[6] += st != STATUS_HIT && slot[d] < 0;
     }
-    for (int k = 0; k < 6; ++k) {
+    for (int k = 0; k < 7; ++k) {
         long long s = warp_sum(c[k]);
         if ((threadIdx.x & (WARP_SIZE - 1)) == 0 && s != 0)
             atomicAdd((unsigned long long*)&counts[k], (unsigned long long)s);

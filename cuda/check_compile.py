@@ -5,8 +5,8 @@ Usage:  python cuda/check_compile.py [--arch compute_80] [FILE.cu ...]
 
 Needs CuPy and the NVRTC library (e.g. `pip install cupy-cuda13x==14.2.0 nvidia-cuda-nvrtc==13.*`
 in a scratch venv). CuPy's RawModule cannot compile without a driver, but its low-level NVRTC
-binding can. Every `cache_*.cu` is compiled with `cache_common.cuh` prepended, exactly as
-lsm_gnn/cache/gpu_engine.py loads it, and so is the combined cache module (all cache sources in
+binding can. Every `cache_*.cu` is compiled with the headers prepended (`cache_common.cuh`, each
+policy's `policies/*.cuh`, `policy_hooks.cuh`), exactly as lsm_gnn/cache/gpu_engine.py loads it, and so is the combined cache module (all cache sources in
 one translation unit, as the engine builds it: this catches duplicate definitions). Each
 `extern "C" __global__` kernel must appear as an entry in the PTX. Exit status 1 on any failure.
 """
@@ -23,15 +23,21 @@ COMMON = "cache_common.cuh"
 KERNEL_RE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
 
 
+def headers() -> str:
+    """The headers of every cache source, in gpu_engine.header_paths()'s order."""
+    paths = [CUDA_DIR / COMMON] + sorted((CUDA_DIR / "policies").glob("*.cuh")) + [CUDA_DIR / "policy_hooks.cuh"]
+    return "\n".join(p.read_text() for p in paths)
+
+
 def source_of(path: Path) -> str:
     text = path.read_text()
     if path.name.startswith("cache_") and path.suffix == ".cu":
-        return (CUDA_DIR / COMMON).read_text() + "\n" + text
+        return headers() + "\n" + text
     return text
 
 
 def cache_module_source() -> str:
-    parts = [(CUDA_DIR / COMMON).read_text()]
+    parts = [headers()]
     parts += [p.read_text() for p in sorted(CUDA_DIR.glob("cache_*.cu"))]
     return "\n".join(parts)
 

@@ -16,7 +16,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from lsm_gnn.utils.errors import ConfigError
 
-POLICIES = ("round_robin", "static", "dynamic", "hybrid", "lru", "sieve")
+
+def policy_names() -> tuple[str, ...]:
+    """The eviction policies cache.policy accepts: derived from the one registry,
+    lsm_gnn.cache.policies (imported on first use, so that loading this module stays light)."""
+    from lsm_gnn.cache.policies import configurable_names
+
+    return configurable_names()
+
+
+def __getattr__(name: str):
+    if name == "POLICIES":  # `from lsm_gnn.config import POLICIES`: the registry's names
+        return policy_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Section(BaseModel):
@@ -41,14 +53,18 @@ class StorageConfig(Section):
     """Storage read unit: every read covers whole blocks (read amplification below this size)."""
     max_io_bytes: int = Field(1 << 20, ge=512)
     """Adjacent blocks are merged into reads of at most this many bytes."""
+    mmap_advice: Literal["normal", "random"] = "normal"
+    """mmap reader: "random" (MADV_RANDOM) turns kernel readahead off (the page-cache-capped mmap
+    baseline sets it: under a small cap readahead evicts the rows being gathered)."""
 
 
 class VictimBufferConfig(Section):
     enabled: bool = True
-    host_fraction: float = Field(0.10, ge=0.0, lt=1.0)
+    host_fraction: float | None = Field(None, ge=0.0, lt=1.0)
     """Share of the device's total budget (cache.capacity_*) given to the host tier: W victim
     queues + the PVP landing buffer, `depth` lines each, depth = floor(share x total / (W + 1)).
-    0.10 is the share in the authors' setting (lsm_gnn.cache.budget, docs/memory-budget.md)."""
+    None: the policy's share, 0.10 (the share in the authors' setting) for the paper's policies
+    and the classic ones, 0 for horizon (lsm_gnn.cache.budget, docs/memory-budget.md)."""
     depth: int | None = Field(None, ge=1)
     """Lines per queue, set absolutely (the paper's scripts: 32768) instead of by host_fraction;
     it still comes out of the total budget."""
@@ -63,12 +79,26 @@ class CacheConfig(Section):
     fraction of the feature bytes (ignored if capacity_bytes is set); lsm_gnn.cache.budget."""
     capacity_bytes: int | None = Field(None, ge=1)
     ways: int = Field(32, ge=1, le=1024)
-    policy: Literal[POLICIES] = "hybrid"  # type: ignore[valid-type]
+    policy: str = "hybrid"
+    """An eviction policy of the registry (lsm_gnn.cache.policies; `policy_names()`)."""
     window: int = Field(8, ge=0, le=1024)
-    """Lookahead window W: future mini-batches whose requests feed the reuse tags."""
+    """Lookahead window W: future mini-batches whose requests feed the reuse tags, and the
+    number of victim queues."""
+    lookahead: int = Field(128, ge=1, le=65536)
+    """K: future mini-batches a long-lookahead policy (horizon) reads; the loader samples
+    max(W, K) batches ahead for it (policies.lookahead_batches). 128 = horizon.DEFAULT_LOOKAHEAD,
+    chosen by measurement (docs/cache.md, "Beyond the paper")."""
     refresh_every: int = Field(1, ge=1)
     engine: Literal["cpu", "gpu", "reference"] = "cpu"
     victim_buffer: VictimBufferConfig = VictimBufferConfig()
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, v):
+        names = policy_names()
+        if v not in names:
+            raise ValueError(f"unknown eviction policy; expected one of {', '.join(names)}")
+        return v
 
     @model_validator(mode="after")
     def _one_capacity(self):
@@ -138,7 +168,7 @@ class BaselineConfig(Section):
     page_cache_cap: bool = True
     """mmap loader: cap the page cache with a cgroup memory limit (else only drop it first)."""
     page_cache_budget_bytes: int | None = Field(None, ge=0)
-    """mmap page-cache budget; None: the lsm-gnn caches' total bytes (capacity x devices)."""
+    """mmap page-cache budget; None: LSM-GNN's total feature memory (per-device budget x devices)."""
     partition_method: Literal["metis", "random"] = "metis"
     partition_dir: str | None = None
     """Keep Dist-DGL partitions here and reuse them (None: partition afresh in a temporary dir)."""

@@ -11,7 +11,7 @@ from baselines.memcap import PageCacheCap
 from lsm_gnn.config import load_config
 from lsm_gnn.records import validate_record
 from lsm_gnn.storage.open import open_feature_store
-from lsm_gnn.train.sources import StoreFeatureSource
+from lsm_gnn.features import StoreFeatureSource
 from lsm_gnn.utils.errors import ConfigError
 
 
@@ -36,7 +36,7 @@ def test_plain_loaders_return_exactly_the_rows_on_disk(random_dataset, reader, d
     beats = _Beats()
     if reader == "mmap":
         with PageCacheCap(64 << 10, lay.path) as cap:
-            src = CappedStoreSource(store, cap, lay.row_bytes, heartbeat=beats)
+            src = CappedStoreSource(StoreFeatureSource(store, heartbeat=beats), cap, lay.row_bytes)
             rows = src.fetch(ids)
             empty = src.fetch(np.zeros(0, np.int64))
         info = cap.info()

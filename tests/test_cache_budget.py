@@ -81,3 +81,26 @@ def test_system_memory_for_every_system():
     assert system_memory(cfg, "direct", 1000, 4096)["total_bytes"] == 0
     dd = system_memory(cfg, "distdgl", 1000, 4096, machines=2)
     assert dd["all_devices_fraction"] == pytest.approx(1.0) and dd["devices"] == 2
+
+
+def test_the_policy_sets_the_host_share_when_the_config_leaves_it_unset():
+    """hybrid (and the other paper / classic policies): 0.10 of the total for the host tier;
+    horizon: none, the whole budget is cache lines; an explicit share applies to every policy."""
+    hybrid = memory_budget(CacheConfig(policy="hybrid", capacity_fraction=0.1, window=8), 1_000_000, 4096)
+    horizon = memory_budget(CacheConfig(policy="horizon", capacity_fraction=0.1, window=8), 1_000_000, 4096)
+    assert hybrid.total_rows == horizon.total_rows == 100_000  # the same memory
+    assert hybrid.victim_depth == 10_000 // 9 and horizon.victim_depth == 0
+    assert (horizon.cache_rows, horizon.host_rows, horizon.pvp) == (100_000, 0, False)
+    forced = memory_budget(CacheConfig(policy="horizon", window=8, victim_buffer={"host_fraction": 0.1}), 1_000_000, 4096)
+    assert forced.victim_depth == hybrid.victim_depth and forced.pvp
+    by_rows = budget_for_cache_rows(CacheConfig(policy="horizon", window=8), 5000, 100_000)
+    assert (by_rows.cache_rows, by_rows.victim_depth) == (5000, 0)
+
+
+def test_lookahead_memory_is_stated_not_budgeted():
+    from lsm_gnn.cache.budget import lookahead_bytes
+
+    la = lookahead_bytes(max_window_ids=128 * 43_000, max_records=129 * 43_000, owned_rows=1_000_000, lookahead=128)
+    assert la["window_ids_bytes"] == 8 * 128 * 43_000
+    assert la["engine_ring_bytes"] == 8 * 129 * 43_000 + 8 * 1_000_000 + 8 * 130 + 24
+    assert la["lookahead_bytes"] == la["window_ids_bytes"] + la["engine_ring_bytes"]

@@ -22,31 +22,12 @@ from lsm_gnn.cache.device_pool import DeviceRowPool, gather_rows, word_dtype
 from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
 from lsm_gnn.cache.fetcher import CachedFeatureSource
 from lsm_gnn.cache.window import ROW_SLOT
-from lsm_gnn.storage.base import FeatureStore
 from lsm_gnn.utils.errors import ConfigError, InputError
+from array_store import ArrayStore
 
-POLICIES = ("round_robin", "static", "dynamic", "hybrid", "lru", "sieve")
+POLICIES = ("round_robin", "static", "dynamic", "hybrid", "lru", "sieve", "horizon")
 SHARED_STATS = ("iterations", "evictions", "spilled", "spill_dropped", "prefetched", "prefetched_used",
                 "victim_bytes", "prefetch_bytes", "victim_buffer_bytes")
-
-
-class ArrayStore(FeatureStore):
-    """Test store: rows of an array (a memmap of a dataset's feature file reads the real file)."""
-
-    reader_name = "test-array"
-
-    def __init__(self, array):
-        super().__init__(array.shape[0], array.shape[1], array.dtype)
-        self.array = array
-
-    def read_rows(self, ids, out=None):
-        ids = np.asarray(ids)
-        self.counters.rows_requested += len(ids)
-        rows = np.array(self.array[ids])
-        if out is not None:
-            out[...] = rows
-            return out
-        return rows
 
 
 def cache_cfg(*, cache_rows, row_bytes, pvp=True, depth=8, window=4, engine="cpu", **kw):
@@ -135,12 +116,13 @@ def test_rows_and_decisions_equal_the_host_source(random_dataset, policy, pvp):
     static = ds.static_scores()
     rng = np.random.default_rng(POLICIES.index(policy))
     batches = skewed_batches(rng, np.arange(1500), 25, 50, 300)
-    cfg = cache_cfg(cache_rows=200, row_bytes=96, pvp=pvp, depth=40, policy=policy)
+    cfg = cache_cfg(cache_rows=200, row_bytes=96, pvp=pvp, depth=40, policy=policy, lookahead=6)
     with DeviceCachedFeatureSource(ArrayStore(disk), 1500, 24, np.float32, cfg, static) as dev, \
             CachedFeatureSource(ArrayStore(disk), 1500, 24, np.float32, cfg, static) as ref:
         assert dev.pool.word == torch.int64 and dev.pool.row_words == 12
         assert not dev.pool.queues.is_pinned()  # pinned only for a CUDA device
-        drive_pair(dev, ref, batches, 4, disk)
+        assert dev.window.window == ref.window.window == (6 if policy == "horizon" else 4)
+        drive_pair(dev, ref, batches, dev.window.window, disk)
         c = dev.counters
         assert c.local_hits > 0 and c.storage_rows > 0
         if pvp and policy in ("hybrid", "dynamic", "static"):
@@ -273,12 +255,12 @@ def emulated_gpu_engine(monkeypatch):
 
 
 @pytest.mark.parametrize("how,policy,pvp", [("config", "hybrid", True), ("injected", "lru", True),
-                                            ("config", "sieve", False)])
+                                            ("config", "sieve", False), ("config", "horizon", False)])
 def test_gpu_engine_decisions_drive_the_cpu_data_plane(emulated_gpu_engine, how, policy, pvp):
     rng = np.random.default_rng(9)
     feats = rng.normal(size=(1200, 8)).astype(np.float32)
     static = rng.integers(0, 256, 1200).astype(np.uint8)
-    cfg = cache_cfg(cache_rows=96, row_bytes=32, depth=8, window=4, pvp=pvp, policy=policy, engine="gpu")
+    cfg = cache_cfg(cache_rows=96, row_bytes=32, depth=8, window=4, pvp=pvp, policy=policy, engine="gpu", lookahead=5)
     batches = skewed_batches(rng, np.arange(1200), 9, 120, 200)
     engine = None
     if how == "injected":
@@ -290,7 +272,7 @@ def test_gpu_engine_decisions_drive_the_cpu_data_plane(emulated_gpu_engine, how,
     with DeviceCachedFeatureSource(ArrayStore(feats), 1200, 8, np.float32, cfg, static, engine=engine) as dev, \
             CachedFeatureSource(ArrayStore(feats), 1200, 8, np.float32, on_cpu_engine(cfg), static) as ref:
         assert isinstance(dev.engine, gpu_engine.GpuCacheEngine)
-        drive_pair(dev, ref, batches, 4, feats)
+        drive_pair(dev, ref, batches, dev.window.window, feats)
         assert dev.counters.local_hits > 0 and dev.stats["evictions"] > 0
         if pvp:
             assert dev.stats["spilled"] > 0

@@ -12,7 +12,7 @@ from lsm_gnn.cache.reference import ReferenceCache
 from lsm_gnn.cache.replay import flatten_batches
 from lsm_gnn.utils.errors import InputError
 
-POLICIES = ["round_robin", "static", "dynamic", "hybrid", "lru", "sieve"]
+POLICIES = ["round_robin", "static", "dynamic", "hybrid", "lru", "sieve", "horizon"]
 FIELDS = ["distinct", "inverse", "status", "slot", "src", "evicted", "spill"]
 
 
@@ -46,7 +46,8 @@ def run_and_compare(batches, num_rows, static, capacity, **kw):
     batches = [np.asarray(b, dtype=np.int64) for b in batches]
     eng = CpuCacheEngine(capacity, num_rows, static, **kw)
     ref = ReferenceCache(capacity, num_rows, static, **kw)
-    window = kw.get("window", 8)
+    window = max(kw.get("window", 8), eng.lookahead)  # horizon reads K batches
+    assert eng.lookahead == ref.lookahead
     for t, batch in enumerate(batches):
         res = eng.step(batch, *_window(batches, t, window))
         rec = ref.step(batch.tolist(), batches[t + 1: t + 1 + window])
@@ -56,6 +57,7 @@ def run_and_compare(batches, num_rows, static, capacity, **kw):
         assert eng.end_iteration() == ref.end_iteration()
         assert eng.landing.current.tolist() == ref.landing
         assert eng.keys.tolist() == ref.slot_keys(), t
+        assert eng.tag.tolist() == ref.slot_tags(), t
         _check_invariants(eng, batches, t, capacity)
     # the whole-trace kernel (incremental tags) gives the same counts and final state
     eng2 = CpuCacheEngine(capacity, num_rows, static, **kw)
@@ -63,6 +65,8 @@ def run_and_compare(batches, num_rows, static, capacity, **kw):
     ref2 = ReferenceCache(capacity, num_rows, static, **kw)
     assert rows.tolist() == ref2.replay(batches).tolist()
     assert eng2.keys.tolist() == eng.keys.tolist()
+    if eng.long_lookahead:
+        assert eng2.tag.tolist() == eng.tag.tolist()
     return rows
 
 
@@ -75,14 +79,15 @@ def random_trace(seed, num_rows=400, num_batches=50, max_len=70):
     return [perm[rng.choice(num_rows, size=rng.integers(0, max_len), p=p)] for _ in range(num_batches)]
 
 
+# `lookahead` (K) is read by horizon only; the others read `window` (W)
 CONFIGS = [
-    dict(ways=4, window=4, refresh_every=1, pvp=True, victim_depth=6),
-    dict(ways=4, window=4, refresh_every=1, pvp=False),
-    dict(ways=8, window=8, refresh_every=1, pvp=True, victim_depth=2),
-    dict(ways=4, window=3, refresh_every=3, pvp=True, victim_depth=8),
-    dict(ways=4, window=0, refresh_every=1, pvp=True),
-    dict(ways=2, window=40, refresh_every=2, pvp=True, victim_depth=4),  # wider than the masks
-    dict(ways=4, window=31, refresh_every=1, pvp=True, victim_depth=4),  # widest masked window
+    dict(ways=4, window=4, refresh_every=1, pvp=True, victim_depth=6, lookahead=12),  # K > W: spills only within W
+    dict(ways=4, window=4, refresh_every=1, pvp=False, lookahead=3),
+    dict(ways=8, window=8, refresh_every=1, pvp=True, victim_depth=2, lookahead=8),
+    dict(ways=4, window=3, refresh_every=3, pvp=True, victim_depth=8, lookahead=1),
+    dict(ways=4, window=0, refresh_every=1, pvp=True, lookahead=5),
+    dict(ways=2, window=40, refresh_every=2, pvp=True, victim_depth=4, lookahead=40),  # wider than the masks
+    dict(ways=4, window=31, refresh_every=1, pvp=True, victim_depth=4, lookahead=200),  # K past the trace
 ]
 
 
@@ -103,7 +108,7 @@ def test_engine_equals_reference_owner_sharded(policy):
     batches = [rng.choice(ids, size=rng.integers(1, 60)) for _ in range(40)]
     static = rng.integers(0, 256, 600).astype(np.uint8)
     run_and_compare(batches, 600, static, 40, policy=policy, ways=4, window=6, num_owners=3, owner=1,
-                    victim_depth=5)
+                    victim_depth=5, lookahead=9)
 
 
 def _adversarial_traces():
@@ -126,7 +131,8 @@ def test_engine_equals_reference_adversarial(policy, name, batches, extra):
     # equal PageRank bytes everywhere: every static tie is broken by the lowest way
     static = np.full(4000, 7, np.uint8) if name in ("scan", "one_set") else \
         np.random.default_rng(1).integers(0, 256, 4000).astype(np.uint8)
-    run_and_compare(batches, 4000, static, capacity, policy=policy, ways=4, window=5, victim_depth=3, **extra)
+    run_and_compare(batches, 4000, static, capacity, policy=policy, ways=4, window=5, victim_depth=3, lookahead=7,
+                    **extra)
 
 
 # ---- semantics pinned by hand (both engines against expectations written from the doc) ------
@@ -222,3 +228,84 @@ def test_geometry_and_errors():
         CpuCacheEngine(4, 10, static, policy="belady")
     with pytest.raises(InputError):
         CpuCacheEngine(4, 10, static, num_owners=2, owner=2)
+
+
+# ---- horizon: the long lookahead, admission control --------------------------------------------
+
+def test_horizon_evicts_the_farthest_and_refuses_a_miss_that_comes_back_later():
+    # one set of 2 ways, K = 3. PageRank: 1 -> 50, 2 -> 10, 3 -> 90, 4 -> 5 (then 60).
+    batches = [[1, 2], [1, 3], [], [2, 4], [3], [], []]
+    for pr4, admitted in ((5, False), (60, True)):
+        static = np.zeros(100, np.uint8)
+        static[[1, 2, 3, 4]] = [50, 10, 90, pr4]
+        for e in _both(2, 100, static, ways=2, policy="horizon", window=4, pvp=False, lookahead=3):
+            def step(t):
+                return _step(e, batches[t], batches[t + 1: t + 4])
+
+            def tags():
+                return [int(x) for x in (e.tag if isinstance(e, CpuCacheEngine) else e.slot_tags())]
+
+            # t=0: 1 (next request t=1) and 2 (t=3) fill the empty ways, tagged at once
+            step(0)
+            assert tags() == [1, 3]
+            # t=1: 1 hits and has no request in [2, 4] (its PageRank, 50, ranks it); 3 (next request
+            # t=4) evicts it: a line without a request in the lookahead goes first
+            r = step(1)
+            assert r["status"] == [HIT, 2] and r["evicted"] == [-1, 1] and r["slot"] == [0, 0]
+            assert tags() == [4, 3]
+            # t=2: nothing; t=3: 2 hits and has no request in [4, 6] (PageRank 10); the miss 4 has
+            # none either: it is cached only if its PageRank beats 10, evicting 2
+            step(2)
+            r = step(3)
+            if admitted:
+                assert r["evicted"] == [-1, 2] and r["slot"] == [1, 1]
+            else:  # not cached: slot -1, nothing evicted, the set unchanged
+                assert r["evicted"] == [-1, -1] and r["slot"] == [1, -1]
+            keys = e.keys.tolist() if isinstance(e, CpuCacheEngine) else e.slot_keys()
+            assert keys == ([3, 4] if admitted else [3, 2])
+
+
+def test_horizon_windows_that_stop_at_epoch_ends():
+    """The loader's windows stay inside an epoch: shorter at its end, none at its last batch, a
+    full K again at the next epoch's first batch (which no window announced). The engine reads
+    each batch once and makes the reference's decisions."""
+    batches = random_trace(seed=21, num_batches=36)
+    static = np.random.default_rng(2).integers(0, 256, 400).astype(np.uint8)
+    kw = dict(ways=4, window=3, pvp=True, victim_depth=5, policy="horizon", lookahead=6)
+    eng, ref = CpuCacheEngine(48, 400, static, **kw), ReferenceCache(48, 400, static, **kw)
+    epoch = 12
+    for t, batch in enumerate(batches):
+        end = (t // epoch + 1) * epoch
+        win = [np.asarray(b, np.int64) for b in batches[t + 1: min(t + 1 + 6, end)]]
+        res = eng.step(np.asarray(batch, np.int64), *(flatten_batches(win) if win else (np.zeros(0, np.int64), np.zeros(1, np.int64))))
+        rec = ref.step(batch.tolist(), win)
+        for f in FIELDS:
+            assert getattr(res, f).tolist() == getattr(rec, f), (t, f)
+        assert res.counts == rec.counts
+        eng.end_iteration()
+        ref.end_iteration()
+        assert eng.tag.tolist() == ref.slot_tags(), t
+    assert eng.ring.live() <= sum(len(b) for b in batches[-6:])  # served batches leave the ring
+
+
+def test_horizon_refuses_a_batch_its_lookahead_did_not_announce():
+    static = np.zeros(100, np.uint8)
+    eng = CpuCacheEngine(8, 100, static, ways=4, policy="horizon", lookahead=2, pvp=False)
+    eng.step(np.array([1, 2]), *flatten_batches([np.array([3, 4]), np.array([5])]))
+    eng.end_iteration()
+    with pytest.raises(InputError, match="lookahead announced"):
+        eng.step(np.array([3, 9]), *flatten_batches([np.array([5])]))
+
+
+def test_horizon_ring_grows_and_reports_its_memory():
+    rng = np.random.default_rng(3)
+    batches = [rng.integers(0, 5000, 900) for _ in range(12)]
+    static = rng.integers(0, 256, 5000).astype(np.uint8)
+    eng = CpuCacheEngine(256, 5000, static, ways=8, policy="horizon", lookahead=5, pvp=False)
+    assert eng.ring.capacity == 1024
+    for t, b in enumerate(batches):
+        eng.step(b, *flatten_batches(batches[t + 1: t + 6]))
+        eng.end_iteration()
+    assert eng.ring.capacity >= 5 * 800  # 6 batches of ~850 distinct ids were live at once
+    assert eng.lookahead_bytes() == eng.ring.nbytes >= 8 * eng.ring.capacity + 8 * 5000
+    assert CpuCacheEngine(256, 5000, static, policy="hybrid").lookahead_bytes() == 0

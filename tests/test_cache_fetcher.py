@@ -8,28 +8,8 @@ import pytest
 from lsm_gnn.cache.fetcher import CachedFeatureSource
 from lsm_gnn.cache.replay import replay
 from lsm_gnn.config import CacheConfig
-from lsm_gnn.storage.base import FeatureStore
 from lsm_gnn.utils.errors import ConfigError, InputError
-
-
-class ArrayStore(FeatureStore):
-    """Test store: rows of an array (a memmap of a dataset's feature file reads the real file)."""
-
-    reader_name = "test-array"
-
-    def __init__(self, array):
-        super().__init__(array.shape[0], array.shape[1], array.dtype)
-        self.array = array
-
-    def read_rows(self, ids, out=None):
-        ids = np.asarray(ids)
-        self.counters.rows_requested += len(ids)
-        self.counters.distinct_rows += len(np.unique(ids))
-        rows = np.array(self.array[ids])
-        if out is not None:
-            out[...] = rows
-            return out
-        return rows
+from array_store import ArrayStore
 
 
 def _drive(src, batches, window, check):
@@ -40,7 +20,7 @@ def _drive(src, batches, window, check):
         check(b, out)
 
 
-@pytest.mark.parametrize("policy", ["round_robin", "static", "dynamic", "hybrid", "lru", "sieve"])
+@pytest.mark.parametrize("policy", ["round_robin", "static", "dynamic", "hybrid", "lru", "sieve", "horizon"])
 @pytest.mark.parametrize("pvp", [True, False])
 def test_rows_through_cache_equal_disk_rows(random_dataset, policy, pvp):
     ds = random_dataset(num_nodes=1500, dim=24, dtype="float32", seed=3)
@@ -51,11 +31,13 @@ def test_rows_through_cache_equal_disk_rows(random_dataset, policy, pvp):
     p /= p.sum()
     batches = [rng.choice(1500, size=rng.integers(50, 300), p=p) for _ in range(25)]
     # 200 cache lines; with the PVP on, 4 queues + a landing buffer of 40 rows come out of the same budget
+    # (horizon reads K = 6 future batches; the others W = 4)
     cfg = CacheConfig(capacity_bytes=(200 + (5 * 40 if pvp else 0)) * 24 * 4, ways=8, window=4, policy=policy,
-                      victim_buffer={"enabled": pvp, "depth": 40})
+                      lookahead=6, victim_buffer={"enabled": pvp, "depth": 40})
     store = ArrayStore(disk)
     with CachedFeatureSource(store, 1500, 24, np.float32, cfg, static) as src:
-        _drive(src, batches, 4, lambda b, out: np.testing.assert_array_equal(out, disk[b]))
+        assert src.window.window == (6 if policy == "horizon" else 4)
+        _drive(src, batches, src.window.window, lambda b, out: np.testing.assert_array_equal(out, disk[b]))
         c = src.counters
         assert c.requests == sum(len(b) for b in batches)
         assert c.local_hits + c.victim_hits + c.storage_rows == c.distinct
@@ -66,10 +48,14 @@ def test_rows_through_cache_equal_disk_rows(random_dataset, policy, pvp):
         if not pvp:
             assert c.victim_hits == 0 and src.stats["victim_buffer_bytes"] == 0
         assert src.stats["prefetched_used"] == c.victim_hits <= src.stats["prefetched"]
+        if policy == "horizon":  # admission control: misses served without being cached
+            assert src.stats["bypassed"] > 0 and src.stats["lookahead_bytes"] > 0
+        else:
+            assert src.stats["bypassed"] == 0
     # the fetcher and the decision replay agree on every count
     r = replay(batches, cfg, 1500, static, budget=src.budget)
-    assert (r.totals["hits"], r.totals["victim_hits"], r.totals["storage_rows"]) == \
-        (c.local_hits, c.victim_hits, c.storage_rows)
+    assert (r.totals["hits"], r.totals["victim_hits"], r.totals["storage_rows"], r.totals["bypassed"]) == \
+        (c.local_hits, c.victim_hits, c.storage_rows, src.stats["bypassed"])
 
 
 def test_owner_sharded_source_and_ownership_errors():

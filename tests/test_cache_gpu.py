@@ -33,7 +33,7 @@ STEP_FIELDS = ("distinct", "inverse", "status", "slot", "src", "evicted", "spill
                "spill_dst")
 STATE = ("keys", "pagerank", "tag", "stamp", "visited", "newer", "older", "set_fill", "rr", "head",
          "tail", "hand")
-POLICIES = ("round_robin", "static", "dynamic", "hybrid", "lru", "sieve")
+POLICIES = ("round_robin", "static", "dynamic", "hybrid", "lru", "sieve", "horizon")
 
 _has_cxx = bool(shutil.which("g++") or shutil.which("c++"))
 BACKENDS = [
@@ -151,12 +151,14 @@ def test_steps_match_cpu_engine(backend, policy, pvp):
     rng = np.random.default_rng(2 * POLICIES.index(policy) + pvp)
     static = rng.integers(0, 256, size["num_rows"]).astype(np.uint8)
     static[::7] = 17  # many PageRank ties: the tie-breaks decide
-    g, c = engines(size, static=static, policy=policy, pvp=pvp)
-    assert g.policy_name == c.policy_name
-    totals = run_steps(g, c, mixed_trace(rng, size), size["window"])
+    g, c = engines(size, static=static, policy=policy, pvp=pvp, lookahead=3)  # K: horizon only
+    assert g.policy_name == c.policy_name and g.lookahead == c.lookahead
+    totals = run_steps(g, c, mixed_trace(rng, size), max(size["window"], c.lookahead))
     assert totals["hits"] > 0 and totals["evictions"] > 0  # the trace exercises hits and victims
     if pvp:
         assert totals["spills"] > 0
+    if policy == "horizon":
+        assert totals["bypassed"] > 0
 
 
 REPLAY_CASES = {
@@ -168,6 +170,9 @@ REPLAY_CASES = {
     "hybrid-pvp-drops": dict(policy="hybrid", pvp=True, victim_depth=2),
     "static-no-window": dict(policy="static", pvp=True, window=0),
     "round-robin-pvp": dict(policy="round_robin", pvp=True),
+    "horizon-k2": dict(policy="horizon", pvp=False, lookahead=2),
+    "horizon-pvp-k6": dict(policy="horizon", pvp=True, lookahead=6),    # K > W: spills within W only
+    "horizon-whole-trace": dict(policy="horizon", pvp=False, lookahead=40, ways=40),
 }
 
 
@@ -227,9 +232,9 @@ def test_one_overloaded_set_matches_cpu_engine(backend, policy):
     rng = np.random.default_rng(7)
     static = (np.arange(size["num_rows"]) % 5).astype(np.uint8)  # heavy ties
     pvp = policy == "hybrid_pvp"
-    g, c = engines(size, static=static, policy="hybrid" if pvp else policy, pvp=pvp)
+    g, c = engines(size, static=static, policy="hybrid" if pvp else policy, pvp=pvp, lookahead=5)
     sets = cache_geometry(size["capacity"], size["ways"]).sets
-    totals = run_steps(g, c, one_set_trace(rng, size, sets), size["window"])
+    totals = run_steps(g, c, one_set_trace(rng, size, sets), max(size["window"], c.lookahead))
     assert totals["evictions"] > size["ways"]
 
 
@@ -263,8 +268,14 @@ def test_copy_rows_moves_rows(backend):
 # ---- no GPU needed ----------------------------------------------------------------------------
 def test_sources_define_every_kernel_the_engine_launches():
     for name in ("cache_common.cuh", "cache_lookup.cu", "cache_fill.cu", "cache_tags.cu",
-                 "cache_spill.cu", "cache_pvp.cu"):
+                 "cache_spill.cu", "cache_pvp.cu", "cache_horizon.cu", "policy_hooks.cuh"):
         assert (gpu_engine.CUDA_DIR / name).is_file(), name
+    # one header of device hooks per kernel policy of the registry (hybrid_pvp lives in hybrid's)
+    from lsm_gnn.cache.policies import REGISTRY
+
+    for name, cls in REGISTRY.items():
+        header = "hybrid" if name == "hybrid_pvp" else name
+        assert (gpu_engine.CUDA_DIR / "policies" / f"{header}.cuh").is_file(), name
     defined = gpu_engine.defined_kernels()
     assert set(gpu_engine.KERNELS) <= defined, set(gpu_engine.KERNELS) - defined
     # every kernel name the engine's code passes to a launch is in KERNELS
@@ -279,7 +290,7 @@ def test_kernels_are_compiled_with_the_python_constants():
     assert int(defines["FRESH"].rstrip("L")) == int(window.FRESH)
     tag_t = re.search(r"#define TAG_T (.+)", gpu_engine.constant_defines()).group(1).strip()
     assert tag_t == {4: "int", 8: "long long"}[np.dtype(window.TAG_DTYPE).itemsize]
-    for name in ("RR", "STATIC", "DYNAMIC", "HYBRID", "HYBRID_PVP", "LRU", "SIEVE"):
+    for name in ("RR", "STATIC", "DYNAMIC", "HYBRID", "HYBRID_PVP", "LRU", "SIEVE", "HORIZON"):
         assert int(defines[f"POLICY_{name}"]) == getattr(policies, name)
     assert int(defines["STATUS_HIT"]) == cpu_engine.HIT
     assert int(defines["STATUS_VICTIM_HIT"]) == cpu_engine.VICTIM_HIT
@@ -288,7 +299,7 @@ def test_kernels_are_compiled_with_the_python_constants():
     # the header's standalone defaults (used by cuda/check_compile.py) are the same values
     header = (gpu_engine.CUDA_DIR / gpu_engine.COMMON_HEADER).read_text()
     defaults = dict(re.findall(r"#define (\w+) (\S+)", header))
-    for key in ("NO_REUSE", "FRESH", "POLICY_HYBRID_PVP", "POLICY_SIEVE", "NOT_SPILLED"):
+    for key in ("NO_REUSE", "FRESH", "POLICY_HYBRID_PVP", "POLICY_SIEVE", "POLICY_HORIZON", "NOT_SPILLED"):
         assert defaults[key] == defines[key], key
 
 

@@ -19,11 +19,11 @@ def _trace(seed=0, num_rows=2000, num_batches=40, size=300):
     return [np.unique(perm[rng.choice(num_rows, size=size, p=p)]) for _ in range(num_batches)]
 
 
-@pytest.mark.parametrize("policy", ["round_robin", "static", "dynamic", "hybrid", "lru", "sieve"])
+@pytest.mark.parametrize("policy", ["round_robin", "static", "dynamic", "hybrid", "lru", "sieve", "horizon"])
 def test_cpu_replay_equals_reference_replay(policy):
     batches = _trace()
     static = np.random.default_rng(1).integers(0, 256, 2000).astype(np.uint8)
-    cfg = CacheConfig(policy=policy, ways=8, window=6, victim_buffer={"depth": 30})
+    cfg = CacheConfig(policy=policy, ways=8, window=6, lookahead=9, victim_buffer={"depth": 30})
     budget = budget_for_cache_rows(cfg, 160, 2000)
     a = replay(batches, cfg, 2000, static, budget=budget, engine="cpu")
     b = replay(batches, cfg, 2000, static, budget=budget, engine="reference")

@@ -1,11 +1,15 @@
-"""The exchange protocol on 2 gloo ranks (127.0.0.1), with an in-memory owner as the cache."""
+"""The exchange protocol on 2 gloo ranks (127.0.0.1), with an in-memory owner as the cache; the
+device data plane against the host plane (kernels on the CUDA emulator), and over NCCL on GPUs."""
 
 import json
 import os
+import shutil
 
 import numpy as np
+import pytest
 import torch.multiprocessing as mp
 
+from conftest import requires_gpu
 from lsm_gnn.features import MemoryFeatureSource
 
 N, DIM, W = 997, 7, 3
@@ -61,7 +65,7 @@ def _rank(rank, G, port, outdir):
 
 
 def test_two_ranks_rows_windows_and_bytes(tmp_path):
-    from lsm_gnn.multidevice.launch import pick_free_port
+    from lsm_gnn.multidevice.group import pick_free_port
 
     G = 2
     mp.spawn(_rank, args=(G, pick_free_port(), str(tmp_path)), nprocs=G)
@@ -85,3 +89,158 @@ def test_two_ranks_rows_windows_and_bytes(tmp_path):
         peer_b0 = int((reqs[r][0] % G != r).sum())
         headers = 9 * 8 + 9 * (3 + W) * 8
         assert res[r]["stats"]["id_bytes"] == (2 * peer - peer_b0) * 8 + headers
+
+
+# ---- the device data plane ------------------------------------------------------------------------
+def _plane_rank(rank, G, port, outdir):
+    """Every rank fetches the same batches through four shared sources, one after the other: an
+    in-memory owner on the host plane and on the device plane, and the owner's cache on the host
+    plane (CachedFeatureSource) and on the device plane (DeviceCachedFeatureSource on the CPU).
+    The device plane's kernels run on the CUDA emulator (tests/cuda_emu.py)."""
+    import torch
+    import torch.distributed as dist
+
+    from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
+    from lsm_gnn.cache.fetcher import CachedFeatureSource
+    from lsm_gnn.config import parse_config
+    from lsm_gnn.features import DeviceCacheSource
+    from lsm_gnn.multidevice.exchange import Exchange
+    from lsm_gnn.multidevice.source import SharedCacheFeatureSource
+    from lsm_gnn.storage.base import FeatureStore
+    from test_multidevice_owners import emulate_gpu_kernels
+
+    class ArrayStore(FeatureStore):
+        reader_name = "test-array"
+
+        def __init__(self, array):
+            super().__init__(len(array), array.shape[1], array.dtype)
+            self.array = array
+
+        def _read(self, ids, out):
+            out[...] = self.array[ids]
+            u = len(np.unique(ids))
+            return u, u, u * self.row_bytes
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=G)
+    emulate_gpu_kernels()
+    feats = np.random.default_rng(7).normal(size=(N, DIM)).astype(np.float32)
+    cache_cfg = parse_config({"cache": {"capacity_fraction": 0.1, "window": W}}).cache
+    static = np.random.default_rng(3).integers(0, 256, N).astype(np.uint8)
+    owners = {
+        "memory-host": (lambda: MemoryFeatureSource(feats), "host"),
+        "memory-device": (lambda: MemoryFeatureSource(feats), "device"),
+        "cache-host": (lambda: CachedFeatureSource(ArrayStore(feats), N, DIM, np.float32, cache_cfg, static,
+                                                   num_owners=G, owner=rank), "host"),
+        "cache-device": (lambda: DeviceCacheSource(DeviceCachedFeatureSource(
+            ArrayStore(feats), N, DIM, np.float32, cache_cfg, static, num_owners=G, owner=rank, device="cpu")),
+            "device"),
+    }
+    mine = batches_of(rank)
+    res = {}
+    for name, (make, plane) in owners.items():
+        src = SharedCacheFeatureSource(make(), Exchange(rank, G), num_rows=N, row_dim=DIM, dtype=np.float32,
+                                       max_window=W, plane=plane)
+        ok, kinds = True, set()
+        for b, ids in enumerate(mine):
+            src.advance(mine[b + 1: b + 1 + W])
+            rows = src.fetch(ids)
+            kinds.add(type(rows).__name__)
+            ok &= bool(np.array_equal(rows.numpy() if isinstance(rows, torch.Tensor) else rows, feats[ids]))
+        src.advance([])
+        empty = src.fetch(np.zeros(0, np.int64))
+        ok &= tuple(empty.shape) == (0, DIM)
+        res[name] = {"ok": ok, "plane": src.plane, "kinds": sorted(kinds), "rows": src.counters.as_dict(),
+                     "stats": src.ex.stats.as_dict(), "peer_rows": src.peer_rows, "coalesced": src.coalesced}
+        src.close()
+    with open(os.path.join(outdir, f"plane-{rank}.json"), "w") as f:
+        json.dump(res, f)
+    dist.destroy_process_group()
+
+
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="needs g++ for the CUDA emulator")
+def test_device_plane_gives_the_host_planes_rows_counts_and_bytes(tmp_path):
+    from lsm_gnn.multidevice.group import pick_free_port
+
+    G = 2
+    mp.spawn(_plane_rank, args=(G, pick_free_port(), str(tmp_path)), nprocs=G)
+    for r in range(G):
+        res = json.loads((tmp_path / f"plane-{r}.json").read_text())
+        assert all(v["ok"] for v in res.values()), res  # every row received equals the file's row
+        assert [res[k]["plane"] for k in res] == ["host", "device", "host", "device"]
+        assert res["memory-host"]["kinds"] == res["cache-host"]["kinds"] == ["ndarray"]
+        assert res["memory-device"]["kinds"] == res["cache-device"]["kinds"] == ["Tensor"]
+        for kind in ("memory", "cache"):
+            host, dev = res[f"{kind}-host"], res[f"{kind}-device"]
+            # same split, same exchange, same owner decisions: the same counts and bytes
+            assert dev["rows"] == host["rows"] and dev["stats"]["bytes"] == host["stats"]["bytes"]
+            assert dev["stats"]["calls"] == host["stats"]["calls"] == len(batches_of(r)) + 1
+            assert dev["peer_rows"] == host["peer_rows"] and dev["coalesced"] == host["coalesced"]
+        assert res["cache-device"]["rows"]["storage_rows"] > 0
+
+
+# ---- on GPUs (NCCL): cuda/gpu_check.py runs these on a GPU machine ---------------------------------
+def _nccl_rank(rank, G, port, outdir):
+    """The device plane over NCCL: DeviceCachedFeatureSource on this rank's GPU, the real kernels,
+    counts, ids and rows as CUDA tensors; rows checked against the features."""
+    import torch
+    import torch.distributed as dist
+
+    from types import SimpleNamespace
+
+    from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
+    from lsm_gnn.features import DeviceCacheSource
+    from lsm_gnn.multidevice.exchange import Exchange
+    from lsm_gnn.multidevice.source import SharedCacheFeatureSource
+    from lsm_gnn.storage.memory import MemoryStore
+
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=G)
+    feats = np.random.default_rng(7).normal(size=(N, DIM)).astype(np.float32)
+    # a duck-typed CacheConfig (the GPU image may lack pydantic): lsm_gnn.config's defaults, 10 %
+    cache_cfg = SimpleNamespace(enabled=True, capacity_fraction=0.1, capacity_bytes=None, ways=32, policy="hybrid",
+                                window=W, refresh_every=1, engine="cpu",
+                                victim_buffer=SimpleNamespace(enabled=True, depth=None, host_fraction=0.1, force=False))
+    store = MemoryStore(feats)
+    owner = DeviceCacheSource(DeviceCachedFeatureSource(store, N, DIM, np.float32, cache_cfg, np.zeros(N, np.uint8),
+                                                        num_owners=G, owner=rank, device="cuda"))
+    src = SharedCacheFeatureSource(owner, Exchange(rank, G, device="cuda"), num_rows=N, row_dim=DIM,
+                                   dtype=np.float32, max_window=W)
+    ok = src.plane == "device"
+    mine = batches_of(rank)
+    for b, ids in enumerate(mine):
+        src.advance(mine[b + 1: b + 1 + W])
+        rows = src.fetch(ids)
+        ok &= isinstance(rows, torch.Tensor) and rows.is_cuda
+        ok &= bool(np.array_equal(rows.cpu().numpy(), feats[ids]))
+    src.close()
+    with open(os.path.join(outdir, f"nccl-{rank}.json"), "w") as f:
+        json.dump({"ok": bool(ok), "stats": src.ex.stats.as_dict()}, f)
+    dist.destroy_process_group()
+
+
+def _cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _over_nccl(tmp_path, G):
+    from lsm_gnn.multidevice.group import pick_free_port
+
+    mp.spawn(_nccl_rank, args=(G, pick_free_port(), str(tmp_path)), nprocs=G)
+    for r in range(G):
+        assert json.loads((tmp_path / f"nccl-{r}.json").read_text())["ok"]
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_device_plane_over_nccl_one_gpu(tmp_path):
+    """One rank exchanging with itself over NCCL: every step of the device plane on one GPU."""
+    _over_nccl(tmp_path, 1)
+
+
+# not marked gpu: cuda/gpu_check.py runs on one GPU, where this would only skip
+@pytest.mark.skipif(_cuda_devices() < 2, reason="needs 2 CUDA devices (NCCL refuses two ranks on one GPU)")
+def test_device_plane_over_nccl_two_gpus(tmp_path):
+    _over_nccl(tmp_path, 2)

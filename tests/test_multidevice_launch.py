@@ -110,3 +110,25 @@ def test_failed_rank_stops_the_others_and_is_named(setup, monkeypatch, kind):
         assert "signal 9" in rec["failure"]["message"]
     else:
         assert "no progress" in rec["failure"]["message"]
+
+
+def _cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+# not marked gpu: cuda/gpu_check.py runs on one GPU, where this would only skip
+@pytest.mark.skipif(_cuda_devices() < 2, reason="needs 2 CUDA devices (NCCL refuses two ranks on one GPU)")
+def test_shared_cache_on_gpus_makes_the_cpu_runs_decisions(setup):
+    """train.device=cuda: NCCL, DeviceCachedFeatureSource and the device data plane in every rank;
+    every row verified, and the same storage rows and exchange bytes as the run on the CPU."""
+    ds, trace, root = setup
+    cpu = run(ds, trace, "shared")
+    cfg = parse_config({"dataset": {"path": str(ds.root)}, "storage": {"reader": "buffered"},
+                        "cache": {"capacity_fraction": 0.05, "policy": "hybrid", "window": 3},
+                        "train": {"threads": 1, "device": "cuda"}, "distributed": {"devices": G, "mode": "shared"}})
+    gpu = run_multi_device(cfg, worker="trace", progress=False, worker_args={"trace": str(trace), "verify": True})
+    assert gpu["metrics"]["multidevice"]["backend"] == "nccl"
+    assert gpu["metrics"]["rows"] == cpu["metrics"]["rows"]
+    assert gpu["metrics"]["traffic"]["device_exchange_bytes"] == cpu["metrics"]["traffic"]["device_exchange_bytes"]

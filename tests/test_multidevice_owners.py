@@ -1,5 +1,8 @@
 """Owner split, reorder and per-owner feature files (CPU engine; GPU engine against it)."""
 
+import re
+import shutil
+
 import numpy as np
 import pytest
 
@@ -82,3 +85,67 @@ def test_gpu_split_and_reorder_equal_cpu(G):
     for dim, dtype in ((1024, np.float32), (3, np.float16)):
         rows = rng.normal(size=(len(ids), dim)).astype(dtype)
         assert np.array_equal(cp.asnumpy(reorder_gpu(cp.asarray(rows), pos)), reorder(rows, s.positions))
+
+
+# ---- the kernels on torch tensors (the shared cache's device data plane) ------------------------
+_has_cxx = bool(shutil.which("g++") or shutil.which("c++"))
+
+
+def emulate_gpu_kernels(monkeypatch=None):
+    """Run lsm_gnn.multidevice.gpu on tests/cuda_emu.py (g++): CPU tensors stand for device ones."""
+    from cuda_emu import fake_cupy
+
+    from lsm_gnn.multidevice import gpu
+
+    cp = fake_cupy()
+    # the emulator reads kernel parameter lists as plain declarations: drop the // comments
+    mods = {name: cp.RawModule(code=re.sub(r"//[^\n]*", "", (gpu.CUDA_DIR / name).read_text()))
+            for name in ("owner_split.cu", "reorder.cu")}
+    if monkeypatch is None:
+        gpu._require, gpu._module = (lambda: cp), (lambda name: mods[name])
+    else:
+        monkeypatch.setattr(gpu, "_require", lambda: cp)
+        monkeypatch.setattr(gpu, "_module", lambda name: mods[name])
+
+
+def _tensor_split_and_reorder_equal_cpu(device, G, n):
+    import torch
+
+    from lsm_gnn.multidevice.gpu import reorder_tensor, split_by_owner_tensor
+
+    rng = np.random.default_rng(G)
+    ids = rng.integers(0, 10**6, n)
+    s = split_by_owner(ids, G)
+    send, pos, counts = split_by_owner_tensor(torch.from_numpy(ids).to(device), G)
+    assert send.device.type == pos.device.type == counts.device.type == torch.device(device).type
+    assert np.array_equal(send.cpu().numpy(), s.send_ids)
+    assert np.array_equal(pos.cpu().numpy(), s.positions)
+    assert np.array_equal(counts.cpu().numpy(), s.counts)
+    for dim, dtype in ((16, torch.float32), (3, torch.float16), (5, torch.bfloat16)):  # words and bytes
+        rows = torch.randn(n, dim, generator=torch.Generator().manual_seed(dim)).to(dtype)
+        expect = rows[torch.from_numpy(np.argsort(s.positions))]  # out[positions[k]] = rows[k]
+        got = reorder_tensor(rows.to(device), pos)
+        assert got.device.type == torch.device(device).type and got.dtype == dtype
+        assert torch.equal(got.cpu(), expect)
+        out = torch.empty_like(rows, device=device)
+        assert reorder_tensor(rows.to(device), pos, out=out) is out and torch.equal(out.cpu(), expect)
+    empty = split_by_owner_tensor(torch.zeros(0, dtype=torch.int64, device=device), G)
+    assert [len(x) for x in empty] == [0, 0, G]
+
+
+@pytest.mark.skipif(not _has_cxx, reason="needs g++ for the CUDA emulator")
+@pytest.mark.parametrize("G", [2, 3])
+def test_tensor_split_and_reorder_equal_cpu_emulated(G, monkeypatch):
+    emulate_gpu_kernels(monkeypatch)
+    _tensor_split_and_reorder_equal_cpu("cpu", G, 701)
+
+
+@pytest.mark.gpu
+@requires_gpu
+@pytest.mark.parametrize("G", [2, 3, 8])
+def test_gpu_tensor_split_and_reorder_equal_cpu(G):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    _tensor_split_and_reorder_equal_cpu("cuda", G, 200_003)

@@ -103,12 +103,13 @@ def test_plain_store_run_matches_memory_losses(random_dataset):
     assert direct["system"] == "buffered" and direct["metrics"]["traffic"]["storage_bytes"] > 0
 
 
+@pytest.mark.parametrize("policy", ["hybrid", "horizon"])  # LSM-GNN's, and the long lookahead's
 @pytest.mark.parametrize("reader", ["buffered", "direct"])
-def test_real_cache_engine_gives_the_memory_losses(random_dataset, reader):
+def test_real_cache_engine_gives_the_memory_losses(random_dataset, reader, policy):
     ds = random_dataset(num_nodes=600, dim=16, num_classes=4)
     mem = run_training(_cfg(ds), progress=False)
     over = {"cache.enabled": True, "cache.capacity_fraction": 0.1, "cache.window": 4, "storage.reader": reader,
-            "storage.drop_page_cache": False}
+            "storage.drop_page_cache": False, "cache.policy": policy, "cache.lookahead": 6}
     cached = run_training(_cfg(ds, **over), progress=False)
     a = [loss for ep in mem["epochs"] for loss in ep["losses"]]
     b = [loss for ep in cached["epochs"] for loss in ep["losses"]]
@@ -116,6 +117,9 @@ def test_real_cache_engine_gives_the_memory_losses(random_dataset, reader):
     assert cached["system"] == "lsm" and cached["metrics"]["rows"]["storage_rows"] > 0
     assert cached["metrics"]["rows"]["local_hits"] > 0 and cached["metrics"]["traffic"]["storage_bytes"] > 0
     assert cached["metrics"]["source"]["storage_path"]["reader"] == reader
+    if policy == "horizon":  # the loader ran K = 6 batches ahead; misses went uncached
+        assert cached["metrics"]["source"]["window"] == 6
+        assert cached["metrics"]["source"]["stats"]["bypassed"] > 0
 
 
 @pytest.mark.parametrize("overlap", [True, False])
@@ -359,3 +363,69 @@ def test_sources_never_change_rows_a_caller_still_holds(random_dataset):
         for b, rows in held:               # every batch's rows are still the file's rows
             np.testing.assert_array_equal(rows, feats[b])
         src.close()
+
+
+def _device_cache_on_the_cpu(monkeypatch):
+    """DeviceCachedFeatureSource as make_feature_source builds it for train.device=cuda, with its
+    rows on the CPU (the same code; no GPU here)."""
+    from lsm_gnn.cache import device_source
+
+    real, made = device_source.DeviceCachedFeatureSource, []
+
+    def on_cpu(*args, **kw):
+        assert kw["device"] == "cuda"
+        made.append(real(*args, **{**kw, "device": "cpu"}))
+        return made[-1]
+
+    monkeypatch.setattr(device_source, "DeviceCachedFeatureSource", on_cpu)
+    return made
+
+
+def test_cuda_with_the_cache_gets_the_device_cache_and_its_tensors_train(random_dataset, monkeypatch):
+    """train.device=cuda and the cache on: the factory gives the GPU cache (DeviceCacheSource); its
+    fetch returns tensors, which the loader hands to the model as they are (no host copy); the
+    contract reports its memory, I/O and stats; training on it gives the memory run's losses."""
+    from lsm_gnn.cache.budget import system_memory
+    from lsm_gnn.features import DeviceCacheSource
+
+    made = _device_cache_on_the_cpu(monkeypatch)
+    ds = random_dataset(num_nodes=600, dim=16, num_classes=4)
+    over = {"cache.enabled": True, "cache.capacity_fraction": 0.1, "cache.window": 4, "storage.reader": "buffered",
+            "storage.drop_page_cache": False}
+    src = make_feature_source(_cfg(ds, **over, **{"train.device": "cuda"}), ds)
+    assert isinstance(src, DeviceCacheSource) and len(made) == 1
+    ids = np.array([5, 1, 5, 599, 0], dtype=np.int64)
+    rows = src.fetch(ids)
+    assert isinstance(rows, torch.Tensor) and torch.equal(rows, torch.from_numpy(np.asarray(ds.feature_array())[ids]))
+    lay = ds.features()
+    assert src.memory() == system_memory(_cfg(ds, **over), "lsm", lay.num_rows, lay.row_bytes)
+    assert src.io_counters().bytes_read > 0 and src.stats()["iterations"] == 1
+    assert set(src.stage_seconds()) == {"cache", "victim", "storage"}
+    src.close()
+
+    mem = run_training(_cfg(ds), progress=False)
+    src = make_feature_source(_cfg(ds, **over, **{"train.device": "cuda"}), ds)
+    cached = run_training(_cfg(ds, **over), feature_source=src, progress=False)
+    src.close()
+    a = [loss for ep in mem["epochs"] for loss in ep["losses"]]
+    b = [loss for ep in cached["epochs"] for loss in ep["losses"]]
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    m = cached["metrics"]
+    assert m["source"]["kind"] == "DeviceCacheSource" and m["rows"]["storage_rows"] > 0
+    assert m["traffic"]["host_to_device_bytes"] == m["source"]["stats"]["h2d_bytes"] > 0  # the cache's uploads
+    assert m["memory"]["total_bytes"] == src.memory()["total_bytes"]
+
+
+def test_loader_passes_source_tensors_through(random_dataset):
+    ds = random_dataset(num_nodes=300, dim=8)
+    feats = np.asarray(ds.feature_array())
+
+    class TensorSource(MemoryFeatureSource):
+        def _fetch(self, ids):
+            return torch.from_numpy(np.array(super()._fetch(ids)))
+
+    loader = FeatureLoader(NeighborSampler(ds, [3, 3], 32, seed=0), TensorSource(feats), window=2)
+    for batch in loader.epoch(0):
+        assert batch.h2d_bytes == 0
+        np.testing.assert_array_equal(batch.features.numpy(), feats[batch.input_nodes])
+

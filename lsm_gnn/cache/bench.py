@@ -18,7 +18,10 @@ import time
 import click
 import numpy as np
 
-POLICY_NAMES = ("hybrid", "static", "dynamic", "round_robin", "lru", "sieve")
+from lsm_gnn.cache.policies import configurable_names
+
+# every policy of the registry, the paper's first (the headline)
+POLICY_NAMES = ("hybrid",) + tuple(n for n in configurable_names() if n != "hybrid")
 
 
 def synthetic_trace(num_rows: int, num_batches: int, batch_size: int, skew: float = 0.9,

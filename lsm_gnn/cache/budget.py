@@ -3,7 +3,10 @@
 `cache.capacity_fraction` (or `capacity_bytes`) is the **total** feature memory of one device:
 device cache lines + the victim buffer's W host queues + the PVP landing buffer. The host tier
 (queues and landing buffer, `depth` lines each) takes `victim_buffer.host_fraction` of the total
-by default; what remains is the device cache. Every system and every bound is sized from here, so
+(unset: the policy's share, `host_share`: 0.10 for the paper's policies, 0 for horizon, which
+keeps the whole budget as cache lines); what remains is the device cache. A long-lookahead
+policy's K batches of ids are not feature rows and are not in the budget; `lookahead_bytes`
+states them (docs/memory-budget.md). Every system and every bound is sized from here, so
 that a comparison at "10 %" means the same bytes for each of them (docs/memory-budget.md).
 
 Why a share and not the paper's absolute depth: the authors' scripts use `pvp_depth = 32768` lines
@@ -80,6 +83,38 @@ def memory_record(cache_bytes: int, victim_bytes: int, feature_bytes: int, *, de
             "devices": int(devices), "fraction_of_features": total / feature_bytes if feature_bytes else 0.0}
 
 
+def for_devices(block: dict, devices: int) -> dict:
+    """`block` (one device's memory, as `memory_record` makes it) counted over `devices` devices:
+    `devices`, `all_devices_bytes` and `all_devices_fraction` set; what a feature source's
+    `memory()` returns and what the multi-device record states."""
+    out = dict(block)
+    out["devices"] = int(devices)
+    out["all_devices_bytes"] = int(out["total_bytes"]) * int(devices)
+    out["all_devices_fraction"] = float(out["fraction_of_features"]) * int(devices)
+    return out
+
+
+def host_share(cfg) -> float:
+    """The share of the total budget for the host tier: victim_buffer.host_fraction, or the
+    policy's default share when it is unset (lsm_gnn.cache.policies.default_host_fraction)."""
+    share = getattr(cfg.victim_buffer, "host_fraction", None)
+    if share is None:
+        from lsm_gnn.cache.policies import default_host_fraction
+
+        share = default_host_fraction(cfg.policy)
+    return float(share)
+
+
+def lookahead_bytes(max_window_ids: int, max_records: int, owned_rows: int, lookahead: int) -> dict:
+    """Host memory of a K-batch lookahead (not feature memory, not in the budget): the window of
+    ids the feature source hands the engine (int64) and the CPU engine's ring (an int32 row and
+    an int32 next use per id of K + 1 batches, an int64 last record per owned row)."""
+    window = 8 * int(max_window_ids)
+    ring = 8 * int(max_records) + 8 * int(owned_rows) + 8 * (int(lookahead) + 2) + 24
+    return {"lookahead_batches": int(lookahead), "window_ids_bytes": window, "engine_ring_bytes": ring,
+            "lookahead_bytes": window + ring}
+
+
 def total_rows_for(cfg, num_rows: int, row_bytes: int | None = None) -> int:
     """Rows of one device's total budget: capacity_bytes // row_bytes, else
     floor(capacity_fraction * num_rows)."""
@@ -109,7 +144,7 @@ def memory_budget(cfg, num_rows: int, row_bytes: int | None = None, *, owned_row
     depth = 0
     if vb.enabled and w > 0:
         if vb.depth is None:
-            depth = int(total * vb.host_fraction) // (w + 1)
+            depth = int(total * host_share(cfg)) // (w + 1)
         else:
             depth = int(vb.depth)
             host, cache = (w + 1) * depth, total - (w + 1) * depth
@@ -140,7 +175,8 @@ def budget_for_cache_rows(cfg, cache_rows: int, num_rows: int, row_bytes: int = 
         if vb.depth is not None:
             depth = int(vb.depth)
         else:  # total = cache + host and host = host_fraction * total
-            depth = int(cache_rows * vb.host_fraction / (1.0 - vb.host_fraction)) // (w + 1)
+            share = host_share(cfg)
+            depth = int(cache_rows * share / (1.0 - share)) // (w + 1)
     return MemoryBudget(int(cache_rows) if cfg.enabled else 0, depth, w if depth else 0, int(row_bytes),
                         int(num_rows))
 

@@ -32,7 +32,8 @@ import torch
 from lsm_gnn.cache.budget import MemoryBudget, memory_budget
 from lsm_gnn.cache.device_pool import DeviceRowPool
 from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT, CpuCacheEngine
-from lsm_gnn.cache.geometry import check_owned_ids, check_owner_args, local_rows
+from lsm_gnn.cache.geometry import check_owned_ids, check_owner_store, local_rows
+from lsm_gnn.cache.policies import lookahead_batches
 from lsm_gnn.cache.window import LookaheadWindow
 from lsm_gnn.features import TierCounters
 from lsm_gnn.utils.errors import ConfigError, InputError
@@ -75,12 +76,13 @@ def _plan(res, keys: torch.Tensor, depth: int) -> tuple[dict, list]:
     req_status = status[inverse]
     storage, victim = status == STORAGE, status == VICTIM_HIT
     kpos = torch.cumsum(storage, 0) - 1  # staged row of each storage read
-    last = keys[slot] == distinct
+    last = (slot >= 0) & (keys[slot] == distinct)  # slot -1: a miss the policy did not cache
     vh_req = torch.nonzero(req_status == VICTIM_HIT).flatten()
     st_req = torch.nonzero(req_status == STORAGE).flatten()
     fill = torch.nonzero(storage & last).flatten()
     vfill = torch.nonzero(victim & last).flatten()
-    plan = dict(req_slot=slot[inverse], vh_req=vh_req, vh_src=src[inverse[vh_req]], st_req=st_req,
+    # (a miss the policy did not cache has slot -1: it reads line 0 and is overwritten like any miss)
+    plan = dict(req_slot=slot[inverse].clamp(min=0), vh_req=vh_req, vh_src=src[inverse[vh_req]], st_req=st_req,
                 st_k=kpos[inverse[st_req]], fill_slot=slot[fill], fill_k=kpos[fill], vfill_slot=slot[vfill],
                 vfill_src=src[vfill])
     # spills in queue-position order: one copy per queue they append to
@@ -107,16 +109,11 @@ class DeviceCachedFeatureSource:
     def __init__(self, store, num_rows: int, row_dim: int, dtype, cfg, static_scores: np.ndarray, *,
                  num_owners: int = 1, owner: int = 0, budget: MemoryBudget | None = None, device="cpu",
                  engine=None):
-        check_owner_args(num_rows, num_owners, owner)
-        self.dtype = np.dtype(dtype)
+        self.dtype = check_owner_store(store, num_rows, row_dim, dtype, num_owners, owner)
         try:
             self.torch_dtype = torch.from_numpy(np.empty(0, self.dtype)).dtype
         except TypeError as e:
             raise InputError(f"feature dtype {self.dtype} has no torch equivalent") from e
-        rows = num_rows if getattr(store, "row_map", None) is None else len(range(owner, num_rows, num_owners))
-        if (store.num_rows, store.dim, store.dtype) != (rows, row_dim, self.dtype):
-            raise InputError(f"store holds ({store.num_rows} rows, dim {store.dim}, {store.dtype}), "
-                             f"expected ({rows} rows, dim {row_dim}, {self.dtype})")
         self.store, self.num_rows, self.dim = store, int(num_rows), int(row_dim)
         self.num_owners, self.owner = int(num_owners), int(owner)
         self.row_bytes = self.dim * self.dtype.itemsize
@@ -125,7 +122,7 @@ class DeviceCachedFeatureSource:
         self.budget = budget
         self.capacity_rows = int(budget.cache_rows)
         self.enabled = bool(cfg.enabled) and self.capacity_rows >= 1
-        self.window = LookaheadWindow(cfg.window)
+        self.window = LookaheadWindow(lookahead_batches(cfg.policy, cfg.window, getattr(cfg, "lookahead", None)))
         self.counters = TierCounters()
         self._last = None  # (status, inverse) of the last fetch, for last_tiers
         self.stats = dict.fromkeys(STAT_KEYS, 0)
@@ -155,7 +152,8 @@ class DeviceCachedFeatureSource:
         kind = getattr(cfg, "engine", "cpu")
         b = self.budget
         kw = dict(ways=cfg.ways, policy=cfg.policy, window=cfg.window, refresh_every=cfg.refresh_every,
-                  pvp=b.pvp, victim_depth=b.engine_depth, num_owners=self.num_owners, owner=self.owner)
+                  pvp=b.pvp, victim_depth=b.engine_depth, num_owners=self.num_owners, owner=self.owner,
+                  lookahead=getattr(cfg, "lookahead", None))
         if kind == "cpu":
             return CpuCacheEngine(self.capacity_rows, self.num_rows, static_scores, **kw)
         if kind == "gpu":

@@ -1,10 +1,13 @@
 """The CPU cache engine: the set-associative cache of one owner as flat arrays + numba kernels.
 
-State (one entry per slot = set * ways + way): key (-1 empty), PageRank byte, reuse tag, LRU
-stamp, SIEVE visited bit and list links; per set: fill count, round-robin counter, SIEVE head /
-tail / hand. A 16-byte record per owner-local row ``v // G`` (window.ROW_*: slot or -1, dedupe
-position, landing-buffer position, window mask) makes every lookup O(1) on the CPU and touches one
-cache line per id; the decisions are the same as a 32-way tag scan (the GPU engine's way).
+State (one entry per slot = set * ways + way): key (-1 empty), PageRank byte, reuse tag; per
+set: fill count; and the state arrays the policy declares (lsm_gnn.cache.policies: the LRU stamp,
+SIEVE's visited bits, list links and hand, the round-robin counter), which the engine passes to
+the policy's hooks without knowing what they are. A 16-byte record per owner-local row ``v // G``
+(window.ROW_*: slot or -1, dedupe position, landing-buffer position, window mask) makes every
+lookup O(1) on the CPU and touches one cache line per id; the decisions are the same as a 32-way
+tag scan (the GPU engine's way). A long-lookahead policy (horizon) also keeps its lookahead ring
+(policies.horizon.LookaheadRing).
 
 One iteration = `step(batch)` then `end_iteration()`; `replay(flat, offsets)` runs a whole trace
 inside one kernel. The semantics are in docs/cache-semantics.md; the pure-Python reference
@@ -20,8 +23,10 @@ from numba import njit
 
 from lsm_gnn.cache.memhint import PREFETCH_DISTANCE, prefetch_record
 from lsm_gnn.cache.geometry import cache_geometry, check_owner_args, local_rows
-from lsm_gnn.cache.policies import KERNEL_CODES, LRU, SIEVE, get_policy, resolve_policy
-from lsm_gnn.cache.policies import choose_victim as _choose
+from lsm_gnn.cache.policies import (HORIZON, KERNEL_CODES, STATE_ORDER, get_policy, lookahead_batches,
+                                    resolve_policy, state_arrays)
+from lsm_gnn.cache.policies import kernels as hooks
+from lsm_gnn.cache.policies.horizon import LookaheadRing, batch_records, ingest, ring_capacity
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues, prefetch_queue
 from lsm_gnn.cache.window import (FRESH, MASK_WINDOW_MAX, NO_REUSE, TAG_DTYPE, ROW_DPOS, ROW_FIELDS, ROW_LAND,
                                   ROW_MASK, ROW_SLOT, first_reuse, mask_update, refresh_tags, retag_fresh,
@@ -34,13 +39,22 @@ HIT, VICTIM_HIT, STORAGE = 0, 1, 2
 NOT_SPILLED, SPILL_DROPPED = -1, -2
 # per-step counts (index into StepResult.counts / replay rows)
 COUNT_NAMES = ("requests", "distinct", "hits", "victim_hits", "storage_rows", "evictions",
-               "spills", "spill_dropped", "prefetched")
+               "spills", "spill_dropped", "prefetched", "bypassed")
+# step_kernel's nd when the batch served is not the one the lookahead ring announced
+RING_MISMATCH = -1
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def filled_in_batch(v, G, rows, distinct, status, nd):
+    """Was the resident line of v filled during this batch (v is one of its misses)?"""
+    p = rows[v // G, ROW_DPOS]
+    return p >= 0 and p < nd and distinct[p] == v and status[p] != HIT
 
 
 @njit(cache=True, nogil=True)
-def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, static,
-                q_ids, q_count, land_ids, land_n, leave, retag, pending, distinct, inverse, status,
-                slot, src, evicted, spill, spill_slot, spill_dst, counts):
+def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, ps, static,
+                q_ids, q_count, land_ids, land_n, leave, retag, pending, ring, K, distinct, inverse, status,
+                slot, src, evicted, spill, spill_slot, spill_dst, nextuse, counts):
     """Serve one batch's decisions: dedupe, lookup all, then misses in first-occurrence order.
 
     With `leave` (incremental tags), batch t's bit is cleared from the window masks in the same
@@ -48,16 +62,25 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, static,
     bit t, so this equals doing it before the batch). With a non-empty `pending` (tags refreshed
     every iteration), each filled line also gets the tag it will have at the next refresh before
     the batch t+1+W enters (window.first_reuse at t+1 of its current mask), so that refresh
-    needs no second look at the row.
+    needs no second look at the row. The policy's state `ps` goes to its hooks
+    (policies.kernels). A long-lookahead policy (code HORIZON) reads each id's next use from the
+    lookahead ring (batch t ingested, ids checked against it: RING_MISMATCH otherwise), retags
+    its hits, tags its fills at once, and may refuse a miss (admission: slot -1, `bypassed`).
     """
-    (keys, pagerank, tag, stamp, visited, newer, older, set_fill, rr, head, tail, hand,
-     rows, dirty, in_dirty, dirty_n) = st
+    keys, pagerank, tag, set_fill, rows, dirty, in_dirty, dirty_n = st
+    stamp, visited, newer, older, rr, head, tail, hand = ps  # the policy's state (STATE_ORDER)
     n = len(batch)
     now = t + 1
     keep = 0xFFFFFFFF ^ (np.int64(1) << np.int64(t % 32))
     nland = land_n[0]
     nd = 0
     hits = vhits = storage = 0
+    long_la = code == HORIZON
+    r_row, r_next, r_base, r_last, r_meta = ring
+    cap = len(r_row)
+    rec0 = rec_n = np.int64(0)
+    if long_la:
+        rec0, rec_n = batch_records(ring, t, K)
     # 1+2. dedupe (distinct ids in order of first occurrence) and look each distinct id up
     # against the cache state at the start of the batch. A row's DPOS / LAND fields are valid
     # only if they point back at it (sparse-set check), so they never need clearing.
@@ -74,6 +97,11 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, static,
         if p >= 0 and p < nd and distinct[p] == v:
             inverse[i] = p
             continue
+        if long_la:
+            rec = (rec0 + nd) % cap
+            if nd >= rec_n or r_row[rec] != v // G:
+                return RING_MISMATCH, 0
+            nextuse[nd] = r_next[rec]
         r[ROW_DPOS] = nd
         distinct[nd] = v
         inverse[i] = nd
@@ -84,13 +112,12 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, static,
         if s >= 0:
             if retag:
                 tag[s] = first_reuse(m, t)
+            if long_la:
+                tag[s] = nextuse[nd]
             status[nd] = HIT
             slot[nd] = s
             src[nd] = -1
-            if code == LRU:
-                stamp[s] = now
-            elif code == SIEVE:
-                visited[s] = 1
+            hooks.on_hit(code, s, now, stamp, visited)
             hits += 1
         elif lp >= 0 and lp < nland and land_ids[lp] == v:
             status[nd] = VICTIM_HIT
@@ -101,8 +128,12 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, static,
             src[nd] = -1
             storage += 1
         nd += 1
+    if long_la:
+        if nd != rec_n:
+            return RING_MISMATCH, 0
+        r_meta[1] = rec0 + rec_n  # batch t's records are consumed
     # 3. misses (victim hits and storage reads alike) fill lines, in first-occurrence order
-    nev = nsp = ndrop = 0
+    nev = nsp = ndrop = nbyp = 0
     for d in range(nd):
         if d + PREFETCH_DISTANCE < nd:
             prefetch_record(rows, distinct[d + PREFETCH_DISTANCE] // G)
@@ -117,16 +148,23 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, static,
             w = f
             set_fill[si] = f + 1
         else:
-            w = _choose(code, base, ways, t, window, pagerank, tag, stamp, rr, si,
-                        visited, newer, tail, hand)
+            w = hooks.choose_victim(code, base, ways, t, window, pagerank, tag, si, stamp, visited, newer, rr,
+                                    tail, hand)
             sl = base + w
+            if long_la and not hooks.admit(code, nextuse[d], static[v], sl, t, pagerank, tag):
+                slot[d] = -1  # not cached: served from the read buffer, nothing evicted
+                nbyp += 1
+                continue
             ev = keys[sl]
             evicted[d] = ev
             nev += 1
             rows[ev // G, ROW_SLOT] = -1
             if pvp:
                 te = tag[sl]
-                if te != NO_REUSE and te != FRESH and te > t:
+                # spilled: a known reuse still ahead, within the W queues' reach, of a line that
+                # was resident when the batch began (a line filled in this batch has no row yet)
+                if te != NO_REUSE and te != FRESH and te > t and te <= t + window and \
+                        not filled_in_batch(ev, G, rows, distinct, status, nd):
                     q = te % window
                     c = q_count[q]
                     if c < depth:
@@ -140,39 +178,23 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, static,
                     else:
                         spill[d] = SPILL_DROPPED
                         ndrop += 1
-            if code == SIEVE:
-                nw, ow = newer[sl], older[sl]
-                if nw >= 0:
-                    older[base + nw] = ow
-                else:
-                    head[si] = ow
-                if ow >= 0:
-                    newer[base + ow] = nw
-                else:
-                    tail[si] = nw
+            hooks.on_evict(code, sl, si, base, newer, older, head, tail)
         sl = base + w
         keys[sl] = v
         r = rows[loc]
         r[ROW_SLOT] = sl
-        if len(pending):
-            pending[sl] = first_reuse(r[ROW_MASK], t + 1)
         pagerank[sl] = static[v]
-        tag[sl] = FRESH
-        if in_dirty[sl] == 0:
-            in_dirty[sl] = 1
-            dirty[dirty_n[0]] = sl
-            dirty_n[0] += 1
-        if code == LRU:
-            stamp[sl] = now
-        elif code == SIEVE:
-            visited[sl] = 0
-            older[sl] = head[si]
-            newer[sl] = -1
-            if head[si] >= 0:
-                newer[base + head[si]] = w
-            else:
-                tail[si] = w
-            head[si] = w
+        if long_la:
+            tag[sl] = nextuse[d]
+        else:
+            if len(pending):
+                pending[sl] = first_reuse(r[ROW_MASK], t + 1)
+            tag[sl] = FRESH
+            if in_dirty[sl] == 0:
+                in_dirty[sl] = 1
+                dirty[dirty_n[0]] = sl
+                dirty_n[0] += 1
+        hooks.on_fill(code, sl, si, base, w, now, stamp, visited, newer, older, head, tail)
         slot[d] = sl
     counts[0] = n
     counts[1] = nd
@@ -183,16 +205,18 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, static,
     counts[6] = nsp
     counts[7] = ndrop
     counts[8] = 0
+    counts[9] = nbyp
     return nd, nsp
 
 
 @njit(cache=True, nogil=True)
-def replay_kernel(flat, offsets, G, sets, ways, code, window, refresh_every, pvp, depth, st,
-                  static, q_ids, q_count, land_ids, land_n, out):
+def replay_kernel(flat, offsets, G, sets, ways, code, window, refresh_every, pvp, depth, st, ps,
+                  static, q_ids, q_count, land_ids, land_n, ring, K, out):
     """Run every batch of a trace: refresh, step, prefetch; one row of counts per batch.
 
     With a window of at most MASK_WINDOW_MAX batches the tags are maintained incrementally
-    (window.first_reuse); otherwise every refresh rescans the window. Both give the tags of
+    (window.first_reuse); otherwise every refresh rescans the window. A long-lookahead policy
+    instead feeds batch t+K into its lookahead ring before serving batch t. All give the tags of
     docs/cache-semantics.md.
     """
     nb = len(offsets) - 1
@@ -208,8 +232,25 @@ def replay_kernel(flat, offsets, G, sets, ways, code, window, refresh_every, pvp
     spill = np.empty(maxb, np.int64)
     spill_slot = np.empty(maxb, np.int64)
     spill_dst = np.empty(maxb, np.int64)
-    keys, tag, rows = st[0], st[2], st[12]
-    dirty, in_dirty, dirty_n = st[13], st[14], st[15]
+    keys, tag, rows = st[0], st[2], st[4]
+    dirty, in_dirty, dirty_n = st[5], st[6], st[7]
+    if code == HORIZON:
+        nextuse = np.empty(maxb, np.int32)
+        meta = ring[4]
+        for t in range(nb):
+            while meta[0] <= min(t + K, nb - 1):
+                e = meta[0]
+                ingest(flat[offsets[e]: offsets[e + 1]], e, G, K, ring, rows, tag)
+            batch = flat[offsets[t]: offsets[t + 1]]
+            no_pending = nextuse[:0]
+            step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, ps, static, q_ids, q_count,
+                        land_ids, land_n, False, False, no_pending, ring, K, distinct, inverse, status, slot,
+                        src, evicted, spill, spill_slot, spill_dst, nextuse, out[t])
+            if pvp:
+                prefetch_queue(t, window, depth, G, q_ids, q_count, land_ids, land_n, rows)
+                out[t, 8] = land_n[0]
+        return
+    nextuse = np.empty(0, np.int32)
     incremental = window <= MASK_WINDOW_MAX
     every = incremental and refresh_every == 1
     pending = np.empty(len(keys) if every else 0, np.int32)
@@ -251,10 +292,12 @@ def replay_kernel(flat, offsets, G, sets, ways, code, window, refresh_every, pvp
                 lo = offsets[min(t + 1, nb)]
                 refresh_tags(t, flat[lo: offsets[e]], offsets[min(t + 1, nb): e + 1] - lo, G,
                              rows, tag, dirty, in_dirty, dirty_n)
-        step_kernel(flat[offsets[t]: offsets[t + 1]], t, G, sets, ways, code, window, pvp, depth,
-                    st, static, q_ids, q_count, land_ids, land_n, incremental and t >= 1,
-                    incremental and due, pending, distinct, inverse, status, slot, src, evicted,
-                    spill, spill_slot, spill_dst, out[t])
+        leave = incremental and t >= 1
+        retag = incremental and due
+        batch = flat[offsets[t]: offsets[t + 1]]
+        step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, ps, static, q_ids, q_count,
+                    land_ids, land_n, leave, retag, pending, ring, K, distinct, inverse, status, slot, src,
+                    evicted, spill, spill_slot, spill_dst, nextuse, out[t])
         if pvp:
             prefetch_queue(t, window, depth, G, q_ids, q_count, land_ids, land_n, rows)
             out[t, 8] = land_n[0]
@@ -265,10 +308,12 @@ class StepResult:
     """Decisions of one step, as views of the engine's scratch arrays (valid until the next step).
 
     Per distinct id d (order of first occurrence): status[d] (HIT / VICTIM_HIT / STORAGE);
-    slot[d] the cache slot that served (hit) or was filled (miss); src[d] the landing-buffer
-    position (victim hits); evicted[d] the key the fill evicted (-1: none); spill[d] the victim
-    queue it went to (NOT_SPILLED, SPILL_DROPPED). Per request i: inverse[i] = its distinct index.
-    Spill records: the line in cache slot spill_slot[k] goes to victim-queue row spill_dst[k].
+    slot[d] the cache slot that served (hit) or was filled (miss), -1 for a miss the policy did
+    not admit (served from the read buffer, nothing cached: counts["bypassed"]); src[d] the
+    landing-buffer position (victim hits); evicted[d] the key the fill evicted (-1: none);
+    spill[d] the victim queue it went to (NOT_SPILLED, SPILL_DROPPED). Per request i: inverse[i]
+    = its distinct index. Spill records: the line in cache slot spill_slot[k] goes to
+    victim-queue row spill_dst[k].
     """
 
     distinct: np.ndarray
@@ -284,8 +329,13 @@ class StepResult:
 
 
 def configure_engine(engine, capacity_rows, num_rows, static_scores, ways, policy, window, refresh_every,
-                     pvp, victim_depth, num_owners, owner, *, kind: str, max_ways: int | None = None):
-    """Validate and set the settings both engines share; returns the static scores (uint8, host)."""
+                     pvp, victim_depth, num_owners, owner, *, kind: str, max_ways: int | None = None,
+                     lookahead: int | None = None):
+    """Validate and set the settings both engines share; returns the static scores (uint8, host).
+
+    `lookahead`: K, the future batches a long-lookahead policy reads (None: its default); the
+    engine's `lookahead` is the number of window batches `step` reads (K, or W for the others).
+    """
     check_owner_args(num_rows, num_owners, owner)
     if refresh_every < 1:
         raise InputError(f"refresh_every must be at least 1, found {refresh_every}")
@@ -298,9 +348,14 @@ def configure_engine(engine, capacity_rows, num_rows, static_scores, ways, polic
     engine.window, engine.refresh_every = int(window), int(refresh_every)
     engine.pvp = bool(pvp) and engine.window > 0
     engine.policy_name = resolve_policy(policy, engine.pvp)
-    engine.code = get_policy(engine.policy_name).code
+    spec = get_policy(engine.policy_name)
+    engine.code = spec.code
     if engine.code not in KERNEL_CODES:
         raise InputError(f"policy {engine.policy_name!r} has no {kind} kernel (reference engine only)")
+    engine.long_lookahead = bool(spec.long_lookahead)
+    engine.lookahead = lookahead_batches(engine.policy_name, engine.window, lookahead)
+    if engine.long_lookahead and engine.lookahead < 1:
+        raise InputError(f"policy {engine.policy_name!r} needs a lookahead of at least 1 batch, found {lookahead}")
     scores = np.ascontiguousarray(static_scores, dtype=np.uint8)
     if scores.shape != (engine.num_rows,):
         raise InputError(f"static_scores: expected shape ({engine.num_rows},), found {scores.shape}")
@@ -314,9 +369,11 @@ class CpuCacheEngine:
     def __init__(self, capacity_rows: int, num_rows: int, static_scores: np.ndarray, *, ways: int = 32,
                  policy: str = "hybrid", window: int = 8, refresh_every: int = 1, pvp: bool = True,
                  victim_depth: int = 32768, num_owners: int = 1, owner: int = 0,
-                 victims: VictimQueues | None = None, landing: LandingBuffer | None = None):
+                 victims: VictimQueues | None = None, landing: LandingBuffer | None = None,
+                 lookahead: int | None = None):
         self.static = configure_engine(self, capacity_rows, num_rows, static_scores, ways, policy, window,
-                                       refresh_every, pvp, victim_depth, num_owners, owner, kind="CPU")
+                                       refresh_every, pvp, victim_depth, num_owners, owner, kind="CPU",
+                                       lookahead=lookahead)
         self.victims = victims or VictimQueues(self.window, self.depth)
         self.landing = landing or LandingBuffer(self.depth)
         if self.victims.depth != self.depth or len(self.landing.ids) != self.depth:
@@ -329,28 +386,27 @@ class CpuCacheEngine:
     def _alloc_state(self) -> None:
         g = self.geometry
         lines, sets, nloc = g.lines, g.sets, local_rows(self.num_rows, self.num_owners)
+        if lines >= 2**31:
+            raise InputError(f"at most 2**31 - 1 cache lines per owner, found {lines}")
         self.keys = np.full(lines, -1, np.int64)
         self.pagerank = np.zeros(lines, np.uint8)
         self.tag = np.full(lines, NO_REUSE, TAG_DTYPE)
-        self.stamp = np.zeros(lines, np.int64)
-        self.visited = np.zeros(lines, np.uint8)
-        self.newer = np.full(lines, -1, np.int32)
-        self.older = np.full(lines, -1, np.int32)
         self.set_fill = np.zeros(sets, np.int32)
-        self.rr = np.zeros(sets, np.int64)
-        self.head = np.full(sets, -1, np.int32)
-        self.tail = np.full(sets, -1, np.int32)
-        self.hand = np.full(sets, -1, np.int32)
-        if lines >= 2**31:
-            raise InputError(f"at most 2**31 - 1 cache lines per owner, found {lines}")
+        # the policy's own state (stamp, visited, newer, older, rr, head, tail, hand: empty unless
+        # the policy keeps it), as attributes for inspection and one tuple for the kernels
+        self.policy_state = state_arrays(self.policy_name, lines, sets)
+        for name, arr in self.policy_state.items():
+            setattr(self, name, arr)
+        self._ps = tuple(self.policy_state[name] for name in STATE_ORDER)
         self.rows = np.full((nloc, ROW_FIELDS), -1, np.int32)
-        self.rows[:, 3] = 0  # ROW_MASK: no window batch requests anything yet
+        self.rows[:, ROW_MASK] = 0  # no window batch requests anything yet
         self.dirty = np.zeros(lines, np.int64)
         self.in_dirty = np.zeros(lines, np.uint8)
         self.dirty_n = np.zeros(1, np.int64)
-        self._state = (self.keys, self.pagerank, self.tag, self.stamp, self.visited, self.newer,
-                       self.older, self.set_fill, self.rr, self.head, self.tail, self.hand,
-                       self.rows, self.dirty, self.in_dirty, self.dirty_n)
+        self._state = (self.keys, self.pagerank, self.tag, self.set_fill, self.rows, self.dirty, self.in_dirty,
+                       self.dirty_n)
+        self.ring = LookaheadRing(self.lookahead if self.long_lookahead else 0, nloc if self.long_lookahead else 0,
+                                  capacity=1024 if self.long_lookahead else 1)
 
     def _ensure_scratch(self, n: int) -> None:
         if n <= self._scratch_size:
@@ -365,6 +421,7 @@ class CpuCacheEngine:
         self._spill = np.empty(size, np.int64)
         self._spill_slot = np.empty(size, np.int64)
         self._spill_dst = np.empty(size, np.int64)
+        self._nextuse = np.empty(size if self.long_lookahead else 0, np.int32)
         self._counts = np.zeros(len(COUNT_NAMES), np.int64)
         self._scratch_size = size
 
@@ -377,25 +434,54 @@ class CpuCacheEngine:
         """Iteration self.t: refresh tags (if due) from the window, then serve `batch`.
 
         `batch` and the window are owned, in-range int64 ids (callers validate with
-        geometry.check_owned_ids); window batch k is window_ids[window_offsets[k]:window_offsets[k+1]].
+        geometry.check_owned_ids); window batch k is window_ids[window_offsets[k]:window_offsets[k+1]],
+        the batch of iteration t+1+k; batches past `self.lookahead` are ignored. A long-lookahead
+        policy reads only the batches it has not seen (its window must extend the previous
+        step's: the same batches, possibly more; docs/cache-semantics.md §2).
         """
         batch = np.ascontiguousarray(batch, dtype=np.int64)
-        if self.refresh_due():
-            if window_ids is None:
-                window_ids, window_offsets = np.zeros(0, np.int64), np.zeros(1, np.int64)
+        if window_ids is None:
+            window_ids, window_offsets = np.zeros(0, np.int64), np.zeros(1, np.int64)
+        if self.long_lookahead:
+            self._ingest(batch, window_ids, window_offsets)
+        elif self.refresh_due():
             refresh_tags(self.t, window_ids, window_offsets[: self.window + 1], self.num_owners,
                          self.rows, self.tag, self.dirty, self.in_dirty, self.dirty_n)
         self._ensure_scratch(max(len(batch), 1))
         nd, nsp = step_kernel(batch, self.t, self.num_owners, self.geometry.sets, self.geometry.ways,
-                              self.code, self.window, self.pvp, self.depth, self._state, self.static,
+                              self.code, self.window, self.pvp, self.depth, self._state, self._ps, self.static,
                               self.victims.ids, self.victims.count, self.landing.ids, self.landing.n,
-                              False, False, self._no_pending, self._distinct, self._inverse,
-                              self._status, self._slot, self._src, self._evicted, self._spill,
-                              self._spill_slot, self._spill_dst, self._counts)
+                              False, False, self._no_pending, self.ring.arrays, self.ring.K, self._distinct,
+                              self._inverse, self._status, self._slot, self._src, self._evicted, self._spill,
+                              self._spill_slot, self._spill_dst, self._nextuse, self._counts)
+        if nd == RING_MISMATCH:
+            raise InputError(f"iteration {self.t}: the batch served is not the batch the lookahead announced "
+                             "(the window of each step must hold the batches that follow, in order); this "
+                             "engine's state is no longer valid")
         return StepResult(self._distinct[:nd], self._inverse[: len(batch)], self._status[:nd],
                           self._slot[:nd], self._src[:nd], self._evicted[:nd], self._spill[:nd],
                           self._spill_slot[:nsp], self._spill_dst[:nsp],
                           dict(zip(COUNT_NAMES, self._counts.tolist())))
+
+    def _ingest(self, batch, window_ids, window_offsets) -> None:
+        """Feed the lookahead ring the batches it has not seen: batch t itself (if no earlier
+        window announced it), then the window batches past the last one ingested."""
+        ring, t, K = self.ring, self.t, self.ring.K
+        offs = np.asarray(window_offsets, np.int64)[: K + 1]
+        first = int(ring.meta[0])
+        todo = []
+        if first <= t:
+            todo.append((t, batch))
+        for k in range(len(offs) - 1):
+            e = t + 1 + k
+            if e >= max(first, t + 1):
+                todo.append((e, window_ids[offs[k]: offs[k + 1]]))
+        if not todo:
+            return
+        ring.ensure(sum(len(ids) for _, ids in todo))
+        for e, ids in todo:
+            ingest(np.ascontiguousarray(ids, dtype=np.int64), e, self.num_owners, K, ring.arrays, self.rows,
+                   self.tag)
 
     def end_iteration(self) -> int:
         """PVP: move queue (t+1) % W into the landing buffer; returns that queue (-1: PVP off)."""
@@ -415,10 +501,12 @@ class CpuCacheEngine:
         out = np.zeros((nb, len(COUNT_NAMES)), np.int64)
         if self.t != 0:
             raise InputError("replay starts from a fresh engine (t = 0)")
+        if self.long_lookahead:
+            self.ring.ensure(ring_capacity(offsets, self.ring.K))
         replay_kernel(np.ascontiguousarray(flat, dtype=np.int64), offsets, self.num_owners,
                       self.geometry.sets, self.geometry.ways, self.code, self.window, self.refresh_every,
-                      self.pvp, self.depth, self._state, self.static, self.victims.ids,
-                      self.victims.count, self.landing.ids, self.landing.n, out)
+                      self.pvp, self.depth, self._state, self._ps, self.static, self.victims.ids,
+                      self.victims.count, self.landing.ids, self.landing.n, self.ring.arrays, self.ring.K, out)
         self.t = nb
         return out
 
@@ -428,3 +516,8 @@ class CpuCacheEngine:
 
     def occupancy(self) -> int:
         return int(self.set_fill.sum())
+
+    def lookahead_bytes(self) -> int:
+        """Host bytes of the lookahead state this engine keeps (the ring of a long-lookahead
+        policy; 0 otherwise: the W-batch window masks live in the 16-byte row records)."""
+        return self.ring.nbytes if self.long_lookahead else 0

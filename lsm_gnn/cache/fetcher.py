@@ -28,39 +28,34 @@ import numpy as np
 
 from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT, CpuCacheEngine
 from lsm_gnn.cache.budget import MemoryBudget, memory_budget
-from lsm_gnn.cache.geometry import check_owned_ids, check_owner_args, local_rows
+from lsm_gnn.cache.geometry import check_owned_ids, check_owner_store, local_rows
+from lsm_gnn.cache.policies import lookahead_batches
 from lsm_gnn.cache.rowpool import RowPool
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
 from lsm_gnn.cache.window import LookaheadWindow
-from lsm_gnn.features import OutputRows, TierCounters
+from lsm_gnn.features import FeatureSource, OutputRows, SourceStats, TierCounters, cache_stage_seconds
 from lsm_gnn.storage.base import FeatureStore
 from lsm_gnn.utils.errors import ConfigError, InputError
 
 
-class CachedFeatureSource:
+class CachedFeatureSource(FeatureSource):
     """A FeatureSource (lsm_gnn.features) backed by a FeatureStore and the cache engine.
 
     `budget` (lsm_gnn.cache.budget) splits the device's memory between cache lines, victim queues
     and landing buffer; None: the budget `cfg` gives this owner. Only ids owned by `owner`
-    (v % num_owners == owner) may be requested. `close()` releases the row pool; the store stays open.
+    (v % num_owners == owner) may be requested. `close()` releases the row pool; the store stays
+    open unless `owns_store` (what lsm_gnn.features.make_feature_source asks for).
     """
 
     def __init__(self, store: FeatureStore, num_rows: int, row_dim: int, dtype, cfg,
                  static_scores: np.ndarray, *, num_owners: int = 1, owner: int = 0,
-                 budget: MemoryBudget | None = None):
-        check_owner_args(num_rows, num_owners, owner)
+                 budget: MemoryBudget | None = None, owns_store: bool = False):
         if getattr(cfg, "engine", "cpu") != "cpu":
             # decision replay (lsm-gnn simulate) runs on any engine; serving rows needs the CPU
             # engine's data plane, so a run must not quietly swap the engine it was asked for
             raise ConfigError("<config>", "cache.engine", f"rows are served through the 'cpu' engine; found "
                               f"{cfg.engine!r} (the gpu and reference engines replay traces: lsm-gnn simulate)")
-        self.dtype = np.dtype(dtype)
-        # a store over an owner's own file maps global ids to its rows (storage.owner_row_map):
-        # it holds just the rows this owner owns
-        rows = num_rows if getattr(store, "row_map", None) is None else len(range(owner, num_rows, num_owners))
-        if (store.num_rows, store.dim, store.dtype) != (rows, row_dim, self.dtype):
-            raise InputError(f"store holds ({store.num_rows} rows, dim {store.dim}, {store.dtype}), "
-                             f"expected ({rows} rows, dim {row_dim}, {self.dtype})")
+        self.dtype = check_owner_store(store, num_rows, row_dim, dtype, num_owners, owner)
         self.store, self.num_rows, self.dim = store, int(num_rows), int(row_dim)
         self.num_owners, self.owner = int(num_owners), int(owner)
         self.row_bytes = self.dim * self.dtype.itemsize
@@ -70,11 +65,12 @@ class CachedFeatureSource:
         self.capacity_rows = int(budget.cache_rows)
         self.enabled = bool(cfg.enabled) and self.capacity_rows >= 1
         self.pvp = budget.pvp and self.enabled
-        self.window = LookaheadWindow(cfg.window)
+        # the future batches the policy reads: W, or K for a long-lookahead policy (horizon)
+        self.window = LookaheadWindow(lookahead_batches(cfg.policy, cfg.window, getattr(cfg, "lookahead", None)))
         self.counters = TierCounters()
         self._last = None  # (status, inverse) of the last fetch, for last_tiers
-        self.stats = {k: 0 for k in ("iterations", "evictions", "spilled", "spill_dropped", "prefetched",
-                                     "prefetched_used", "victim_bytes", "prefetch_bytes")}
+        self.stats = SourceStats((k, 0) for k in ("iterations", "evictions", "spilled", "spill_dropped", "prefetched",
+                                                  "prefetched_used", "victim_bytes", "prefetch_bytes", "bypassed"))
         # wall-clock segments of fetch (they add up to its time), plus the reads' own duration
         self.stats.update(time_cache_s=0.0, time_victim_s=0.0, time_storage_s=0.0, time_storage_busy_s=0.0)
         self.engine = self.pool = self.victims = self.landing = None
@@ -82,6 +78,7 @@ class CachedFeatureSource:
         self._out = OutputRows(self.dim, self.dtype)
         if not self.enabled:
             self.stats["victim_buffer_bytes"] = 0
+            self._owns_store = owns_store
             return
         depth = budget.engine_depth
         self.victims = VictimQueues(cfg.window, depth)
@@ -89,11 +86,15 @@ class CachedFeatureSource:
         self.engine = CpuCacheEngine(self.capacity_rows, num_rows, static_scores, ways=cfg.ways,
                                      policy=cfg.policy, window=cfg.window, refresh_every=cfg.refresh_every,
                                      pvp=self.pvp, victim_depth=depth, num_owners=num_owners, owner=owner,
-                                     victims=self.victims, landing=self.landing)
+                                     victims=self.victims, landing=self.landing,
+                                     lookahead=getattr(cfg, "lookahead", None))
         self.pool = RowPool(self.engine.geometry.lines, self.row_bytes, window=cfg.window, depth=depth,
                             pvp=self.pvp)
         self.stats["victim_buffer_bytes"] = self.pool.victim_bytes
         self.stats["policy"] = self.engine.policy_name
+        self.stats["lookahead_batches"] = self.engine.lookahead
+        self.stats["lookahead_bytes"] = 0  # the window's ids + the engine's lookahead state (not feature memory)
+        self._owns_store = owns_store
 
     @property
     def last_tiers(self) -> np.ndarray | None:
@@ -107,20 +108,23 @@ class CachedFeatureSource:
         tiers[np.unique(inverse, return_index=True)[1]] = status
         return tiers
 
-    # ---- FeatureSource protocol ---------------------------------------------------------------
-    def advance(self, window: Sequence[np.ndarray]) -> None:
-        """The next W batches' ids (this owner's); used by the next `fetch` only."""
-        self.window.set([check_owned_ids(b, self.num_rows, self.num_owners, self.owner, "window")
-                         for b in list(window)[: self.window.window]])
+    # ---- FeatureSource contract -------------------------------------------------------------
+    def check_ids(self, ids, what: str = "ids") -> np.ndarray:
+        """Ids in [0, num_rows) owned by this owner (InputError otherwise)."""
+        return check_owned_ids(ids, self.num_rows, self.num_owners, self.owner, "window" if what != "ids" else what)
 
-    def fetch(self, ids: np.ndarray) -> np.ndarray:
-        ids = check_owned_ids(ids, self.num_rows, self.num_owners, self.owner, "ids")
+    def _advance(self, window: Sequence[np.ndarray]) -> None:
+        """The next W batches' ids (this owner's); used by the next `fetch` only."""
+        self.window.set(list(window)[: self.window.window])
+
+    def _fetch(self, ids: np.ndarray) -> np.ndarray:
         self._last = None
         if not self.enabled:
             return self._fetch_uncached(ids)
         st, pool = self.stats, self.pool
         t0 = time.perf_counter()
         res = self.engine.step(ids, *self.window.flat)
+        st["lookahead_bytes"] = max(st["lookahead_bytes"], self.window.ids.nbytes + self.engine.lookahead_bytes())
         status, inverse, slot, src = res.status, res.inverse, res.slot, res.src
         # the storage reads go out first and run (without the GIL) while the hits and victim hits
         # are copied: the read time hides the copying
@@ -158,6 +162,7 @@ class CachedFeatureSource:
         self.counters.victim_hits += c["victim_hits"]
         self.counters.storage_rows += c["storage_rows"]
         st["iterations"] += 1
+        st["bypassed"] += c["bypassed"]
         st["evictions"] += c["evictions"]
         st["spilled"] += c["spills"]
         st["spill_dropped"] += c["spill_dropped"]
@@ -200,17 +205,30 @@ class CachedFeatureSource:
         self.window.clear()
         return rows[inverse]
 
+    # stats: the SourceStats dict above (src.stats["spilled"], src.stats() -> a copy)
+    def stage_seconds(self) -> dict:
+        return cache_stage_seconds(self.stats)
+
+    def io_counters(self):
+        return self.store.counters
+
+    def storage_info(self) -> dict:
+        return dict(self.store.path_info or {})
+
+    def memory(self) -> dict:
+        """This device's budget (cache lines + victim queues + landing buffer)."""
+        from lsm_gnn.cache.budget import for_devices
+
+        return for_devices(self.budget.record(), 1)
+
     def close(self) -> None:
         if self._reader is not None:
             self._reader.shutdown(wait=True)
             self._reader = None
         self.pool = self._staged = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        if getattr(self, "_owns_store", False):
+            self._owns_store = False
+            self.store.close()
 
     def __del__(self):
         try:

@@ -64,3 +64,15 @@ def check_owned_ids(ids: np.ndarray, num_rows: int, num_owners: int, owner: int,
                 raise InputError(f"{what}: owner {owner} of {num_owners} serves ids v with "
                                  f"v % {num_owners} == {owner}, found {bad[0]}")
     return arr
+
+
+def check_owner_store(store, num_rows: int, row_dim: int, dtype, num_owners: int, owner: int) -> np.dtype:
+    """The store under one owner's cache holds what the cache expects; returns the row dtype.
+    A store over an owner's own file (storage.owner_row_map) holds just the rows it owns."""
+    check_owner_args(num_rows, num_owners, owner)
+    dtype = np.dtype(dtype)
+    rows = num_rows if getattr(store, "row_map", None) is None else len(range(owner, num_rows, num_owners))
+    if (store.num_rows, store.dim, store.dtype) != (rows, row_dim, dtype):
+        raise InputError(f"store holds ({store.num_rows} rows, dim {store.dim}, {store.dtype}), "
+                         f"expected ({rows} rows, dim {row_dim}, {dtype})")
+    return dtype

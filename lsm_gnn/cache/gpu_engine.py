@@ -13,7 +13,13 @@ the device as CuPy arrays, and a `StepResult` holds CuPy views. How one step map
    victims with a warp reduction that has the CPU engine's tie-breaks;
 4. spill (`cache_spill_*`): a stable counting sort by queue puts spilled lines into the victim
    queues in the CPU engine's global order (first occurrence) and drops the ones that overflow;
-5. tags (`cache_tags_*`) and PVP (`cache_land_*`), as the CPU engine's refresh and prefetch.
+5. tags (`cache_tags_*`) and PVP (`cache_land_*`), as the CPU engine's refresh and prefetch;
+   a long-lookahead policy (horizon) recomputes its tags from the K window batches every
+   iteration instead (`cache_hz_*`: the next request of every window row, which also tags the
+   lines the step fills), the tags the CPU engine keeps incrementally in its lookahead ring.
+
+Every policy decision in the kernels is a hook of cuda/policy_hooks.cuh, which calls the
+policy's own functions in cuda/policies/<name>.cuh (the CUDA side of lsm_gnn.cache.policies).
 
 The module imports without CuPy; constructing an engine without CuPy and a usable GPU raises
 `InputError`. cuda/README.md lists every kernel and its launch shape.
@@ -29,12 +35,15 @@ import numpy as np
 
 from lsm_gnn.cache import engine as _cpu, policies as _pol, window as _win
 from lsm_gnn.cache.engine import COUNT_NAMES, StepResult
+from lsm_gnn.cache.policies import STATE_ORDER, state_arrays
 from lsm_gnn.cache.geometry import local_rows
 from lsm_gnn.cache.window import NO_REUSE, TAG_DTYPE
 from lsm_gnn.utils.errors import InputError
 
 CUDA_DIR = Path(__file__).resolve().parents[2] / "cuda"
 COMMON_HEADER = "cache_common.cuh"
+POLICY_DIR = "policies"          # one header of device hooks per policy
+HOOKS_HEADER = "policy_hooks.cuh"  # the dispatch by policy code
 NONE_POS = 2**31 - 1   # "no position" in row_first / row_land (cache_common.cuh)
 THREADS = 256          # elementwise kernels
 FILL_THREADS = 128     # cache_fill: 4 warps per block, one set per warp
@@ -48,7 +57,7 @@ KERNELS = (
     "cache_compact_positions", "cache_fill", "cache_tags_reset", "cache_tags_window",
     "cache_spill_count", "cache_spill_assign", "cache_spill_commit", "cache_spill_advance",
     "cache_land_clear", "cache_land_gather", "cache_land_finish", "cache_copy_rows_words",
-    "cache_copy_rows_bytes",
+    "cache_copy_rows_bytes", "cache_hz_next", "cache_hz_tags", "cache_hz_clear",
 )
 _KERNEL_RE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
 
@@ -80,18 +89,26 @@ def constant_defines() -> str:
         "NO_REUSE": f"{int(_win.NO_REUSE)}LL", "FRESH": f"{int(_win.FRESH)}LL",
         "POLICY_RR": _pol.RR, "POLICY_STATIC": _pol.STATIC, "POLICY_DYNAMIC": _pol.DYNAMIC,
         "POLICY_HYBRID": _pol.HYBRID, "POLICY_HYBRID_PVP": _pol.HYBRID_PVP, "POLICY_LRU": _pol.LRU,
-        "POLICY_SIEVE": _pol.SIEVE, "STATUS_HIT": _cpu.HIT, "STATUS_VICTIM_HIT": _cpu.VICTIM_HIT,
+        "POLICY_SIEVE": _pol.SIEVE, "POLICY_HORIZON": _pol.HORIZON, "STATUS_HIT": _cpu.HIT, "STATUS_VICTIM_HIT": _cpu.VICTIM_HIT,
         "STATUS_STORAGE": _cpu.STORAGE, "NOT_SPILLED": _cpu.NOT_SPILLED,
         "SPILL_DROPPED": _cpu.SPILL_DROPPED,
     }
     return f"#define TAG_T {tag_t}\n" + "".join(f"#define {k} {v}\n" for k, v in values.items())
 
 
+def header_paths() -> list[Path]:
+    """The headers every cache source needs, in order: the common header, each policy's hooks
+    (cuda/policies/*.cuh, name order), the dispatch by policy code (cuda/check_compile.py
+    assembles the same list)."""
+    return ([CUDA_DIR / COMMON_HEADER] + sorted((CUDA_DIR / POLICY_DIR).glob("*.cuh"))
+            + [CUDA_DIR / HOOKS_HEADER])
+
+
 def module_source() -> str:
-    """The one translation unit the engine compiles: the constants, the common header, then
-    every cuda/cache_*.cu in name order (prepended rather than #included, so that CuPy's kernel
-    cache, keyed on the source text, sees a change of the header)."""
-    parts = [constant_defines(), (CUDA_DIR / COMMON_HEADER).read_text()]
+    """The one translation unit the engine compiles: the constants, the headers, then every
+    cuda/cache_*.cu in name order (prepended rather than #included, so that CuPy's kernel cache,
+    keyed on the source text, sees a change of a header)."""
+    parts = [constant_defines()] + [p.read_text() for p in header_paths()]
     parts += [p.read_text() for p in sorted(CUDA_DIR.glob("cache_*.cu"))]
     return "\n".join(parts)
 
@@ -153,13 +170,14 @@ class GpuCacheEngine:
     def __init__(self, capacity_rows: int, num_rows: int, static_scores, *, ways: int = 32,
                  policy: str = "hybrid", window: int = 8, refresh_every: int = 1, pvp: bool = True,
                  victim_depth: int = 32768, num_owners: int = 1, owner: int = 0,
-                 victims: DeviceVictimQueues | None = None, landing: DeviceLandingBuffer | None = None):
+                 victims: DeviceVictimQueues | None = None, landing: DeviceLandingBuffer | None = None,
+                 lookahead: int | None = None):
         cp = _cupy()
         self._cp = cp
         host = cp.asnumpy(static_scores) if isinstance(static_scores, cp.ndarray) else static_scores
         self.static = cp.asarray(_cpu.configure_engine(
             self, capacity_rows, num_rows, host, ways, policy, window, refresh_every, pvp, victim_depth,
-            num_owners, owner, kind="GPU", max_ways=2047))
+            num_owners, owner, kind="GPU", max_ways=2047, lookahead=lookahead))
         for name, obj in (("victims", victims), ("landing", landing)):
             if obj is not None and not isinstance(obj.ids, cp.ndarray):
                 raise InputError(f"{name}: the GPU engine needs device buffers "
@@ -181,21 +199,20 @@ class GpuCacheEngine:
         self.keys = cp.full(lines, -1, dtype=cp.int64)
         self.pagerank = cp.zeros(lines, dtype=cp.uint8)
         self.tag = cp.full(lines, int(NO_REUSE), dtype=TAG_DTYPE)
-        self.stamp = cp.zeros(lines, dtype=cp.int64)
-        self.visited = cp.zeros(lines, dtype=cp.uint8)
-        self.newer = cp.full(lines, -1, dtype=cp.int32)
-        self.older = cp.full(lines, -1, dtype=cp.int32)
         self.set_fill = cp.zeros(sets, dtype=cp.int32)
-        self.rr = cp.zeros(sets, dtype=cp.int64)
-        self.head = cp.full(sets, -1, dtype=cp.int32)
-        self.tail = cp.full(sets, -1, dtype=cp.int32)
-        self.hand = cp.full(sets, -1, dtype=cp.int32)
+        # the policy's own state (empty arrays for what it does not keep), as the CPU engine
+        self.policy_state = state_arrays(self.policy_name, lines, sets, xp=cp)
+        for name, arr in self.policy_state.items():
+            setattr(self, name, arr)
+        # a long-lookahead policy: each owned row's next request in the window (NO_REUSE between steps)
+        self.row_next = cp.full(nloc if self.long_lookahead else 0, int(NO_REUSE), dtype=cp.int32)
+        self._window = None  # the window ids and host offsets of the current step (horizon)
         # per owned row v // G: its slot (-1), its first position in the batch being deduped and
         # its position in the landing buffer (NONE_POS between uses)
         self.row_slot = cp.full(nloc, -1, dtype=cp.int32)
         self.row_first = cp.full(nloc, NONE_POS, dtype=cp.int32)
         self.row_land = cp.full(nloc, NONE_POS, dtype=cp.int32)
-        self._counts_dev = cp.zeros(6, dtype=cp.int64)
+        self._counts_dev = cp.zeros(7, dtype=cp.int64)
 
     def _ensure_scratch(self, n: int) -> None:
         if n <= self._scratch_size:
@@ -229,16 +246,21 @@ class GpuCacheEngine:
         """
         cp = self._cp
         batch = cp.ascontiguousarray(cp.asarray(batch, dtype=cp.int64).ravel())
-        if self.refresh_due():
+        if self.long_lookahead or self.refresh_due():
             offsets = None
             if window_offsets is not None:
                 offsets = (cp.asnumpy(window_offsets) if isinstance(window_offsets, cp.ndarray)
-                           else np.asarray(window_offsets)).astype(np.int64)[: self.window + 1]
+                           else np.asarray(window_offsets)).astype(np.int64)[: self.lookahead + 1]
             self._refresh(window_ids, offsets)
-        return self._serve(batch)
+        try:
+            return self._serve(batch)
+        finally:
+            self._clear_window()
 
     def _refresh(self, window_ids, offsets: np.ndarray | None) -> None:
         """Tags for iteration t from window batches ids[offsets[k]:offsets[k+1]] (host offsets)."""
+        if self.long_lookahead:
+            return self._lookahead(window_ids, offsets)
         cp, lines = self._cp, self.geometry.lines
         self._launch("cache_tags_reset", lines, (self.tag, _i64(lines)))
         if window_ids is None or offsets is None or len(offsets) < 2:
@@ -250,6 +272,25 @@ class GpuCacheEngine:
         self._launch("cache_tags_window", hi - lo,
                      (ids, cp.asarray(offsets), _i32(len(offsets) - 1), _i64(self.t),
                       _i64(self.num_owners), self.row_slot, self.tag))
+
+    def _lookahead(self, window_ids, offsets: np.ndarray | None) -> None:
+        """Horizon: row_next := each window row's next request, line tags := their row's (the
+        window is cleared again after the step, `_clear_window`)."""
+        cp, lines, G = self._cp, self.geometry.lines, _i64(self.num_owners)
+        self._window = None
+        if window_ids is not None and offsets is not None and len(offsets) >= 2 and offsets[-1] > offsets[0]:
+            ids = cp.ascontiguousarray(cp.asarray(window_ids, dtype=cp.int64))
+            lo, hi = int(offsets[0]), int(offsets[-1])
+            self._launch("cache_hz_next", hi - lo, (ids, cp.asarray(offsets), _i32(len(offsets) - 1), _i64(self.t),
+                                                    G, self.row_next))
+            self._window = (ids, lo, hi)
+        self._launch("cache_hz_tags", lines, (self.keys, _i64(lines), G, self.row_next, self.tag))
+
+    def _clear_window(self) -> None:
+        if self._window is not None:
+            ids, lo, hi = self._window
+            self._launch("cache_hz_clear", hi - lo, (ids, _i64(lo), _i64(hi), _i64(self.num_owners), self.row_next))
+            self._window = None
 
     def _serve(self, batch) -> StepResult:
         cp = self._cp
@@ -269,7 +310,6 @@ class GpuCacheEngine:
             nd = int(scan[n - 1])
             self._launch("cache_dedupe_scatter", n, (batch, _i64(n), G, self.row_first, scan,
                                                      self._distinct, self._inverse))
-            self._launch("cache_dedupe_reset", nd, (self._distinct, _i64(nd), G, self.row_first))
             # 2. lookup every distinct id against the state at the start of the batch
             self._launch("cache_lookup", nd, (self._distinct, _i64(nd), G, _i32(self.code),
                                               self.row_slot, self.row_land,
@@ -288,7 +328,10 @@ class GpuCacheEngine:
                 _i32(self.geometry.ways), _i32(self.code), _i64(t), _i64(self.window), _i32(self.pvp),
                 self.keys, self.pagerank, self.tag, self.stamp, self.visited, self.newer, self.older,
                 self.set_fill, self.rr, self.head, self.tail, self.hand, self.row_slot, self.static,
-                self._slot, self._evicted, self._spill), threads=FILL_THREADS)
+                self.row_next, self.row_first, self._inverse, self._status, self._slot, self._evicted,
+                self._spill), threads=FILL_THREADS)
+            # row_first served cache_fill (a line filled in this batch is not spilled); reset it
+            self._launch("cache_dedupe_reset", nd, (self._distinct, _i64(nd), G, self.row_first))
             # 4. spill candidates into the victim queues, in order of first occurrence
             if self.pvp and nseg:
                 self._spill_to_queues(nd)
@@ -296,10 +339,10 @@ class GpuCacheEngine:
             self._counts_dev.fill(0)
             blocks = min(_blocks(nd), COUNT_BLOCKS_MAX)
             self._mod.get_function("cache_count")((blocks,), (THREADS,), (
-                self._status, self._evicted, self._spill, _i64(nd), self._counts_dev))
+                self._status, self._evicted, self._spill, self._slot, _i64(nd), self._counts_dev))
             h = self._counts_dev.get().tolist()
             counts.update(distinct=nd, hits=h[0], victim_hits=h[1], storage_rows=h[2], evictions=h[3],
-                          spills=h[4], spill_dropped=h[5])
+                          spills=h[4], spill_dropped=h[5], bypassed=h[6])
             nsp = h[4]
         return StepResult(self._distinct[:nd], self._inverse[:n], self._status[:nd], self._slot[:nd],
                           self._src[:nd], self._evicted[:nd], self._spill[:nd],
@@ -351,10 +394,11 @@ class GpuCacheEngine:
         out = np.zeros((nb, len(COUNT_NAMES)), np.int64)
         prefetched = cp.zeros(max(nb, 1), dtype=cp.int64)
         for t in range(nb):
-            if self.refresh_due():
-                e = min(t + 1 + self.window, nb)
+            if self.long_lookahead or self.refresh_due():
+                e = min(t + 1 + self.lookahead, nb)
                 self._refresh(flat, offsets[min(t + 1, nb): e + 1])
             res = self._serve(flat[offsets[t]: offsets[t + 1]])
+            self._clear_window()
             out[t] = [res.counts[k] for k in COUNT_NAMES]
             self.end_iteration()
             if self.pvp:
@@ -371,12 +415,16 @@ class GpuCacheEngine:
     def occupancy(self) -> int:
         return int(self.set_fill.sum())
 
+    def lookahead_bytes(self) -> int:
+        """Device bytes of the lookahead state (horizon: one int32 next request per owned row;
+        the K window batches' ids are the caller's)."""
+        return int(self.row_next.nbytes)
+
     def host_state(self) -> dict[str, np.ndarray]:
         """Every piece of state as host arrays under the CPU engine's meanings (row_land -1 for
         'not in the landing buffer'), for comparisons with CpuCacheEngine."""
         st = {name: getattr(self, name).get() for name in
-              ("keys", "pagerank", "tag", "stamp", "visited", "newer", "older", "set_fill", "rr",
-               "head", "tail", "hand", "row_slot")}
+              ("keys", "pagerank", "tag", "set_fill", "row_slot") + STATE_ORDER}
         land = self.row_land.get()
         st["row_land"] = np.where(land == NONE_POS, -1, land).astype(np.int32)
         st["q_ids"], st["q_count"] = self.victims.ids.get(), self.victims.count.get()

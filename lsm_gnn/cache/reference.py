@@ -1,8 +1,10 @@
 """The reference cache engine: slow, plain Python, written to be obviously right.
 
 It follows docs/cache-semantics.md step by step with lists and dicts (a set is a list of `ways`
-lines; lookups scan the set; eviction asks the policy's plug-in class), and returns the same
-decisions as the CPU engine's `StepResult`, as Python lists. The tests hold every engine to it.
+lines; lookups scan the set; every decision is the policy plug-in's hook: on_hit, victim, admit,
+on_evict, on_fill), and returns the same decisions as the CPU engine's `StepResult`, as Python
+lists. Tags are refreshed literally from the window given to `step` (a long-lookahead policy
+reads K batches every iteration). The tests hold every engine to it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 
 from lsm_gnn.cache.engine import COUNT_NAMES, HIT, NOT_SPILLED, SPILL_DROPPED, STORAGE, VICTIM_HIT
 from lsm_gnn.cache.geometry import cache_geometry, check_owner_args
-from lsm_gnn.cache.policies import LineView, get_policy, resolve_policy
+from lsm_gnn.cache.policies import LineView, get_policy, lookahead_batches, resolve_policy
 from lsm_gnn.cache.window import FRESH, NO_REUSE
 
 
@@ -35,12 +37,13 @@ class ReferenceStep:
     evicted: list[int]
     spill: list[int]
     counts: dict
+    bypassed: int = 0
 
 
 class ReferenceCache:
     def __init__(self, capacity_rows: int, num_rows: int, static_scores: np.ndarray, *, ways: int = 32,
                  policy: str = "hybrid", window: int = 8, refresh_every: int = 1, pvp: bool = True,
-                 victim_depth: int = 32768, num_owners: int = 1, owner: int = 0):
+                 victim_depth: int = 32768, num_owners: int = 1, owner: int = 0, lookahead: int | None = None):
         check_owner_args(num_rows, num_owners, owner)
         geo = cache_geometry(capacity_rows, ways)
         self.num_sets, self.ways = geo.sets, geo.ways
@@ -48,6 +51,10 @@ class ReferenceCache:
         self.window, self.refresh_every, self.depth = window, refresh_every, victim_depth
         self.pvp = pvp and window > 0
         self.policy = get_policy(resolve_policy(policy, self.pvp))
+        # window batches the tags read: K for a long-lookahead policy (refreshed every iteration,
+        # fills tagged at once), else W
+        self.lookahead = lookahead_batches(self.policy.name, window, lookahead)
+        self.long_lookahead = self.policy.long_lookahead
         self.static = [int(x) for x in static_scores]
         self.sets: list[list[Line | None]] = [[None] * self.ways for _ in range(self.num_sets)]
         self.policy_state = [self.policy.new_set_state(self.ways) for _ in range(self.num_sets)]
@@ -69,7 +76,7 @@ class ReferenceCache:
             for line in lines:
                 if line is not None:
                     line.tag = NO_REUSE
-        for k, batch in enumerate(list(window_batches)[: self.window]):
+        for k, batch in enumerate(list(window_batches)[: self.lookahead]):
             for v in batch:
                 way = self.find(int(v))
                 if way is not None:
@@ -78,7 +85,8 @@ class ReferenceCache:
 
     def step(self, batch: Sequence[int], window_batches: Sequence[Sequence[int]] = ()) -> ReferenceStep:
         t = self.t
-        if t % self.refresh_every == 0:
+        window_batches = [[int(v) for v in b] for b in list(window_batches)[: self.lookahead]]
+        if self.long_lookahead or t % self.refresh_every == 0:
             self.refresh(window_batches)
         batch = [int(v) for v in batch]
         position: dict[int, int] = {}
@@ -105,27 +113,40 @@ class ReferenceCache:
             rec.evicted.append(-1)
             rec.spill.append(NOT_SPILLED)
         # then the misses, in order of first occurrence
+        filled: set[int] = set()  # ids whose line was filled in this batch (never spilled: no row yet)
         for d, v in enumerate(distinct):
             if rec.status[d] == HIT:
                 continue
             s = self.set_of(v)
             lines = self.sets[s]
+            # a long-lookahead policy knows the filled row's next request at once
+            tag = FRESH
+            if self.long_lookahead:
+                tag = next((t + 1 + k for k, b in enumerate(window_batches) if v in b), NO_REUSE)
             empty = [w for w, line in enumerate(lines) if line is None]
             if empty:
                 way = empty[0]
             else:
                 views = [LineView(line.key, line.pagerank, line.tag) for line in lines]
                 way = self.policy.victim(self.policy_state[s], views, t, self.window)
+                if not self.policy.admit(self.policy_state[s], views, way, LineView(v, self.static[v], tag), t):
+                    rec.slot[d] = -1  # not cached: served from the read buffer, nothing evicted
+                    rec.bypassed += 1
+                    continue
                 old = lines[way]
                 rec.evicted[d] = old.key
-                if self.pvp and old.tag not in (NO_REUSE, FRESH) and old.tag > t:
+                # spilled: a known reuse still ahead and within the W queues' reach
+                if self.pvp and old.tag not in (NO_REUSE, FRESH) and t < old.tag <= t + self.window \
+                        and old.key not in filled:
                     q = old.tag % self.window
                     if len(self.queues[q]) < self.depth:
                         self.queues[q].append(old.key)
                         rec.spill[d] = q
                     else:
                         rec.spill[d] = SPILL_DROPPED
-            lines[way] = Line(v, self.static[v], FRESH)
+                self.policy.on_evict(self.policy_state[s], way)
+            lines[way] = Line(v, self.static[v], tag)
+            filled.add(v)
             self.policy.on_fill(self.policy_state[s], way, t)
             rec.slot[d] = s * self.ways + way
         rec.counts = {
@@ -134,7 +155,7 @@ class ReferenceCache:
             "storage_rows": rec.status.count(STORAGE),
             "evictions": sum(e >= 0 for e in rec.evicted),
             "spills": sum(q >= 0 for q in rec.spill), "spill_dropped": rec.spill.count(SPILL_DROPPED),
-            "prefetched": 0,
+            "prefetched": 0, "bypassed": rec.bypassed,
         }
         return rec
 
@@ -149,7 +170,7 @@ class ReferenceCache:
     def replay(self, batches: Sequence[Sequence[int]]) -> np.ndarray:
         rows = []
         for t, batch in enumerate(batches):
-            rec = self.step(batch, batches[t + 1: t + 1 + self.window])
+            rec = self.step(batch, batches[t + 1: t + 1 + max(self.window, self.lookahead)])
             self.end_iteration()
             rec.counts["prefetched"] = len(self.landing) if self.pvp else 0
             rows.append([rec.counts[k] for k in COUNT_NAMES])
@@ -160,3 +181,6 @@ class ReferenceCache:
 
     def slot_keys(self) -> list[int]:
         return [-1 if line is None else line.key for lines in self.sets for line in lines]
+
+    def slot_tags(self) -> list[int]:
+        return [int(NO_REUSE) if line is None else int(line.tag) for lines in self.sets for line in lines]

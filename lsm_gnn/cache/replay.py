@@ -2,7 +2,7 @@
 
 `replay(batches, cfg, ...)` is what the simulator calls: batches are the ids this owner serves,
 one array per iteration (duplicates allowed); the lookahead window of iteration t is
-batches[t+1 : t+1+W]. The result has per-batch and total counts with the same names as the
+batches[t+1 : t+1+W] (t+1+K for a long-lookahead policy). The result has per-batch and total counts with the same names as the
 fetcher's counters.
 """
 
@@ -14,10 +14,11 @@ from typing import Sequence
 
 import numpy as np
 
-from lsm_gnn.cache.budget import MemoryBudget
+from lsm_gnn.cache.budget import MemoryBudget, lookahead_bytes
 from lsm_gnn.cache.engine import COUNT_NAMES, CpuCacheEngine
-from lsm_gnn.cache.geometry import cache_geometry, check_owned_ids, check_owner_args
-from lsm_gnn.cache.policies import resolve_policy
+from lsm_gnn.cache.geometry import cache_geometry, check_owned_ids, check_owner_args, local_rows
+from lsm_gnn.cache.policies import get_policy, lookahead_batches, resolve_policy
+from lsm_gnn.cache.policies.horizon import ring_capacity
 from lsm_gnn.cache.window import MAX_ITERATIONS
 from lsm_gnn.utils.errors import InputError
 
@@ -32,7 +33,9 @@ class ReplayResult:
     the cache; victim_hits: found in the PVP landing buffer; storage_rows: read from storage
     (hits + victim_hits + storage_rows == distinct); evictions; spills: evicted lines copied to
     the victim buffer; spill_dropped: evicted with a known reuse but their queue was full;
-    prefetched: lines moved to the landing buffer at the end of the iteration.
+    prefetched: lines moved to the landing buffer at the end of the iteration; bypassed: misses
+    the policy did not cache (admission control). `lookahead`: the host memory of the lookahead
+    window (budget.lookahead_bytes; not feature memory).
     """
 
     per_batch: dict[str, np.ndarray]
@@ -43,6 +46,7 @@ class ReplayResult:
     ways: int
     seconds: float = 0.0
     config: dict = field(default_factory=dict)
+    lookahead: dict = field(default_factory=dict)
 
     @property
     def totals(self) -> dict[str, int]:
@@ -60,7 +64,8 @@ class ReplayResult:
     def as_dict(self) -> dict:
         return {"policy": self.policy, "engine": self.engine, "capacity_rows": self.capacity_rows,
                 "sets": self.sets, "ways": self.ways, "seconds": self.seconds,
-                "totals": self.totals, "hit_rate": self.hit_rate(), "config": self.config}
+                "totals": self.totals, "hit_rate": self.hit_rate(), "config": self.config,
+                "lookahead": self.lookahead}
 
 
 def flatten_batches(batches: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -91,10 +96,12 @@ def replay(batches: Sequence[np.ndarray], cfg, num_rows: int, static_scores: np.
     pvp = budget.pvp
     policy = resolve_policy(cfg.policy, pvp)
     depth = budget.engine_depth
+    K = getattr(cfg, "lookahead", None)
     settings = dict(policy=cfg.policy, window=cfg.window, refresh_every=cfg.refresh_every, pvp=pvp,
-                    victim_depth=depth, num_owners=num_owners, owner=owner)
+                    victim_depth=depth, num_owners=num_owners, owner=owner, lookahead=K)
+    batches_ahead = lookahead_batches(policy, cfg.window, K)
     config = {"ways": cfg.ways, "window": cfg.window, "refresh_every": cfg.refresh_every,
-              "victim_buffer": pvp, "victim_depth": budget.victim_depth,
+              "victim_buffer": pvp, "victim_depth": budget.victim_depth, "lookahead": batches_ahead,
               "num_owners": num_owners, "owner": owner}
     start = time.perf_counter()
     if not cfg.enabled or capacity_rows < 1:
@@ -116,7 +123,25 @@ def replay(batches: Sequence[np.ndarray], cfg, num_rows: int, static_scores: np.
             rows = _gpu_replay(flat, offsets, capacity_rows, num_rows, static_scores, cfg.ways, settings)
     seconds = time.perf_counter() - start
     per_batch = {name: np.ascontiguousarray(rows[:, i]) for i, name in enumerate(COUNT_NAMES)}
-    return ReplayResult(per_batch, policy, engine, capacity, sets, ways, seconds, config)
+    ring = get_policy(policy).long_lookahead if policy != "none" else False
+    return ReplayResult(per_batch, policy, engine, capacity, sets, ways, seconds, config,
+                        window_memory(offsets, batches_ahead, local_rows(num_rows, num_owners), ring=ring))
+
+
+def window_memory(offsets: np.ndarray, lookahead: int, owned_rows: int, *, ring: bool = True) -> dict:
+    """budget.lookahead_bytes of a trace: the most ids in `lookahead` consecutive batches (the
+    window handed to the engine) and, with `ring` (a long-lookahead policy), the CPU engine's
+    ring (records of lookahead + 1 batches, one per owned row)."""
+    offsets = np.asarray(offsets, np.int64)
+    nb = len(offsets) - 1
+    window = 0
+    if nb > 1 and lookahead > 0:
+        ends = offsets[np.minimum(np.arange(1, nb) + lookahead, nb)]
+        window = int((ends - offsets[1:nb]).max())
+    if not ring:
+        return {"lookahead_batches": int(lookahead), "window_ids_bytes": 8 * window, "engine_ring_bytes": 0,
+                "lookahead_bytes": 8 * window}
+    return lookahead_bytes(window, ring_capacity(offsets, lookahead) if lookahead else 0, owned_rows, lookahead)
 
 
 def _no_cache(flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -77,7 +77,7 @@ def _place_misses(status, inverse, slot, src, distinct, keys, line_row, land_row
         if st == HIT:
             continue
         sl = slot[d]
-        if keys[sl] != distinct[d]:
+        if sl < 0 or keys[sl] != distinct[d]:  # not cached (admission control) or refilled later
             continue
         if st == STORAGE:
             memcpy(pb + line_row[sl] * rb, sb + kpos[d] * rb, rb)

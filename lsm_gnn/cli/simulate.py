@@ -40,6 +40,9 @@ def _int_list(text: str) -> list[int]:
               help="Total memory per device (cache + victim buffer + landing buffer) as a fraction of all "
                    "rows (repeatable; default config's, 0.10).")
 @click.option("--window", "windows", multiple=True, type=int, help="Lookahead window W (repeatable; default config's, 8).")
+@click.option("--lookahead", "lookaheads", multiple=True, type=int,
+              help="K, future batches a long-lookahead policy (horizon) reads (repeatable: a K sweep; default "
+                   "config's, 128). Other policies read W.")
 @click.option("--victim-depth", default="config", show_default=True,
               help="Victim-buffer lines per queue: an integer (taken out of the same budget) or 'config' (the "
                    "run config's cache.victim_buffer: by default its host_fraction of the budget).")
@@ -55,8 +58,8 @@ def _int_list(text: str) -> list[int]:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a TTY).")
 def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs, devices, mode, max_batches,
-             split, policies, fractions, windows, victim_depth, host_fraction, victim, ways, engine, save_trace, trace_only, out_csv,
-             record_path, as_json, progress):
+             split, policies, fractions, windows, lookaheads, victim_depth, host_fraction, victim, ways, engine,
+             save_trace, trace_only, out_csv, record_path, as_json, progress):
     """Replay the request trace of DATASET's training epochs through cache configurations.
 
     Prints, per policy x memory budget x window: requests, distinct, hits, victim hits, storage
@@ -110,13 +113,20 @@ def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs
         base = base.model_copy(update={"victim_buffer": base.victim_buffer.model_copy(
             update={"host_fraction": host_fraction})})
     chosen = list(POLICIES) if (not policies or "all" in policies) else list(dict.fromkeys(policies))
+    from lsm_gnn.cache.policies import get_policy
+
+    if any(k < 1 for k in lookaheads):
+        raise InputError(f"--lookahead must be >= 1, found {min(lookaheads)}")
     configs = []
     for frac in fractions or [base.capacity_fraction or 0.10]:
         if not 0 < frac <= 1:
             raise InputError(f"--cache-fraction must lie in (0, 1], found {frac}")
         for w in windows or [base.window]:
             for pol in chosen:
-                configs.append(_cache_config(base, pol, frac, w, victim_depth, num_rows))
+                # K matters to a long-lookahead policy only; the headline row is the first K
+                for k in (lookaheads or [base.lookahead]) if get_policy(pol).long_lookahead else [base.lookahead]:
+                    configs.append(_cache_config(base, pol, frac, w, victim_depth, num_rows).model_copy(
+                        update={"lookahead": k}))
 
     row_bytes = ds.features().row_bytes
     df = run_simulation(trace, configs, static_scores=np.asarray(ds.static_scores()), mode=mode,
@@ -186,6 +196,16 @@ def _summary(df, trace, dataset, mode) -> dict:
     for key in ("storage_rows_vs_min", "storage_rows_vs_min_cache", "storage_rows_vs_opt_static",
                 "storage_rows_vs_compulsory"):
         out[key] = {r["policy"]: _clean(float(r[key])) for _, r in head.iterrows()}
+    # The regime (docs/workflow.md): cache lines of one cache over the distinct rows it serves per
+    # iteration (one cache per device in both modes; `distinct` counts each batch's rows once).
+    for r in results:
+        per_iter = r["distinct"] / (r["batches"] * r["devices"]) if r.get("batches") and r.get("distinct") else None
+        r["distinct_rows_per_iteration"] = per_iter
+        r["cache_rows_per_iteration_rows"] = r["capacity_rows"] / per_iter if per_iter else None
+    out["cache_rows_per_iteration_rows"] = {
+        r["policy"]: r["cache_rows_per_iteration_rows"] for r in results
+        if out["headline"]["cache_fraction"] is not None and r["cache_fraction"] == out["headline"]["cache_fraction"]
+        and r["window"] == out["headline"]["window"]}
     return out
 
 
@@ -210,15 +230,16 @@ def _print_tables(df, trace, mode):
     if df.empty:
         click.echo("no configurations")
         return
-    view = df[["policy", "cache_fraction", "capacity_rows", "victim_capacity", "window", "requests", "distinct",
-               "hits", "victim_hits", "storage_rows", "storage_rows_vs_min", "storage_rows_vs_min_cache",
+    view = df[["policy", "cache_fraction", "capacity_rows", "victim_capacity", "window", "lookahead", "requests",
+               "distinct", "hits", "victim_hits", "storage_rows", "storage_rows_vs_min", "storage_rows_vs_min_cache",
                "storage_rows_vs_opt_static", "storage_rows_vs_compulsory"]].copy()
-    view.columns = ["policy", "memory", "cache rows", "victim rows", "W", "requests", "distinct", "hits",
+    view.columns = ["policy", "memory", "cache rows", "victim rows", "W", "ahead", "requests", "distinct", "hits",
                     "victim hits", "storage rows", "/MIN", "/MIN cache only", "/opt static", "/compulsory"]
     view["memory"] = (view["memory"] * 100).map(lambda x: f"{x:g}%")
     click.echo(view.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     click.echo("\n/MIN: storage rows over Belady MIN at the same total memory per device (cache + victim "
-               "buffer + landing buffer), a floor no policy can beat.")
+               "buffer + landing buffer), a floor no policy can beat. ahead: future batches the policy read "
+               "(K for horizon, W for the others).")
     click.echo("bounds (storage rows, summed over the caches that serve the trace):")
     bt = bounds_table(df)
     bt["cache_fraction"] = (bt["cache_fraction"] * 100).map(lambda x: f"{x:g}%")

@@ -6,6 +6,13 @@ headers (counts), so each rank knows how much it receives, then the payload. Row
 bytes, so any feature dtype works on gloo (CPU) and NCCL (CUDA) alike. Bytes are counted as what a
 rank sends to *other* ranks (its own bucket never leaves the device); summed over ranks that is the
 device-to-device traffic. A failed or timed-out collective becomes a `DistributedError`.
+
+Two kinds of payload:
+- torch tensors (the device data plane, lsm_gnn.multidevice.source): sent from and received into
+  tensors on the exchange's device (CUDA with NCCL, no host round trip; the CPU with gloo; a
+  tensor elsewhere is moved there first); the result is a tensor on the exchange's device;
+- numpy arrays (the host data plane, headers, lookahead ids): on gloo wrapped without a copy; with
+  NCCL copied to the device and the result back to the host (they are host data).
 """
 
 from __future__ import annotations
@@ -49,27 +56,35 @@ class Exchange:
         self.stats = ExchangeStats()
 
     # ---- low level -----------------------------------------------------------------------------
-    def _all_to_all(self, send: np.ndarray, send_splits, recv_splits, what: str) -> np.ndarray:
-        """One flat all_to_all_single of a 1-D numpy array; splits in elements."""
-        send_t = torch.from_numpy(np.ascontiguousarray(send))
-        if self.device.type != "cpu":
-            send_t = send_t.to(self.device, non_blocking=True)
-        recv_t = torch.empty(int(np.sum(recv_splits)), dtype=send_t.dtype, device=self.device)
+    def all_to_all(self, send: torch.Tensor, send_splits, recv_splits, what: str) -> torch.Tensor:
+        """One flat all_to_all_single of a 1-D tensor (splits in elements); the result is a tensor
+        on the exchange's device."""
+        if send.device != self.device and not (send.device.type == self.device.type == "cuda"
+                                                and self.device.index is None):
+            # an asynchronous copy only to the device: a tensor copied to the host must be complete
+            send = send.to(self.device, non_blocking=send.device.type == "cpu")
+        send = send.contiguous()
+        recv = torch.empty(int(np.sum(recv_splits)), dtype=send.dtype, device=send.device)
         try:
             with self.heartbeat.collective():
-                dist.all_to_all_single(recv_t, send_t, output_split_sizes=[int(x) for x in recv_splits],
+                dist.all_to_all_single(recv, send, output_split_sizes=[int(x) for x in recv_splits],
                                        input_split_sizes=[int(x) for x in send_splits], group=self.group)
         except (RuntimeError, ValueError) as e:  # gloo/NCCL report a dead or silent peer this way
             raise DistributedError(None, f"exchange of {what} failed on rank {self.rank}: "
                                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
-        return recv_t.cpu().numpy() if self.device.type != "cpu" else recv_t.numpy()
+        return recv
+
+    def _all_to_all(self, send: np.ndarray, send_splits, recv_splits, what: str) -> np.ndarray:
+        """all_to_all of a 1-D numpy array: host data in, host data out."""
+        recv = self.all_to_all(torch.from_numpy(np.ascontiguousarray(send)), send_splits, recv_splits, what)
+        return recv.numpy() if recv.device.type == "cpu" else recv.cpu().numpy()
 
     def _peer_sum(self, splits, unit: int) -> int:
         return int(sum(int(s) for r, s in enumerate(splits) if r != self.rank)) * unit
 
     # ---- messages --------------------------------------------------------------------------------
     def headers(self, send: np.ndarray) -> np.ndarray:
-        """Exchange a fixed-size int64 header per peer: send[(G, k)] -> received[(G, k)]."""
+        """Exchange a fixed-size int64 header per peer: send[(G, k)] -> received[(G, k)] (host)."""
         send = np.ascontiguousarray(send, dtype=np.int64)
         if send.ndim != 2 or send.shape[0] != self.world_size:
             raise InputError(f"headers: expected shape ({self.world_size}, k), found {send.shape}")
@@ -81,26 +96,55 @@ class Exchange:
         self.stats.id_bytes += self._peer_sum(splits, 8)
         return out
 
-    def ids(self, send_ids: np.ndarray, send_counts, recv_counts) -> np.ndarray:
-        """Send bucket r of `send_ids` (send_counts[r] ids) to rank r; receive recv_counts[r] from r."""
+    def counts(self, send: torch.Tensor) -> torch.Tensor:
+        """Exchange one int64 count per peer, as tensors: send[(G,)] -> received[(G,)] on the
+        exchange's device (the device data plane's counts; same bytes as `headers`)."""
+        if send.ndim != 1 or send.shape[0] != self.world_size:
+            raise InputError(f"counts: expected shape ({self.world_size},), found {tuple(send.shape)}")
         t0 = time.perf_counter()
-        out = self._all_to_all(np.asarray(send_ids, dtype=np.int64), send_counts, recv_counts, "ids")
+        splits = [1] * self.world_size
+        out = self.all_to_all(send.to(torch.int64), splits, splits, "counts")
+        self.stats.id_seconds += time.perf_counter() - t0
+        self.stats.id_bytes += self._peer_sum(splits, 8)
+        return out
+
+    def ids(self, send_ids, send_counts, recv_counts):
+        """Send bucket r of `send_ids` (send_counts[r] ids) to rank r; receive recv_counts[r] from r.
+        A tensor in, a tensor on the exchange's device out; a numpy array in, a numpy array out."""
+        t0 = time.perf_counter()
+        if isinstance(send_ids, torch.Tensor):
+            out = self.all_to_all(send_ids.to(torch.int64), send_counts, recv_counts, "ids")
+        else:
+            out = self._all_to_all(np.asarray(send_ids, dtype=np.int64), send_counts, recv_counts, "ids")
         self.stats.id_seconds += time.perf_counter() - t0
         self.stats.id_bytes += self._peer_sum(send_counts, 8)
         return out
 
-    def rows(self, rows: np.ndarray, send_counts, recv_counts) -> np.ndarray:
-        """Send rows[(n, dim)] in per-rank blocks of send_counts rows; receive recv_counts rows."""
-        rows = np.ascontiguousarray(rows)
-        row_bytes = rows.shape[1] * rows.dtype.itemsize
+    def rows(self, rows, send_counts, recv_counts):
+        """Send rows[(n, dim)] in per-rank blocks of send_counts rows; receive recv_counts rows.
+        A tensor in, a tensor on the exchange's device out; a numpy array in, a numpy array out."""
         t0 = time.perf_counter()
-        flat = rows.view(np.uint8).reshape(-1)
-        out = self._all_to_all(flat, [int(c) * row_bytes for c in send_counts],
-                               [int(c) * row_bytes for c in recv_counts], "rows")
+        if isinstance(rows, torch.Tensor):
+            rows = rows.contiguous()
+            dim = rows.shape[1]
+            row_bytes = dim * rows.element_size()
+            flat = rows.view(torch.uint8).reshape(-1) if rows.numel() else \
+                torch.empty(0, dtype=torch.uint8, device=rows.device)
+            got = self.all_to_all(flat, [int(c) * row_bytes for c in send_counts],
+                                  [int(c) * row_bytes for c in recv_counts], "rows")
+            out = got.view(rows.dtype).reshape(-1, dim) if got.numel() else \
+                torch.empty((0, dim), dtype=rows.dtype, device=got.device)
+        else:
+            rows = np.ascontiguousarray(rows)
+            row_bytes = rows.shape[1] * rows.dtype.itemsize
+            flat = rows.view(np.uint8).reshape(-1)
+            got = self._all_to_all(flat, [int(c) * row_bytes for c in send_counts],
+                                   [int(c) * row_bytes for c in recv_counts], "rows")
+            out = got.view(rows.dtype).reshape(-1, rows.shape[1])
         self.stats.row_seconds += time.perf_counter() - t0
         self.stats.row_bytes += self._peer_sum(send_counts, row_bytes)
         self.stats.calls += 1
-        return out.view(rows.dtype).reshape(-1, rows.shape[1])
+        return out
 
     def barrier(self) -> None:
         try:

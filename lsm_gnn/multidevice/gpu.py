@@ -3,10 +3,16 @@
 Import-safe without CuPy or a GPU: `available()` says whether the engine can run, and the
 functions raise `InputError` when it cannot. Decisions are identical to `lsm_gnn.multidevice.owners`:
 a stable split (bucket order = input order) and `out[positions[k]] = rows[k]`.
+
+`split_by_owner_tensor` and `reorder_tensor` run the same kernels on torch tensors without a copy
+(DLPack), on torch's current stream and device, so they are ordered with the torch work around
+them: what the shared cache's device data plane (lsm_gnn.multidevice.source) calls. Tensors on
+the CPU go through NumPy: that is how tests/cuda_emu.py runs them without a GPU.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -85,4 +91,69 @@ def reorder_gpu(rows, positions, out=None):
         fn, unit = mod.get_function("reorder_rows_bytes"), row_bytes
         src, dst = rows.view(cp.uint8), out.view(cp.uint8)
     fn((n,), (min(256, max(32, unit)),), (src, positions, dst, cp.int64(n), cp.int64(unit)))
+    return out
+
+
+# ---- torch tensors -----------------------------------------------------------------------------
+def _as_cupy(cp, t):
+    """A CuPy view of tensor `t` (no copy); a CPU tensor through NumPy (the emulator)."""
+    if t.device.type == "cpu":
+        return cp.asarray(t.numpy())
+    return cp.from_dlpack(t.contiguous())
+
+
+def _as_torch(a, device):
+    import numpy as np
+    import torch
+
+    if device.type == "cpu":
+        return torch.from_numpy(np.asarray(a))
+    return torch.from_dlpack(a)
+
+
+@contextmanager
+def _on_torch_stream(cp, device):
+    """CuPy's launches on torch's current stream and device (ordered with the torch work)."""
+    if device.type != "cuda":
+        yield
+        return
+    import torch
+
+    ptr = torch.cuda.current_stream(device).cuda_stream
+    stream = cp.cuda.ExternalStream(ptr) if ptr else cp.cuda.Stream.null
+    with cp.cuda.Device(device.index if device.index is not None else torch.cuda.current_device()), stream:
+        yield
+
+
+def split_by_owner_tensor(ids, num_owners: int):
+    """(send_ids, positions, counts) as int64 tensors on the device of `ids` (a 1-D int64
+    tensor): the stable owner split of owners.split_by_owner, by cuda/owner_split.cu."""
+    import torch
+
+    cp = _require()
+    ids = ids.to(torch.int64).contiguous()
+    with _on_torch_stream(cp, ids.device):
+        send, pos, counts = split_by_owner_gpu(_as_cupy(cp, ids), num_owners)
+        return tuple(_as_torch(a, ids.device) for a in (send, pos, counts))
+
+
+def reorder_tensor(rows, positions, out=None):
+    """out[positions[k]] = rows[k] for a 2-D tensor `rows` (any dtype), by cuda/reorder.cu, on
+    the device of `rows`; `out` (same shape and dtype) is written in place, else allocated."""
+    import torch
+
+    cp = _require()
+    rows = rows.contiguous()
+    positions = positions.to(device=rows.device, dtype=torch.int64).contiguous()
+    if out is None:
+        out = torch.empty_like(rows)
+    elif out.shape != rows.shape or out.dtype != rows.dtype or not out.is_contiguous():
+        raise InputError(f"reorder: out must be a contiguous {tuple(rows.shape)} {rows.dtype} tensor, "
+                         f"found {tuple(out.shape)} {out.dtype}")
+    if rows.shape[0] == 0:
+        return out
+    # the kernels move raw bytes: view every dtype (bfloat16 too, which NumPy lacks) as bytes
+    b_rows, b_out = rows.view(torch.uint8), out.view(torch.uint8)
+    with _on_torch_stream(cp, rows.device):
+        reorder_gpu(_as_cupy(cp, b_rows), _as_cupy(cp, positions), out=_as_cupy(cp, b_out))
     return out

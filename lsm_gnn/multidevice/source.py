@@ -1,17 +1,30 @@
 """The shared-cache feature source of one rank (and its isolated-mode counterpart).
 
-Shared mode (LSM-GNN): rank r owns the rows v with v % G == r. Its local cache (a
-`CachedFeatureSource` over its own owner file) serves only those rows, for every rank. Per
-iteration, `fetch(ids)` splits the ids by owner, exchanges counts then ids, serves the ids it
-received through the local cache (one call, so the same row asked by two ranks is read once),
-sends the rows back and reorders them into the requester's order.
+Shared mode (LSM-GNN): rank r owns the rows v with v % G == r. Its local source (the cache over
+its own owner file, as lsm_gnn.features.make_feature_source builds it) serves only those rows,
+for every rank. Per iteration, `fetch(ids)` splits the ids by owner, exchanges counts then ids,
+serves the ids it received through the local source (one call, so the same row asked by two
+ranks is read once), sends the rows back and reorders them into the requester's order.
+
+Two data planes, chosen by where the local source's rows live (`plane="auto"`):
+- host (rows in host memory, numpy): the numba split and memcpy reorder of owners.py; the
+  exchange over gloo wraps the arrays without a copy (with NCCL it copies them to the device
+  and back);
+- device (the local source's `device` is CUDA: lsm_gnn.cache.device_source behind
+  features.DeviceCacheSource): the ids go to the device once, the split and the reorder run as
+  CUDA kernels (cuda/owner_split.cu, cuda/reorder.cu via multidevice.gpu) on torch's current
+  stream, counts, ids and rows travel as device tensors (NCCL), and `fetch` returns a tensor on
+  the device. The ids an owner received cross to the host once (8 bytes a row; its cache
+  engine decides on the host), the rows never do.
+Both planes make the same split and the same reorder, so they return the same rows.
 
 `advance(window)` announces this rank's next W batches to their owners, W batches ahead, so each
 owner's cache sees the future requests of *every* rank (reuse tags and the victim-buffer
 prefetcher need them). Only batches the owners have not seen yet travel: a rank compares the new
 window with the one it announced before (shifted by the fetches since) and sends a per-owner
 header `[shift, kept, new, counts...]` plus the new batches' ids. The decision is local and the
-header carries it, so the ranks never have to agree on it in advance.
+header carries it, so the ranks never have to agree on it in advance. The lookahead is host data
+on both planes.
 
 Isolated mode (the multi-GPU GIDS baseline): each rank has a plain cache over the whole feature
 file and caches what it requests; nothing is exchanged.
@@ -23,11 +36,13 @@ import time
 from typing import Sequence
 
 import numpy as np
+import torch
 
+from lsm_gnn.cache.budget import for_devices
+from lsm_gnn.features import FeatureSource, OutputRows, TierCounters, as_source
 from lsm_gnn.multidevice.exchange import Exchange
 from lsm_gnn.multidevice.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
-from lsm_gnn.multidevice.owners import as_ids, reorder, split_by_owner
-from lsm_gnn.features import OutputRows, TierCounters
+from lsm_gnn.multidevice.owners import reorder, split_by_owner
 from lsm_gnn.utils.errors import InputError
 
 HEADER = 3  # shift, kept, new
@@ -37,20 +52,31 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return a is b or (a.shape == b.shape and np.array_equal(a, b))
 
 
-class SharedCacheFeatureSource:
-    """FeatureSource of rank `rank` in shared mode; `owner_cache` serves the rows this rank owns."""
+class SharedCacheFeatureSource(FeatureSource):
+    """FeatureSource of rank `rank` in shared mode; `owner_cache` serves the rows this rank owns.
+    `plane`: "auto" (device when the owner's rows are on a CUDA device, else host), "host" or
+    "device" (the device plane on the owner's device, CPU included: how the tests run it)."""
 
     def __init__(self, owner_cache, exchange: Exchange, *, num_rows: int, row_dim: int, dtype,
-                 max_window: int, heartbeat: Heartbeat = NULL_HEARTBEAT, fault: FaultInjector | None = None):
-        self.cache = owner_cache
+                 max_window: int, heartbeat: Heartbeat = NULL_HEARTBEAT, fault: FaultInjector | None = None,
+                 plane: str = "auto"):
+        self.cache = as_source(owner_cache)
         self.ex = exchange
         self.rank, self.world_size = exchange.rank, exchange.world_size
         self.num_rows, self.row_dim, self.dtype = num_rows, row_dim, np.dtype(dtype)
         self.max_window = max_window
         self.heartbeat = heartbeat
         self.fault = fault or FaultInjector(self.rank)
+        owner_device = torch.device(self.cache.device)
+        if plane == "auto":
+            plane = "device" if owner_device.type == "cuda" else "host"
+        if plane not in ("host", "device"):
+            raise InputError(f"plane must be auto, host or device, found {plane!r}")
+        self.plane = plane
+        self.device = owner_device if plane == "device" else "cpu"
+        self.torch_dtype = torch.from_numpy(np.empty(0, self.dtype)).dtype if plane == "device" else None
         self.counters = TierCounters()
-        self._out = None            # reused output arrays (features.OutputRows)
+        self._out = None            # reused output arrays (features.OutputRows), host plane
         self.peer_rows = 0          # rows this rank received from other owners
         self.served_for_peers = 0   # rows this rank's cache served to other ranks
         self.coalesced = 0          # requests served by another request's row in the same fetch
@@ -62,10 +88,9 @@ class SharedCacheFeatureSource:
         self.iterations = 0
 
     # ---- lookahead ------------------------------------------------------------------------------
-    def advance(self, window: Sequence[np.ndarray]) -> None:
+    def _advance(self, window: Sequence[np.ndarray]) -> None:
         t0 = time.perf_counter()
         self.heartbeat.beat()
-        window = [as_ids(w, self.num_rows, "window batch") for w in window]
         if len(window) > self.max_window:
             raise InputError(f"advance: window of {len(window)} batches exceeds the configured "
                              f"cache.window={self.max_window}")
@@ -105,18 +130,18 @@ class SharedCacheFeatureSource:
         self.times["window"] += time.perf_counter() - t0
 
     # ---- one iteration ----------------------------------------------------------------------------
-    def fetch(self, ids: np.ndarray) -> np.ndarray:
+    def _fetch(self, ids: np.ndarray):
         self.fault.tick()
         self.heartbeat.beat()
+        if self.plane == "device":
+            return self._fetch_device(ids)
         t0 = time.perf_counter()
-        ids = as_ids(ids, self.num_rows)
         split = split_by_owner(ids, self.world_size)
         t1 = time.perf_counter()
         recv_counts = self.ex.headers(split.counts[:, None])[:, 0]
         recv_ids = self.ex.ids(split.send_ids, split.counts, recv_counts)
         t2 = time.perf_counter()
-        if recv_ids.size and np.any(recv_ids % self.world_size != self.rank):
-            raise InputError(f"rank {self.rank} received ids it does not own")
+        self._check_owned(recv_ids)
         served = self._serve(recv_ids, recv_counts)
         t3 = time.perf_counter()
         rows = self.ex.rows(served, recv_counts, split.counts)
@@ -125,28 +150,70 @@ class SharedCacheFeatureSource:
             self._out = OutputRows(self.row_dim, rows.dtype)
         out = reorder(rows, split.positions, out=self._out.get(len(rows)))
         t5 = time.perf_counter()
-        self.counters.requests += len(ids)
-        self.counters.distinct += len(np.unique(ids))
-        self.peer_rows += int(split.counts.sum() - split.counts[self.rank])
-        self.served_for_peers += int(recv_counts.sum() - recv_counts[self.rank])
-        for k, dt in (("split", t1 - t0), ("exchange_ids", t2 - t1), ("serve", t3 - t2),
-                      ("exchange_rows", t4 - t3), ("reorder", t5 - t4)):
-            self.times[k] += dt
-        self._fetches_since_advance += 1
-        self.iterations += 1
+        self._count(ids, split.counts, recv_counts, (t0, t1, t2, t3, t4, t5))
         return out
 
-    def _serve(self, recv_ids: np.ndarray, recv_counts: np.ndarray) -> np.ndarray:
+    def _fetch_device(self, ids: np.ndarray) -> torch.Tensor:
+        """The device plane: split, exchange and reorder on the owner's device (times are the
+        host's: on CUDA, launching the work; the count and id copies to the host wait for it)."""
+        from lsm_gnn.multidevice import gpu
+
+        G, dev = self.world_size, self.device
+        t0 = time.perf_counter()
+        ids_t = torch.from_numpy(ids if ids.flags.writeable else ids.copy()).to(dev)
+        send_ids, positions, counts = gpu.split_by_owner_tensor(ids_t, G)
+        t1 = time.perf_counter()
+        recv_counts = self.ex.counts(counts)
+        # split sizes are host integers: one copy for both directions
+        both = torch.cat([counts.to(recv_counts.device), recv_counts]).cpu().numpy()
+        send_counts, recv_counts = both[:G], both[G:]
+        recv_ids = self.ex.ids(send_ids, send_counts, recv_counts).cpu().numpy()
+        t2 = time.perf_counter()
+        self._check_owned(recv_ids)
+        served = self._serve(recv_ids, recv_counts)
+        t3 = time.perf_counter()
+        rows = self.ex.rows(served, recv_counts, send_counts).to(dev)
+        t4 = time.perf_counter()
+        out = gpu.reorder_tensor(rows, positions)
+        t5 = time.perf_counter()
+        self._count(ids, send_counts, recv_counts, (t0, t1, t2, t3, t4, t5))
+        return out
+
+    def _check_owned(self, recv_ids: np.ndarray) -> None:
+        if recv_ids.size and np.any(recv_ids % self.world_size != self.rank):
+            raise InputError(f"rank {self.rank} received ids it does not own")
+
+    def _count(self, ids, send_counts, recv_counts, t) -> None:
+        self.counters.requests += len(ids)
+        self.counters.distinct += len(np.unique(ids))
+        self.peer_rows += int(send_counts.sum() - send_counts[self.rank])
+        self.served_for_peers += int(recv_counts.sum() - recv_counts[self.rank])
+        for k, a, b in zip(("split", "exchange_ids", "serve", "exchange_rows", "reorder"), t, t[1:]):
+            self.times[k] += b - a
+        self._fetches_since_advance += 1
+        self.iterations += 1
+
+    def _serve(self, recv_ids: np.ndarray, recv_counts: np.ndarray):
+        """Rows of every id received, through the owner's source in one call: a numpy array on
+        the host plane, a tensor on the device plane."""
         before = self.cache.counters.as_dict()
-        served = np.asarray(self.cache.fetch(recv_ids))
-        if served.shape != (len(recv_ids), self.row_dim):
-            raise InputError(f"owner cache of rank {self.rank} returned {served.shape} rows for "
+        served = self.cache.fetch(recv_ids)
+        if self.plane == "device":
+            if not isinstance(served, torch.Tensor):
+                served = torch.from_numpy(np.ascontiguousarray(served))
+            served = served.to(device=self.device, dtype=self.torch_dtype)
+        elif isinstance(served, torch.Tensor):
+            served = served.cpu().numpy()
+        else:
+            served = np.asarray(served)
+        if tuple(served.shape) != (len(recv_ids), self.row_dim):
+            raise InputError(f"owner cache of rank {self.rank} returned {tuple(served.shape)} rows for "
                              f"{len(recv_ids)} ids")
         after = self.cache.counters.as_dict()
         hits = after["local_hits"] - before["local_hits"]
         # The owner's cache hits split into rows asked by this rank (local) and by peers: exact
         # when the cache reports per-row tiers, else attributed to the owner as local hits.
-        tiers = getattr(self.cache, "last_tiers", None)
+        tiers = self.cache.last_tiers
         if tiers is not None and len(tiers) == len(recv_ids):
             own = np.zeros(len(recv_ids), dtype=bool)
             off = np.concatenate([[0], np.cumsum(recv_counts)])
@@ -159,12 +226,11 @@ class SharedCacheFeatureSource:
         self.counters.victim_hits += after["victim_hits"] - before["victim_hits"]
         self.counters.storage_rows += after["storage_rows"] - before["storage_rows"]
         self.coalesced += len(recv_ids) - (after["distinct"] - before["distinct"])
-        return served.astype(self.dtype, copy=False)
+        return served if self.plane == "device" else served.astype(self.dtype, copy=False)
 
     # ---- reporting ----------------------------------------------------------------------------------
-    @property
     def stats(self) -> dict:
-        out = dict(getattr(self.cache, "stats", {}) or {})
+        out = self.cache.stats()
         out.update({f"{k}_s": v for k, v in self.times.items()})
         out.update({f"exchange_{k}": v for k, v in self.ex.stats.as_dict().items()})
         out.update({"peer_rows": self.peer_rows, "served_for_peers": self.served_for_peers,
@@ -173,36 +239,74 @@ class SharedCacheFeatureSource:
                     "owner_distinct": self.cache.counters.distinct})
         return out
 
+    @property
+    def fetch_stage(self) -> str:
+        return self.cache.fetch_stage
+
+    def stage_seconds(self) -> dict | None:
+        return self.cache.stage_seconds()
+
+    def io_counters(self):
+        return self.cache.io_counters()
+
+    def storage_info(self) -> dict:
+        return self.cache.storage_info()
+
+    def memory(self) -> dict:
+        """The owner's memory, on each of the G devices."""
+        return for_devices(self.cache.memory(), self.world_size)
+
     def close(self) -> None:
-        close = getattr(self.cache, "close", None)
-        if close is not None:
-            close()
+        self.cache.close()
 
 
-class IsolatedFeatureSource:
+class IsolatedFeatureSource(FeatureSource):
     """Isolated mode: a rank's own cache over the whole file (no exchange), with the same
-    heartbeat and fault hooks as the shared source so both modes run under one harness."""
+    heartbeat and fault hooks as the shared source so both modes run under one harness.
+    `devices`: the run's device count, each holding the memory of one such cache."""
 
     def __init__(self, cache, rank: int, *, heartbeat: Heartbeat = NULL_HEARTBEAT,
-                 fault: FaultInjector | None = None):
-        self.cache, self.rank, self.heartbeat = cache, rank, heartbeat
+                 fault: FaultInjector | None = None, devices: int = 1):
+        self.cache, self.rank, self.heartbeat = as_source(cache), rank, heartbeat
         self.fault = fault or FaultInjector(rank)
-        self.counters = cache.counters
+        self.counters = self.cache.counters
+        self.device = self.cache.device
+        self.devices = int(devices)
 
-    def advance(self, window) -> None:
+    def check_ids(self, ids, what: str = "ids"):
+        return ids  # the rank's cache checks them
+
+    def _advance(self, window) -> None:
         self.heartbeat.beat()
         self.cache.advance(window)
 
-    def fetch(self, ids):
+    def _fetch(self, ids):
         self.fault.tick()
         self.heartbeat.beat()
         return self.cache.fetch(ids)
 
     @property
+    def last_tiers(self):
+        return self.cache.last_tiers
+
+    @property
+    def fetch_stage(self) -> str:
+        return self.cache.fetch_stage
+
     def stats(self) -> dict:
-        return dict(getattr(self.cache, "stats", {}) or {})
+        return self.cache.stats()
+
+    def stage_seconds(self) -> dict | None:
+        return self.cache.stage_seconds()
+
+    def io_counters(self):
+        return self.cache.io_counters()
+
+    def storage_info(self) -> dict:
+        return self.cache.storage_info()
+
+    def memory(self) -> dict:
+        return for_devices(self.cache.memory(), self.devices)
 
     def close(self) -> None:
-        close = getattr(self.cache, "close", None)
-        if close is not None:
-            close()
+        self.cache.close()

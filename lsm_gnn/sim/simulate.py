@@ -12,7 +12,9 @@ lines + victim queues + landing buffer = T rows). The bounds are computed per st
 memory (`lsm_gnn.sim.bounds`) and summed over streams: `min_rows` is MIN at T, a strict floor of
 every policy with or without the victim buffer; `min_cache_rows` is MIN at the cache lines alone;
 `min_total_rows` is MIN at G*T over the interleaved trace of all devices (the floor of any way of
-using G devices' memory).
+using G devices' memory). `lookahead` is the number of future batches the policy read (K for
+horizon, else W) and `lookahead_bytes` their host memory per device (ids and the engine's ring;
+not feature memory: lsm_gnn.cache.budget.lookahead_bytes).
 """
 
 from __future__ import annotations
@@ -161,6 +163,7 @@ def simulate(trace: Trace, configs: Sequence[CacheConfig], *, static_scores: np.
         budget = stream_budget(cfg, trace, mode, row_bytes)
         cap = budget.cache_rows
         counts = dict.fromkeys(RESULT_KEYS, 0)
+        bypassed, la = 0, {}
         for stream in calc.streams:
             res = replay_fn(stream.batches, cfg, trace.num_rows, static_scores, budget=budget,
                             num_owners=stream.num_owners, owner=stream.owner, engine=engine)
@@ -170,14 +173,20 @@ def simulate(trace: Trace, configs: Sequence[CacheConfig], *, static_scores: np.
                 raise InputError(f"replay result lacks counts {missing}")
             for k in RESULT_KEYS:
                 counts[k] += int(totals[k])
+            bypassed += int(totals.get("bypassed", 0))
+            # the lookahead's host memory (not feature memory): the largest of the caches'
+            for k, v in (getattr(res, "lookahead", None) or {}).items():
+                la[k] = max(la.get(k, 0), v)
             bar.update(1)
         bnd = calc.all(budget, cfg.ways)
         fraction = cfg.capacity_fraction if cfg.capacity_bytes is None else budget.total_rows / trace.num_rows
         row = {"policy": cfg.policy, "cache_fraction": fraction, "total_rows": budget.total_rows,
                "capacity_rows": cap, "ways": cfg.ways, "window": cfg.window,
                "victim_depth": budget.victim_depth, "victim_capacity": budget.host_rows,
+               "lookahead": int(la.get("lookahead_batches", cfg.window)),
+               "lookahead_bytes": int(la.get("lookahead_bytes", 0)),
                "mode": mode, "devices": trace.num_devices,
-               "batches": trace.num_batches, "epochs": epochs, **counts, **bnd}
+               "batches": trace.num_batches, "epochs": epochs, **counts, "bypassed": bypassed, **bnd}
         row["storage_rows_per_epoch"] = counts["storage_rows"] / epochs
         row["hit_rate"] = _ratio(counts["hits"] + counts["victim_hits"], counts["requests"])
         for name, key in (("min", "min_rows"), ("min_cache", "min_cache_rows"), ("min_set", "min_set_rows"),

@@ -17,7 +17,12 @@ Each yielded batch (a 4-tuple) also carries `.labels` (tensor), `.minibatch`, `.
 sample, fetch_cache, fetch_victim, fetch_storage (busy time of those stages for this batch) and
 wait (how long the consumer waited for it: the part of loading not hidden behind training), and
 `.counts`: the source's row and storage I/O counters for this batch alone (taken in the fetch
-stage, so they do not depend on how far ahead it runs).
+stage, so they do not depend on how far ahead it runs), and `.h2d_bytes`: the bytes this loader
+copied to the device (0 when the source's rows are already there: a source on a CUDA device
+returns torch tensors, which are used as they are).
+
+The source is anything with the FeatureSource contract (lsm_gnn.features); an object with only
+advance/fetch/counters is wrapped in a ForeignSource.
 """
 
 from __future__ import annotations
@@ -29,9 +34,34 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from lsm_gnn.features import as_source
+from lsm_gnn.records import ROW_KEYS
 from lsm_gnn.sampling import Background, Lookahead, MiniBatch, NeighborSampler
-from lsm_gnn.train.sources import counts, fetch_split, snapshot
 from lsm_gnn.utils.errors import InputError
+
+
+def counts(source) -> dict:
+    """Row counters and storage I/O counters of `source` now (for per-batch deltas)."""
+    c = source.counters
+    out = {k: int(getattr(c, k, 0)) for k in ROW_KEYS}
+    io = source.io_counters()
+    if io is not None:
+        out["bytes_read"], out["io_ops"] = int(io.bytes_read), int(io.io_ops)
+    return out
+
+
+def fetch_split(source, seconds: float, before: dict | None, after: dict | None) -> dict:
+    """One fetch's wall time split into the record's stages fetch_cache / fetch_victim /
+    fetch_storage: from the source's per-stage timers (`stage_seconds()` before and after), or
+    all of it to the one stage the source is (`fetch_stage`) when it has none."""
+    if before is None or after is None:
+        return {source.fetch_stage: seconds}
+    d = {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in ("cache", "victim", "storage")}
+    victim, storage = d["victim"], d["storage"]
+    if victim + storage > seconds:  # the source's timers overlap ours; keep the sum = our wall time
+        f = seconds / (victim + storage)
+        victim, storage = victim * f, storage * f
+    return {"fetch_cache": seconds - victim - storage, "fetch_victim": victim, "fetch_storage": storage}
 
 
 class LoadedBatch(tuple):
@@ -75,7 +105,7 @@ class FeatureLoader:
                  overlap_fetch: bool = True, device: str | torch.device = "cpu", max_iters: int | None = None):
         if window < 0 or sample_ahead < 0:
             raise InputError(f"window and sample_ahead must be >= 0, found {window}, {sample_ahead}")
-        self.sampler, self.source, self.window = sampler, source, int(window)
+        self.sampler, self.source, self.window = sampler, as_source(source), int(window)
         self.sample_ahead, self.overlap_fetch = int(sample_ahead), bool(overlap_fetch)
         self.device = torch.device(device)
         self.max_iters = max_iters
@@ -89,27 +119,38 @@ class FeatureLoader:
         src = self.source
         c0 = counts(src)
         t0 = time.perf_counter()
-        before = snapshot(src)
+        before = src.stage_seconds()
         src.advance(window)
         rows = src.fetch(mb.input_nodes)
         seconds = time.perf_counter() - t0
         c1 = counts(src)
         times = {"sample": getattr(mb, "sample_s", 0.0)}
-        times.update(fetch_split(src, seconds, before, snapshot(src)))
-        rows = np.asarray(rows)
-        if rows.ndim != 2 or rows.shape[0] != len(mb.input_nodes):
-            raise InputError(f"feature source returned shape {rows.shape} for {len(mb.input_nodes)} ids")
-        if not rows.flags.writeable:
-            rows = rows.copy()
-        feats = torch.from_numpy(rows)
+        times.update(fetch_split(src, seconds, before, src.stage_seconds()))
+        if isinstance(rows, torch.Tensor):  # rows on the source's device (or the CPU)
+            feats = rows
+        else:
+            rows = np.asarray(rows)
+            if not rows.flags.writeable:
+                rows = rows.copy()
+            feats = torch.from_numpy(rows) if rows.ndim == 2 else None
+        if feats is None or feats.ndim != 2 or feats.shape[0] != len(mb.input_nodes):
+            raise InputError(f"feature source returned shape {tuple(np.shape(rows))} for {len(mb.input_nodes)} ids")
+        h2d = 0
         labels = torch.from_numpy(mb.labels)
         blocks = mb.blocks
         if self.device.type != "cpu":
-            feats = feats.pin_memory().to(self.device, non_blocking=True)
+            if feats.device.type == "cpu":
+                h2d = feats.numel() * feats.element_size()
+                feats = feats.pin_memory().to(self.device, non_blocking=True)
+            elif self.device.index is not None and feats.device != self.device:
+                feats = feats.to(self.device, non_blocking=True)
             labels = labels.to(self.device, non_blocking=True)
             blocks = [b.to(self.device, non_blocking=True) for b in blocks]
+        elif feats.device.type != "cpu":
+            feats = feats.cpu()
         item = LoadedBatch(mb, blocks, feats, labels, times)
         item.counts = {k: c1[k] - c0.get(k, 0) for k in c1}   # rows and I/O of this batch alone
+        item.h2d_bytes = h2d
         return item
 
     def epoch(self, epoch: int) -> Iterator[LoadedBatch]:

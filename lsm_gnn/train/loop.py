@@ -44,13 +44,13 @@ from tqdm import tqdm
 
 from lsm_gnn.config import RunConfig, config_to_dict
 from lsm_gnn.datasets.format import Dataset
-from lsm_gnn.features import MemoryFeatureSource
+from lsm_gnn.features import FeatureSource, MemoryFeatureSource, as_source, make_feature_source, numeric_stats, \
+    system_name
 from lsm_gnn.models import build_model
 from lsm_gnn.records import ROW_KEYS, STAGES, new_record, write_record
 from lsm_gnn.sampling import NeighborSampler
 from lsm_gnn.train.evaluate import evaluate
 from lsm_gnn.train.loader import FeatureLoader
-from lsm_gnn.train.sources import close_source, extra_stats, make_feature_source, system_name
 from lsm_gnn.train.timers import StageTimer, StageTimes
 from lsm_gnn.utils.errors import ConfigError, InputError
 
@@ -121,7 +121,7 @@ def run_training(cfg: RunConfig, *, rank: int = 0, world_size: int = 1, feature_
         raise
     finally:
         if own_source and opened.get("source") is not None:
-            close_source(opened["source"])
+            opened["source"].close()
         if opened.get("eval_store") is not None:
             opened["eval_store"].close()
     if path is not None and rank == 0:
@@ -200,8 +200,13 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
     model = build_model(cfg.model, dataset, len(fanouts)).to(device)
 
     t0 = time.perf_counter()
-    source = feature_source if feature_source is not None else make_feature_source(
-        cfg, dataset, rank=rank, world_size=world_size)
+    source = feature_source if feature_source is not None else make_feature_source(cfg, dataset, rank, world_size)
+    if not isinstance(source, FeatureSource):  # a caller's own source: the config says its memory
+        from lsm_gnn.cache.budget import system_memory
+
+        lay = dataset.features()
+        source = as_source(source, system_memory(cfg, system_name(cfg), lay.num_rows, lay.row_bytes,
+                                                 devices=world_size))
     opened["source"] = source
     preprocessing_s = time.perf_counter() - t0
 
@@ -219,12 +224,16 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
     if tr.warmup_iters >= planned:
         raise ConfigError("<config>", "train.warmup_iters",
                           f"{tr.warmup_iters} warm-up iterations leave none to time in an epoch of {planned}")
-    window = cfg.cache.window if (cfg.cache.enabled or feature_source is not None) else 0
+    # the loader samples as far ahead as the policy reads: W, or K for a long-lookahead policy (horizon)
+    from lsm_gnn.cache.policies import lookahead_batches
+
+    window = (lookahead_batches(cfg.cache.policy, cfg.cache.window, cfg.cache.lookahead)
+              if (cfg.cache.enabled or feature_source is not None) else 0)
     loader = FeatureLoader(sampler, source, window=window, sample_ahead=cfg.sampler.prefetch_batches,
                            overlap_fetch=tr.overlap_fetch, device=device, max_iters=planned)
     eval_features = source.features if isinstance(source, MemoryFeatureSource) else _eval_rows(dataset, opened)
     # evaluation fetches nothing through the source: stamp the rank's heartbeat per batch instead
-    eval_tick = getattr(getattr(source, "heartbeat", None), "beat", None)
+    eval_tick = source.heartbeat.beat if source.heartbeat is not None else None
     interactive = progress and sys.stderr.isatty()
 
     epochs, measured_items, eval_s = [], [], 0.0
@@ -246,8 +255,7 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
                 loss.backward()
                 opt.step()
                 loss_v = float(loss.item())
-            if device.type != "cpu":
-                h2d += batch.features.numel() * batch.features.element_size()
+            h2d += batch.h2d_bytes
             losses.append(loss_v)
             correct += int((logits.argmax(1) == batch.labels).sum())
             seen += len(batch.labels)
@@ -325,7 +333,8 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
                           "timed_iters": tr.timed_iters, "iterations_per_epoch": per_epoch,
                           "iterations_run_per_epoch": planned, "steady_epochs": steady_idx},
     }
-    store = getattr(source, "store", None) or getattr(getattr(source, "cache", None), "store", None)
+    source_stats = numeric_stats(source.stats())
+    h2d += source_stats.get("h2d_bytes", 0)  # a source on the device uploads its storage rows itself
     metrics = {
         "rows": rows,
         "hit_rate": _hit_rates(rows),
@@ -336,19 +345,17 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
                      "val_curve": [ep.get("val_acc") for ep in epochs],
                      "train_curve": [ep["train_acc"] for ep in epochs],
                      "eval_nodes": {"val": epochs[-1].get("val_nodes"), "test": test_nodes}},
-        "source": {"kind": type(source).__name__, "window": window, "stats": extra_stats(source),
-                   "storage_path": dict(getattr(store, "path_info", {}) or {})},
+        "source": {"kind": source.source_name, "window": window, "stats": source_stats,
+                   "storage_path": source.storage_info()},
         "pipeline": {"sample_ahead": cfg.sampler.prefetch_batches, "overlap_fetch": tr.overlap_fetch,
                      "torch_threads": torch.get_num_threads()},
         "dataset": {"path": os.fspath(dataset.root), "name": dataset.name, "nodes": dataset.num_nodes(),
                     "edges": dataset.num_edges(), "feature_bytes": dataset.features().num_rows
                     * dataset.features().row_bytes},
     }
-    from lsm_gnn.cache.budget import system_memory
+    from lsm_gnn.cache.budget import for_devices
 
-    lay = dataset.features()
-    metrics["memory"] = system_memory(cfg, system_name(cfg), lay.num_rows, lay.row_bytes,
-                                      devices=cfg.distributed.devices)
+    metrics["memory"] = for_devices(source.memory(), world_size)  # what the source holds, per device
     metrics["ranks"] = {str(rank): {"rows": rows, "time": {"epoch_cold_s": cold, "epoch_steady_s": steady,
                                                            "per_iteration": dict(time_metrics["per_iteration"])},
                                     "storage_bytes": int(io["bytes_read"])}}

@@ -1,31 +1,34 @@
 # Storage readers against the raw device limit (lsm-gnn bench storage, fio in the same run).
-# Default: 1 s per reader x pattern x batch size plus two 3 s fio jobs, under a minute on tiny.
-# --config storage_seconds=S sets the time per point.
-
-import sys as _storage_sys
-
-STORAGE_CLI = str(Path(_storage_sys.executable).with_name("lsm-gnn"))
-if not Path(STORAGE_CLI).exists():
-    STORAGE_CLI = "lsm-gnn"
-STORAGE_SECONDS = float(config.get("storage_seconds", 1.0))
+# storage_seconds per reader x pattern x batch size (storage_batch_sizes, storage_seq_batch_sizes)
+# plus two fio jobs of fio_seconds each: under a minute with the defaults.
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/20-storage.md")
 
 
+def _csv(values):
+    return ",".join(str(v) for v in values)
+
+
 rule storage_bench:
     input:
-        f"{DATA}/metadata.json",
+        DATA_META,
     output:
         f"{RES}/storage/bench.json",
     params:
-        cli=STORAGE_CLI,
+        cli=CLI,
         data=DATA,
-        seconds=STORAGE_SECONDS,
+        seconds=config["storage_seconds"],
+        batches=_csv(config["storage_batch_sizes"]),
+        seq=_csv(config["storage_seq_batch_sizes"]),
+        fio=config["fio_seconds"],
+    threads: 2  # alone on the machine: throughput is compared with fio's
     log:
-        f"{RES}/logs/storage_bench.log",
+        f"{LOGS}/storage_bench.log",
+    message:
+        "Storage readers vs fio on {params.data} ({params.seconds} s per point)"
     shell:
         "{params.cli} bench storage {params.data} --json --no-progress --seconds {params.seconds} "
-        "--batch-sizes 256,1024,4096,16384 --seq-batch-sizes 4096,16384 --fio-seconds 3 "
+        "--batch-sizes {params.batches} --seq-batch-sizes {params.seq} --fio-seconds {params.fio} "
         "--output {output} > {log} 2>&1"
 
 
@@ -35,5 +38,9 @@ rule storage_report:
     output:
         fragment=f"{REPORT}/sections/20-storage.md",
         figure=f"{REPORT}/figures/storage_throughput.png",
+    log:
+        f"{LOGS}/storage_report.log",
+    message:
+        "Storage section of the report"
     script:
         "../scripts/storage_report.py"

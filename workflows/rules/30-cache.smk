@@ -1,95 +1,181 @@
-# Cache policies against the bounds on one recorded trace (lsm-gnn simulate).
-# Default (tiny): all policies x 1/5/10/20 % x W in {4, 8}, one epoch, about 2 minutes.
-# Full sweep (W in {2, 4, 8, 16}): --config cache_sweep_size=full, the default for size != tiny.
-# cache_max_batches=N cuts each simulated epoch to its first N iterations.
-
-import sys as _cache_sys
-
-# the venv's console script next to the Python that runs Snakemake (PATH may lack the venv)
-CACHE_CLI = str(Path(_cache_sys.executable).with_name("lsm-gnn"))
-if not Path(CACHE_CLI).exists():
-    CACHE_CLI = "lsm-gnn"
-CACHE_SWEEP = config.get("cache_sweep_size") or ("quick" if SIZE == "tiny" else "full")
-CACHE_WINDOWS = [4, 8] if CACHE_SWEEP == "quick" else [2, 4, 8, 16]
-CACHE_FRACTIONS = [0.01, 0.05, 0.10, 0.20]
-CACHE_MAX_BATCHES = config.get("cache_max_batches")
-CACHE_SAMPLER = {"fanouts": "10,15", "batch_size": 1024, "seed": config.get("seed", 0)}
-CACHE_FLAGS = " ".join(f"--cache-fraction {f}" for f in CACHE_FRACTIONS)
-# Every fraction is a device's total feature memory (cache lines + victim buffer + landing
-# buffer, lsm_gnn.cache.budget); the victim buffer takes the run config's host share of it unless
+# Cache policies against the bounds on recorded traces (lsm-gnn simulate), at equal memory: every
+# fraction is a device's total feature memory (cache lines + victim buffer + landing buffer,
+# lsm_gnn.cache.budget); the victim buffer takes the run config's host share of it unless
 # cache_victim_depth sets lines per queue (out of the same total).
-CACHE_VICTIM = str(config.get("cache_victim_depth") or "config")
+#   sweep      all policies x cache_fractions x cache_windows on one trace (batch_size, fanouts)
+#   multi      2 devices, shared vs isolated, hybrid and lru at cache_fraction, W = 8
+#   regime     all policies at cache_fraction over ratio_batch_sizes: the axis
+#              cache_rows_per_iteration_rows along which the policies trade places
+#   hetero     all policies on the IGBH-like graph (hetero_size, hetero_dim) at cache_fraction
+# Defaults on synthetic-small: about 4 minutes of simulation in all.
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/30-cache.md")
+
+CACHE_VICTIM = str(config["cache_victim_depth"] or "config")
+CACHE_FLAGS = " ".join(f"--cache-fraction {f}" for f in config["cache_fractions"])
+CACHE_MAX_BATCHES = f"--max-batches {config['cache_max_batches']}" if config["cache_max_batches"] else ""
+REGIME_BATCHES = [int(b) for b in config["ratio_batch_sizes"]]
+
+
+def regime_iterations(batch: int) -> int:
+    """Iterations of the regime point at `batch`: ratio_seeds seed nodes, at least 20."""
+    return max(20, int(config["ratio_seeds"]) // batch)
 
 
 rule cache_trace:
     input:
-        f"{DATA}/metadata.json",
+        DATA_META,
     output:
         f"{RES}/cache/trace-g{{devices}}.npz",
+    wildcard_constraints:
+        devices=r"\d+",
     params:
-        cli=CACHE_CLI,
+        cli=CLI,
         data=DATA,
-        max_batches=f"--max-batches {CACHE_MAX_BATCHES}" if CACHE_MAX_BATCHES else "",
-        **CACHE_SAMPLER,
+        max_batches=CACHE_MAX_BATCHES,
+        fanouts=FANOUTS,
+        batch=BATCH,
+        seed=SEED,
     log:
-        f"{RES}/logs/cache_trace-g{{devices}}.log",
+        f"{LOGS}/cache_trace-g{{devices}}.log",
+    message:
+        "Recording the {wildcards.devices}-device request trace of {params.data} (batch {params.batch}, fan-outs {params.fanouts})"
     shell:
         "{params.cli} simulate {params.data} --devices {wildcards.devices} --fanouts {params.fanouts} "
-        "--batch-size {params.batch_size} --seed {params.seed} {params.max_batches} "
+        "--batch-size {params.batch} --seed {params.seed} {params.max_batches} "
         "--trace-only --save-trace {output} --no-progress > {log} 2>&1"
 
 
 rule cache_sweep:
     input:
-        data=f"{DATA}/metadata.json",
+        data=DATA_META,
         trace=f"{RES}/cache/trace-g1.npz",
     output:
         csv=f"{RES}/cache/sweep-W{{window}}.csv",
         json=f"{RES}/cache/sweep-W{{window}}.json",
         record=f"{RES}/cache/sweep-W{{window}}.record.json",
     params:
-        cli=CACHE_CLI,
+        cli=CLI,
         data=DATA,
         fractions=CACHE_FLAGS,
         victim=CACHE_VICTIM,
     log:
-        f"{RES}/logs/cache_sweep-W{{window}}.log",
+        f"{LOGS}/cache_sweep-W{{window}}.log",
+    message:
+        "Replaying the trace through every policy at W = {wildcards.window}"
     shell:
         "{params.cli} simulate {params.data} --trace {input.trace} --policy all {params.fractions} "
-        "--window {wildcards.window} --victim-depth {params.victim} --out {output.csv} --record {output.record} --json --no-progress "
-        "> {output.json} 2> {log}"
+        "--window {wildcards.window} --victim-depth {params.victim} --out {output.csv} --record {output.record} "
+        "--json --no-progress > {output.json} 2> {log}"
 
 
 rule cache_multidevice:
     input:
-        data=f"{DATA}/metadata.json",
+        data=DATA_META,
         trace=f"{RES}/cache/trace-g2.npz",
     output:
         csv=f"{RES}/cache/multidevice-{{mode}}.csv",
+    wildcard_constraints:
+        mode="shared|isolated",
     params:
-        cli=CACHE_CLI,
+        cli=CLI,
         data=DATA,
         victim=CACHE_VICTIM,
+        fraction=CACHE_FRACTION,
     log:
-        f"{RES}/logs/cache_multidevice-{{mode}}.log",
+        f"{LOGS}/cache_multidevice-{{mode}}.log",
+    message:
+        "Simulating 2 devices with {wildcards.mode} caches"
     shell:
         "{params.cli} simulate {params.data} --trace {input.trace} --mode {wildcards.mode} "
-        "--policy hybrid --policy lru --cache-fraction 0.1 --window 8 --victim-depth {params.victim} "
+        "--policy hybrid --policy lru --cache-fraction {params.fraction} --window 8 --victim-depth {params.victim} "
         "--out {output.csv} --no-progress > {log} 2>&1"
+
+
+rule cache_regime:
+    input:
+        DATA_META,
+    output:
+        csv=f"{RES}/cache/regime-b{{batch}}.csv",
+        json=f"{RES}/cache/regime-b{{batch}}.json",
+    wildcard_constraints:
+        batch=r"\d+",
+    params:
+        cli=CLI,
+        data=DATA,
+        trace=f"{RES}/cache/regime-b{{batch}}.trace.npz",
+        iterations=lambda w: regime_iterations(int(w.batch)),
+        fanouts=FANOUTS,
+        seed=SEED,
+        fraction=CACHE_FRACTION,
+        victim=CACHE_VICTIM,
+    log:
+        f"{LOGS}/cache_regime-b{{batch}}.log",
+    message:
+        "Regime sweep: every policy at batch {wildcards.batch} ({params.iterations} iterations)"
+    shell:
+        "{params.cli} simulate {params.data} --fanouts {params.fanouts} --batch-size {wildcards.batch} "
+        "--seed {params.seed} --max-batches {params.iterations} --trace-only --save-trace {params.trace} "
+        "--no-progress > {log} 2>&1 && "
+        "{params.cli} simulate {params.data} --trace {params.trace} --policy all --cache-fraction {params.fraction} "
+        "--window 8 --victim-depth {params.victim} --out {output.csv} --json --no-progress > {output.json} 2>> {log} && "
+        "rm -f {params.trace}"
+
+
+if HETERO is not None:
+
+    rule cache_hetero:
+        input:
+            f"{HETERO['data']}/metadata.json",
+        output:
+            csv=f"{RES}/cache/hetero.csv",
+            json=f"{RES}/cache/hetero.json",
+        params:
+            cli=CLI,
+            data=HETERO["data"],
+            trace=f"{RES}/cache/hetero.trace.npz",
+            iterations=config["hetero_max_batches"],
+            fanouts=FANOUTS,
+            batch=BATCH,
+            seed=SEED,
+            fraction=CACHE_FRACTION,
+            victim=CACHE_VICTIM,
+        log:
+            f"{LOGS}/cache_hetero.log",
+        message:
+            "Every policy on the heterogeneous graph {params.data} (batch {params.batch}, {params.iterations} iterations)"
+        shell:
+            "{params.cli} simulate {params.data} --fanouts {params.fanouts} --batch-size {params.batch} "
+            "--seed {params.seed} --max-batches {params.iterations} --trace-only --save-trace {params.trace} "
+            "--no-progress > {log} 2>&1 && "
+            "{params.cli} simulate {params.data} --trace {params.trace} --policy all --cache-fraction {params.fraction} "
+            "--window 8 --victim-depth {params.victim} --out {output.csv} --json --no-progress > {output.json} 2>> {log} && "
+            "rm -f {params.trace}"
 
 
 rule cache_report:
     input:
-        sweeps=expand(f"{RES}/cache/sweep-W{{window}}.csv", window=CACHE_WINDOWS),
+        sweeps=expand(f"{RES}/cache/sweep-W{{window}}.csv", window=config["cache_windows"]),
         multi=expand(f"{RES}/cache/multidevice-{{mode}}.csv", mode=["shared", "isolated"]),
+        regime=expand(f"{RES}/cache/regime-b{{batch}}.csv", batch=REGIME_BATCHES),
+        hetero=[f"{RES}/cache/hetero.csv"] if HETERO is not None else [],
     output:
         fragment=f"{REPORT}/sections/30-cache.md",
         figure=f"{REPORT}/figures/cache_storage_rows.png",
+        regime_figure=f"{REPORT}/figures/cache_regime.png",
         table=f"{RES}/cache/summary.csv",
+        regime=f"{RES}/cache/regime.json",
     params:
-        size=SIZE,
-        sweep=CACHE_SWEEP,
+        dataset=DS,
+        hetero=HETERO,
+        batch=BATCH,
+        fanouts=FANOUTS,
+        fraction=CACHE_FRACTION,
+        windows=config["cache_windows"],
+        regime_seeds=config["ratio_seeds"],
+    log:
+        f"{LOGS}/cache_report.log",
+    message:
+        "Cache section of the report: policies against the bounds, the regime sweep"
     script:
         "../scripts/cache_report.py"

@@ -1,46 +1,44 @@
-# Training on one device: the LSM-GNN configuration (O_DIRECT storage + 10% cache, hybrid
-# eviction, W=8, victim buffer) and the in-memory ideal on the same sampler, model and seed.
-# Default (tiny): GraphSAGE, batch 1024, fan-outs 10,15, hidden 128, 3 whole epochs per system,
-# about 2-3 minutes in all. Keys: train_epochs, train_hidden, train_model, train_timed
-# (time only N iterations per epoch after train_warmup, extrapolated; default for size != tiny: 50).
-
-import sys as _train_sys
-
-TRAIN_CLI = str(Path(_train_sys.executable).with_name("lsm-gnn"))
-if not Path(TRAIN_CLI).exists():
-    TRAIN_CLI = "lsm-gnn"
-TRAIN_SYSTEMS = ["lsm", "memory"]
-TRAIN_EPOCHS = config.get("train_epochs", 3)
-TRAIN_HIDDEN = config.get("train_hidden", 128)
-TRAIN_MODEL = config.get("train_model", "sage")
-TRAIN_TIMED = config.get("train_timed", None if SIZE == "tiny" else 50)
-TRAIN_WARMUP = config.get("train_warmup", 0 if TRAIN_TIMED is None else 20)
-_TRAIN_WINDOW = "" if TRAIN_TIMED is None else f"--warmup {TRAIN_WARMUP} --timed {TRAIN_TIMED}"
+# Training on one device: the LSM-GNN configuration (O_DIRECT storage + cache_fraction of memory,
+# hybrid eviction, W=8, victim buffer) and the in-memory ideal on the same sampler, model and seed.
+# train_epochs epochs of train_warmup + train_timed iterations each, the epoch time extrapolated
+# (train_timed: null for whole epochs). Defaults on synthetic-small (batch 128): about 1.5 minutes.
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/40-train.md")
+
+TRAIN_SYSTEMS = ["lsm", "memory"]
+_TRAIN_WINDOW = (f"--warmup {config['train_warmup']}" if config["train_timed"] is None else
+                 f"--warmup {config['train_warmup']} --timed {config['train_timed']}")
 
 
 rule train_run:
     input:
-        f"{DATA}/metadata.json",
+        DATA_META,
     output:
         f"{RES}/train/{{system}}.json",
     wildcard_constraints:
         system="lsm|memory",
     params:
-        cli=TRAIN_CLI,
+        cli=CLI,
         data=DATA,
-        epochs=TRAIN_EPOCHS,
-        hidden=TRAIN_HIDDEN,
-        model=TRAIN_MODEL,
-        seed=config.get("seed", 0),
+        epochs=config["train_epochs"],
+        hidden=config["train_hidden"],
+        model=MODEL,
+        seed=SEED,
+        batch=BATCH,
+        fanouts=FANOUTS,
+        fraction=CACHE_FRACTION,
         window=_TRAIN_WINDOW,
+        eval_nodes=config["train_eval_nodes"] or "null",
     threads: 2  # alone on the machine: epoch times are compared
     log:
-        f"{RES}/logs/train_{{system}}.log",
+        f"{LOGS}/train_{{system}}.log",
+    message:
+        "Training {params.model} with the {wildcards.system} configuration ({params.epochs} epochs, batch {params.batch})"
     shell:
         "{params.cli} train --config {wildcards.system} --dataset {params.data} --epochs {params.epochs} "
-        "--model {params.model} --seed {params.seed} --set model.hidden={params.hidden} {params.window} "
+        "--model {params.model} --seed {params.seed} --batch-size {params.batch} --fanouts {params.fanouts} "
+        "--cache-fraction {params.fraction} --set model.hidden={params.hidden} --set train.eval_nodes={params.eval_nodes} "
+        "{params.window} "
         "--record {output} --quiet > {log} 2>&1"
 
 
@@ -53,6 +51,11 @@ rule train_report:
         acc_fig=f"{REPORT}/figures/train_accuracy.png",
         fragment=f"{REPORT}/sections/40-train.md",
     params:
-        size=SIZE,
+        dataset=DS,
+        data=DATA,
+    log:
+        f"{LOGS}/train_report.log",
+    message:
+        "Training section of the report"
     script:
         "../scripts/train_report.py"

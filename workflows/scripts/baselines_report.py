@@ -18,6 +18,8 @@ import seaborn as sns  # noqa: E402
 from lsm_gnn.records import STAGES, read_record  # noqa: E402
 from lsm_gnn.utils.atomic import write_json, write_text  # noqa: E402
 
+from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, record_regime, row_bytes  # noqa: E402
+
 STAGE_NAMES = {"sample": "sample", "exchange_ids": "exchange ids", "fetch_cache": "fetch (cache)",
                "fetch_victim": "fetch (victim)", "fetch_storage": "fetch (storage)",
                "exchange_rows": "exchange rows / KVStore pull", "train": "train", "other": "other"}
@@ -33,11 +35,12 @@ def label(rec: dict, path: Path) -> str:
     return f"{s} d{dev}" + (f" c{cache}" if s in ("lsm", "isolated", "mmap") else "")
 
 
-def rows(paths) -> pd.DataFrame:
+def rows(paths, row_bytes_: int) -> pd.DataFrame:
     out = []
     for p in map(Path, paths):
         rec = read_record(p)
         m = rec["metrics"]
+        regime = record_regime(rec, row_bytes_)
         t = m["time"]
         # critical-path view where the loop has one (overlapped stages would double count)
         per_iter = t.get("per_iteration_exposed") or t.get("per_iteration") or {}
@@ -47,6 +50,7 @@ def rows(paths) -> pd.DataFrame:
                "cache_fraction": rec["config"]["cache"]["capacity_fraction"],
                "memory_MiB_per_device": m["memory"]["total_bytes"] / 2**20,
                "memory_fraction_all_devices": m["memory"]["all_devices_fraction"],
+               "cache_rows_per_iteration_rows": regime["ratio"],
                "epoch_cold_s": t.get("epoch_cold_s"), "epoch_steady_s": t.get("epoch_steady_s"),
                "preprocessing_s": t.get("preprocessing_s") or 0.0, "first_epoch_s": t.get("first_epoch_s"),
                "startup_s": t.get("startup_s") or 0.0, "iterations_per_epoch": iters,
@@ -61,17 +65,20 @@ def rows(paths) -> pd.DataFrame:
     return pd.DataFrame(out).sort_values(["system", "devices", "cache_fraction"])
 
 
-def ratios(df: pd.DataFrame) -> dict:
+def ratios(df: pd.DataFrame, fraction: float = 0.1) -> dict:
     def steady(system, devices=None):
         sel = df[(df.system == system) & (df.status == "complete")]
         if devices is not None:
             sel = sel[sel.devices == devices]
-        if system in ("lsm", "mmap") and (sel.cache_fraction == 0.1).any():
-            sel = sel[sel.cache_fraction == 0.1]  # the headline cache size
+        if system in ("lsm", "mmap") and ((sel.cache_fraction - fraction).abs() < 1e-9).any():
+            sel = sel[(sel.cache_fraction - fraction).abs() < 1e-9]  # the headline memory budget
         return float(sel.epoch_steady_s.iloc[0]) if not sel.empty and pd.notna(sel.epoch_steady_s.iloc[0]) else None
 
     lsm = steady("lsm", 2)
     out = {"lsm_epoch_steady_s": lsm}
+    sel = df[(df.system == "lsm") & (df.devices == 2) & ((df.cache_fraction - fraction).abs() < 1e-9)]
+    out["cache_rows_per_iteration_rows"] = (float(sel.cache_rows_per_iteration_rows.iloc[0])
+                                            if not sel.empty and pd.notna(sel.cache_rows_per_iteration_rows.iloc[0]) else None)
     for s in ("distdgl", "mmap", "direct"):
         v = steady(s, None if s == "distdgl" else 2)
         out[f"{s}_epoch_steady_s"] = v
@@ -138,21 +145,28 @@ def markdown_table(df: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-def fragment(df: pd.DataFrame, r: dict, size: str, warmup: int, timed: int) -> str:
-    def fmt(v, unit="x"):
+def fragment(df: pd.DataFrame, r: dict, dataset: dict, warmup: int, timed: int, distdgl: bool) -> str:
+    def fx(v, unit="x"):
         return "n/a" if v is None else f"{v:.2f}{unit}"
 
+    words = dataset_words(dataset)
     lines = ["## Baselines in the same harness", "",
-             f"Synthetic `{size}` graph. Every system trains the same model with the same sampler settings. "
+             f"{words[0].upper()}{words[1:]}. Every system trains the same model with the same sampler settings. "
              f"Each one is timed on the same window: {warmup} warm-up and {timed} timed iterations in each of 2 epochs. "
              "A whole epoch is too long for this machine, so the epoch time is the mean timed "
              "iteration multiplied by the system's iterations per epoch (lsm-gnn's rule, see docs/baselines.md). "
-             "Dist-DGL runs for real on 2 emulated machines x 2 trainers. Each machine has its own mount and "
-             "network namespace, and all of them share the 2 cores of this host.", "",
+             + ("Dist-DGL runs for real on 2 emulated machines x 2 trainers. Each machine has its own mount and "
+                "network namespace, and all of them share the 2 cores of this host." if distdgl else
+                "Dist-DGL is not in this matrix (`baselines_distdgl: false`, or a heterogeneous graph, which its "
+                "baseline does not support)."),
+             "",
+             f"Regime of LSM-GNN on 2 devices (per device: its cache lines over the distinct rows it requests per "
+             f"iteration): cache rows / distinct rows per iteration = **{fmt(r.get('cache_rows_per_iteration_rows'), '.1f')}** "
+             f"({PAPER_REGIME}).", "",
              "| ratio (steady epoch over LSM-GNN, 2 devices) | value | target |", "|---|---|---|",
-             f"| `distdgl_vs_lsm_epoch` (Dist-DGL 2x2) | {fmt(r['distdgl_vs_lsm_epoch'])} | >= 3.75x |",
-             f"| `mmap_vs_lsm_epoch` | {fmt(r['mmap_vs_lsm_epoch'])} | > 1x |",
-             f"| `direct_vs_lsm_epoch` | {fmt(r['direct_vs_lsm_epoch'])} | > 1x |", ""]
+             f"| `distdgl_vs_lsm_epoch` (Dist-DGL 2x2) | {fx(r['distdgl_vs_lsm_epoch'])} | >= 3.75x |",
+             f"| `mmap_vs_lsm_epoch` | {fx(r['mmap_vs_lsm_epoch'])} | > 1x |",
+             f"| `direct_vs_lsm_epoch` | {fx(r['direct_vs_lsm_epoch'])} | > 1x |", ""]
     short = []
     if r["distdgl_vs_lsm_epoch"] is not None and r["distdgl_vs_lsm_epoch"] < 3.75:
         short.append(f"Dist-DGL is short of 3.75x: its largest stage is {dominant_stage(df, 'distdgl')}; "
@@ -162,10 +176,14 @@ def fragment(df: pd.DataFrame, r: dict, size: str, warmup: int, timed: int) -> s
         if v is not None and v <= 1.0:
             short.append(f"`{s}` is not slower than LSM-GNN: its largest stage is {dominant_stage(df, s)}; "
                          f"LSM-GNN's largest is {dominant_stage(df, 'lsm')}.")
-    if any(v is None for k, v in r.items() if k.endswith("_vs_lsm_epoch")):
+    ran = set(df.system)
+    if any(v is None for k, v in r.items() if k.endswith("_vs_lsm_epoch") and k.split("_")[0] in ran):
         short.append("A ratio is n/a because a run failed or has no steady epoch (see summary.csv).")
+    absent = [s for s in ("mmap", "direct") if s not in ran]
+    if absent:
+        short.append(f"Not in this matrix (`baselines_systems`): {', '.join(absent)}.")
     lines += short + ([""] if short else [])
-    cols = ["label", "memory_MiB_per_device", "memory_fraction_all_devices", "epoch_steady_s", "epoch_cold_s", "preprocessing_s", "first_epoch_s", "storage_bytes",
+    cols = ["label", "memory_MiB_per_device", "memory_fraction_all_devices", "cache_rows_per_iteration_rows", "epoch_steady_s", "epoch_cold_s", "preprocessing_s", "first_epoch_s", "storage_bytes",
             "network_bytes", "device_exchange_bytes", "val_acc", "page_cache_cap"]
     lines += [markdown_table(df[cols]), "",
               "![epoch time by stage](figures/baselines_epoch.png)", "",
@@ -184,16 +202,17 @@ def fragment(df: pd.DataFrame, r: dict, size: str, warmup: int, timed: int) -> s
 
 
 def main(inputs, output, params):
-    df = rows(inputs)
+    df = rows(inputs, row_bytes(params.data))
     Path(output.table).parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(output.table, index=False)
-    r = ratios(df)
+    r = ratios(df, float(params.fraction))
     write_json(output.ratios, r)
     for f in (output.epoch, output.first, output.storage):
         Path(f).parent.mkdir(parents=True, exist_ok=True)
     figures(df, {"epoch": output.epoch, "first": output.first, "storage": output.storage})
-    write_text(output.fragment, fragment(df, r, params.size, params.warmup, params.timed))
+    write_text(output.fragment, fragment(df, r, params.dataset, params.warmup, params.timed, params.distdgl))
 
 
 if __name__ == "__main__" and "snakemake" in globals():
+    log_to(snakemake)  # noqa: F821
     main(list(snakemake.input), snakemake.output, snakemake.params)  # noqa: F821

@@ -1,15 +1,38 @@
-"""Workflow step: full verification of the generated dataset; fails the rule on any problem."""
+"""Workflow step: full verification of the dataset; fails the rule on any problem. A generated
+graph must also be the one the config asks for (size, seed, heterogeneity, feature width): a
+folder left by another run under the same name is refused, not silently reused."""
 
+import json
 import sys
+from pathlib import Path
 
 from lsm_gnn.datasets.verify import verify
 from lsm_gnn.utils.atomic import write_text
+from wfcommon import log_to
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
-problems = verify(sm.params.data, quick=False)
+log_to(sm)
+data, ds = sm.params.data, sm.params.dataset
+meta = json.loads((Path(data) / "metadata.json").read_text())
+
+if ds["kind"] == "synthetic":
+    src = meta.get("source") or {}
+    want = {"size": ds["size"], "seed": sm.params.seed, "heterogeneous": ds["hetero"]}
+    found = {k: src.get(k) for k in want}
+    wrong = [f"source.{k}: config asks for {want[k]!r}, the folder holds {found[k]!r}" for k in want
+             if str(found[k]) != str(want[k])]
+    if meta["features"]["dim"] != ds["dim"]:
+        wrong.append(f"features.dim: config asks for {ds['dim']} (synthetic_dim), the folder holds {meta['features']['dim']}")
+    if wrong:
+        for w in wrong:
+            print(f"{data}/metadata.json: {w}", file=sys.stderr)
+        sys.exit(f"{data} is not the graph this config generates ({'; '.join(wrong)}); remove the folder "
+                 "(Snakemake regenerates it) or change the config")
+
+problems = verify(data, quick=False)
 if problems:
     for p in problems:
-        print(f"{sm.params.data}/{p}", file=sys.stderr)
-    sys.exit(f"{sm.params.data}: {len(problems)} problem(s); see above")
-write_text(sm.output[0], f"{sm.params.data}: OK (full check: sizes, sha256 of every file, dtypes, "
+        print(f"{data}/{p}", file=sys.stderr)
+    sys.exit(f"{data}: {len(problems)} problem(s); see above")
+write_text(sm.output[0], f"{data}: OK (full check: sizes, sha256 of every file, dtypes, "
                          "id ranges, CSC/CSR monotonicity and agreement, labels, splits, static scores)\n")

@@ -14,7 +14,11 @@ import seaborn as sns  # noqa: E402
 
 from lsm_gnn.utils.atomic import atomic_path, write_text  # noqa: E402
 
+from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, record_regime, row_bytes  # noqa: E402
+
 sm = snakemake  # noqa: F821  (injected by Snakemake)
+log_to(sm)
+ROW_BYTES = row_bytes(sm.params.data)
 bench = json.loads(Path(sm.input.bench).read_text())
 names = {"shared": "shared (LSM-GNN)", "isolated": "isolated (GIDS multi-GPU)", "one_device": "one device, 2x cache"}
 
@@ -41,9 +45,11 @@ for path in sm.input.train:
     train[mode] = {"status": rec.get("status"), "epoch_s": t.get("epoch_steady_s") or t.get("epoch_cold_s"),
                    "iter_s": t.get("per_iteration_wall")
                    or sum(v for v in per_iter.values() if isinstance(v, (int, float))) or None,
-                   "storage_rows": rec.get("metrics", {}).get("rows", {}).get("storage_rows")}
+                   "storage_rows": rec.get("metrics", {}).get("rows", {}).get("storage_rows"),
+                   "regime": record_regime(rec, ROW_BYTES)["ratio"]}
 for r, mode in zip(rows, ["shared", "isolated", "one"]):
     r["train s / iteration"] = train.get(mode, {}).get("iter_s")  # mean wall of the timed iterations
+    r["cache rows / rows per iteration (train)"] = train.get(mode, {}).get("regime")
 df = pd.DataFrame(rows)
 
 long = df.melt(id_vars="system", value_vars=["storage rows / epoch", "exchange bytes / iteration",
@@ -82,7 +88,7 @@ why = ("" if ratio <= 0.6 else
        "depth matters most): docs/multi-device.md, Measurements, has the small-graph figures.\n")
 text = f"""## Multi-device: shared cache vs isolated caches (2 devices)
 
-Synthetic {sm.params.size} graph, {bench['devices']} devices, feature memory {bench['cache_fraction']:.0%} of the
+{dataset_words(sm.params.dataset)[0].upper()}{dataset_words(sm.params.dataset)[1:]}, {bench['devices']} devices, feature memory {bench['cache_fraction']:.0%} of the
 feature bytes per device ({bench['memory']['total_rows_per_device']:,} rows: {bench['capacity_rows_per_device']:,}
 cache lines + {bench['memory']['victim_rows_per_device']:,} rows of victim queues and landing buffer), policy
 {bench['policy']}, W={bench['window']}, {bench['batches_per_epoch']} iterations of one recorded 2-device trace
@@ -92,6 +98,8 @@ Storage rows / Belady MIN at the same memory: shared {bench['shared_vs_min_stora
 {bench['isolated_vs_min_storage_rows']:.3f}, one device {bench['one_device_vs_min_storage_rows']:.3f}.
 Command: `lsm-gnn bench multidevice {bench['dataset']} --devices 2 --trace ... --batches {bench['batches_per_epoch']}`.
 Training time: `lsm-gnn train --devices 2` (and `--devices 1` with 2x memory), first iterations only.
+Regime of the shared-cache training run (per device: its cache lines over the distinct rows it requests per
+iteration): cache rows / distinct rows per iteration = **{fmt(train.get('shared', {}).get('regime'), '.1f')}** ({PAPER_REGIME}).
 
 {chr(10).join(table)}
 

@@ -13,7 +13,10 @@ import seaborn as sns  # noqa: E402
 
 from lsm_gnn.utils.atomic import atomic_path, write_text  # noqa: E402
 
+from wfcommon import log_to  # noqa: E402
+
 sm = snakemake  # noqa: F821  (injected by Snakemake)
+log_to(sm)
 obj = json.loads(Path(sm.input[0]).read_text())
 df = pd.DataFrame(obj["results"])
 row_kib = obj["row_bytes"] / 1024

@@ -1,0 +1,112 @@
+"""What every eviction policy plug-in is: codes, the reference hooks, the kernel state it declares.
+
+A policy exists twice, with identical decisions (docs/cache-semantics.md, "Victim choice"):
+
+* a Python class (`EvictionPolicy`) whose hooks the pure-Python reference engine calls, written
+  to be read: `on_hit`, `on_fill`, `victim` (sees one full set as `LineView`s), `on_evict`, and
+  `admit` (admission control: may a miss be cached at all);
+* numba hook functions in the same module (`kernel_*`), which the CPU engine calls through the
+  dispatchers of `lsm_gnn.cache.policies.kernels` by the policy's integer `code`; the GPU engine
+  has the same hooks in CUDA (cuda/policies/<name>.cuh).
+
+Kernel state: a policy names the per-line and per-set arrays it keeps (`state`, from
+`STATE_SPECS`); both engines allocate those and give every other name an empty array, so the
+engine itself knows nothing of LRU stamps or SIEVE lists.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+from lsm_gnn.cache.window import FRESH, NO_REUSE
+
+# integer codes shared by the CPU (numba) and GPU (CUDA) engines
+RR, STATIC, DYNAMIC, HYBRID, HYBRID_PVP, LRU, SIEVE, HORIZON = range(8)
+
+# Kernel policy state: name -> (dtype, "line" | "set", initial value). The kernels receive the
+# arrays as one tuple in this order (indices below).
+STATE_SPECS: dict[str, tuple[type, str, int]] = {
+    "stamp": (np.int64, "line", 0),     # LRU: iteration of the last hit or fill + 1
+    "visited": (np.uint8, "line", 0),   # SIEVE: visited bit
+    "newer": (np.int32, "line", -1),    # SIEVE: FIFO list links (ways), -1: none
+    "older": (np.int32, "line", -1),
+    "rr": (np.int64, "set", 0),         # round robin: evictions so far
+    "head": (np.int32, "set", -1),      # SIEVE: newest way, oldest way, hand (-1: none)
+    "tail": (np.int32, "set", -1),
+    "hand": (np.int32, "set", -1),
+}
+STATE_ORDER = tuple(STATE_SPECS)
+STAMP, VISITED, NEWER, OLDER, RR_COUNTER, HEAD, TAIL, HAND = range(len(STATE_ORDER))
+
+
+@dataclass(frozen=True)
+class LineView:
+    """What a policy may look at in one way of a set (or in the miss that asks to come in)."""
+
+    key: int
+    pagerank: int  # PageRank percentile byte of the node
+    tag: int       # next-reuse tag (absolute iteration, NO_REUSE or FRESH)
+
+
+def effective(tag: int, t: int) -> int:
+    """The tag as every rule reads it in iteration t: a known tag <= t has expired (NO_REUSE)."""
+    return NO_REUSE if tag <= t else tag
+
+
+def lowest_pagerank(lines: Sequence[LineView], ways: Sequence[int]) -> int:
+    return min(ways, key=lambda w: (lines[w].pagerank, w))
+
+
+class EvictionPolicy(abc.ABC):
+    """A replacement policy of the set-associative cache (one instance per reference engine).
+
+    Hooks, in the order the engine calls them: `on_hit(state, way, t)` for every hit of a batch;
+    for a miss in a full set `victim(state, lines, t, window)` -> way, then `admit(...)` -> bool
+    (False: the miss is served without being cached, nothing is evicted), then
+    `on_evict(state, way)`; finally `on_fill(state, way, t)` for every line installed.
+    `new_set_state(ways)` builds the per-set state those hooks share.
+    """
+
+    name: ClassVar[str]
+    code: ClassVar[int]
+    description: ClassVar[str] = ""
+    uses_static: ClassVar[bool] = False
+    uses_window: ClassVar[bool] = False
+    configurable: ClassVar[bool] = True
+    """A name users may set as cache.policy (hybrid_pvp is what hybrid runs as with the PVP)."""
+    state: ClassVar[tuple[str, ...]] = ()
+    """Kernel state arrays (names of STATE_SPECS) the policy keeps."""
+    long_lookahead: ClassVar[bool] = False
+    """Reads K = cache.lookahead future batches (its tags are exact over them, refreshed every
+    iteration, and a fill is tagged at once); other policies read the W = cache.window batches."""
+    host_fraction: ClassVar[float] = 0.10
+    """Default share of the device's budget for the victim buffer and landing buffer when
+    cache.victim_buffer.host_fraction is not set (docs/memory-budget.md)."""
+
+    def new_set_state(self, ways: int) -> Any:
+        return None
+
+    def on_hit(self, state: Any, way: int, t: int) -> None:
+        pass
+
+    def on_fill(self, state: Any, way: int, t: int) -> None:
+        pass
+
+    def on_evict(self, state: Any, way: int) -> None:
+        pass
+
+    def admit(self, state: Any, lines: Sequence[LineView], way: int, incoming: LineView, t: int) -> bool:
+        """May `incoming` replace lines[way] (the victim just chosen)? Default: always."""
+        return True
+
+    @abc.abstractmethod
+    def victim(self, state: Any, lines: Sequence[LineView], t: int, window: int) -> int:
+        """Way index to evict from the full set `lines` during iteration `t`."""
+
+
+__all__ = ["RR", "STATIC", "DYNAMIC", "HYBRID", "HYBRID_PVP", "LRU", "SIEVE", "HORIZON", "STATE_SPECS",
+           "STATE_ORDER", "LineView", "EvictionPolicy", "effective", "lowest_pagerank", "FRESH", "NO_REUSE"]

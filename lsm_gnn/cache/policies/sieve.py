@@ -1,0 +1,81 @@
+"""SIEVE (Zhang et al., NSDI'24) per set: a FIFO list from tail (oldest) to head, visited bits,
+and a hand that moves from the tail toward the head."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from lsm_gnn.cache.policies.base import SIEVE, EvictionPolicy
+
+
+class Sieve(EvictionPolicy):
+    name, code = "sieve", SIEVE
+    description = "SIEVE (NSDI'24): FIFO queue per set, visited bits, a hand moving tail to head"
+    state = ("visited", "newer", "older", "head", "tail", "hand")
+
+    def new_set_state(self, ways):
+        # order: ways from oldest (tail) to newest (head); hand: way to examine next or None
+        return {"order": [], "hand": None, "visited": [False] * ways}
+
+    def on_hit(self, state, way, t):
+        state["visited"][way] = True
+
+    def on_fill(self, state, way, t):
+        state["order"].append(way)
+        state["visited"][way] = False
+
+    def victim(self, state, lines, t, window):
+        order, visited = state["order"], state["visited"]
+        pos = 0 if state["hand"] is None else order.index(state["hand"])
+        while visited[order[pos]]:
+            visited[order[pos]] = False
+            pos = pos + 1 if pos + 1 < len(order) else 0
+        way = order[pos]
+        state["hand"] = order[pos + 1] if pos + 1 < len(order) else None
+        return way
+
+    def on_evict(self, state, way):
+        state["order"].remove(way)
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def kernel_on_hit(visited, sl):
+    visited[sl] = 1
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def kernel_victim(visited, newer, tail, hand, si, base):
+    p = hand[si] if hand[si] >= 0 else tail[si]
+    while visited[base + p]:
+        visited[base + p] = 0
+        p = newer[base + p] if newer[base + p] >= 0 else tail[si]
+    hand[si] = newer[base + p]
+    return np.int64(p)
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def kernel_on_evict(newer, older, head, tail, si, base, sl):
+    """Unlink the victim from its set's list."""
+    nw, ow = newer[sl], older[sl]
+    if nw >= 0:
+        older[base + nw] = ow
+    else:
+        head[si] = ow
+    if ow >= 0:
+        newer[base + ow] = nw
+    else:
+        tail[si] = nw
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def kernel_on_fill(visited, newer, older, head, tail, si, base, sl, w):
+    """The new line becomes the head (newest), unvisited."""
+    visited[sl] = 0
+    older[sl] = head[si]
+    newer[sl] = -1
+    if head[si] >= 0:
+        newer[base + head[si]] = w
+    else:
+        tail[si] = w
+    head[si] = w

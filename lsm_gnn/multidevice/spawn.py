@@ -1,0 +1,176 @@
+"""Start G ranks on this machine and watch them: the parent's side, and each rank's entry point.
+
+`run_ranks(cfg, worker, worker_args)` spawns `cfg.distributed.devices` processes
+(torch.multiprocessing, spawn); each joins the process group on `127.0.0.1` (group.py), runs
+the worker (workers.py) and leaves `rank-R.json` (its result) or `rank-R.error.json`.
+
+Faults: the parent polls the ranks. A rank that exits with an error, is killed, or stops
+stamping its heartbeat for `distributed.timeout_s` while the others wait for it, is the failed
+rank; the parent terminates the others at once and reports it (`failure.rank`). Inside the
+ranks, the process-group timeout bounds every collective, so no rank blocks forever even
+without the parent (the `torchrun` case, see launch.torchrun_main and docs/multi-device.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from lsm_gnn.config import RunConfig, config_to_dict, parse_config
+from lsm_gnn.multidevice.group import init_process_group, pick_free_port
+from lsm_gnn.multidevice.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LIMIT_S, WORKING, Heartbeat
+from lsm_gnn.multidevice.workers import resolve_worker
+from lsm_gnn.utils.atomic import write_json
+from lsm_gnn.utils.errors import DistributedError
+
+POLL_S = 0.2
+TERMINATE_GRACE_S = 5.0
+
+
+# ---- inside a rank ---------------------------------------------------------------------------------
+def rank_main(rank, world_size, cfg_dict, worker, worker_args, init_method, stamps, phases, outdir):
+    """Entry point of a spawned rank: join the group, run the worker, leave a result or an error file."""
+    os.environ.setdefault("DGLBACKEND", "pytorch")
+    hb = Heartbeat(rank, stamps, phases)
+    hb.beat(STARTING)
+    out = Path(outdir)
+    try:
+        import torch
+        import torch.distributed as dist
+
+        cfg = parse_config(cfg_dict)
+        torch.set_num_threads(cfg.train.threads or max(1, (os.cpu_count() or 1) // world_size))
+        init_process_group(cfg, rank, world_size, init_method)
+        hb.beat(STARTING)
+        result = resolve_worker(worker)(cfg, rank, world_size, hb, worker_args)
+        hb.beat(IN_COLLECTIVE)
+        dist.barrier()  # nobody leaves while a peer still needs it for a collective
+        write_json(out / f"rank-{rank}.json", result)
+        hb.beat(DONE)
+        dist.destroy_process_group()
+    except BaseException as e:  # noqa: BLE001 - every failure must leave an error file
+        peer = isinstance(e, DistributedError) and e.rank is None or "Connection" in str(e) \
+            or "Timeout" in type(e).__name__ or "timed out" in str(e).lower()
+        write_json(out / f"rank-{rank}.error.json",
+                   {"rank": rank, "kind": "peer" if peer else "own", "type": type(e).__name__,
+                    "message": str(e).splitlines()[0] if str(e) else type(e).__name__,
+                    "traceback": traceback.format_exc()})
+        sys.stderr.flush()
+        os._exit(1)  # skip atexit/destructors that could wait on dead peers
+
+
+# ---- the parent ------------------------------------------------------------------------------------
+def run_ranks(cfg: RunConfig, worker: str, worker_args: dict) -> tuple[list[dict] | None, dict | None, float]:
+    """Spawn the ranks, watch them to the end: (every rank's result, None, wall seconds) or
+    (None, the failure naming the failed rank, wall seconds)."""
+    import torch.multiprocessing as mp
+
+    G = cfg.distributed.devices
+    addr = cfg.distributed.master_addr
+    port = cfg.distributed.master_port or pick_free_port(addr)
+    init_method = f"tcp://{addr}:{port}"
+    ctx = mp.get_context("spawn")
+    stamps = ctx.Array("d", [time.monotonic()] * G, lock=False)
+    phases = ctx.Array("i", [STARTING] * G, lock=False)
+    outdir = Path(tempfile.mkdtemp(prefix="lsm-gnn-ranks-"))
+    procs = []
+    t_start = time.perf_counter()
+    try:
+        for r in range(G):
+            p = ctx.Process(target=rank_main, name=f"lsm-gnn-rank-{r}",
+                            args=(r, G, config_to_dict(cfg), worker, worker_args, init_method,
+                                  stamps, phases, str(outdir)))
+            p.start()
+            procs.append(p)
+        failure = _watch(procs, stamps, phases, outdir, cfg.distributed.timeout_s)
+        wall = time.perf_counter() - t_start
+        results = None
+        if failure is None:
+            results = [json.loads((outdir / f"rank-{r}.json").read_text()) for r in range(G)]
+        return results, failure, wall
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join(timeout=1)
+        shutil.rmtree(outdir, ignore_errors=True)
+
+
+def _read_error(outdir: Path, r: int) -> dict | None:
+    p = outdir / f"rank-{r}.error.json"
+    try:
+        return json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _watch(procs, stamps, phases, outdir: Path, timeout: float) -> dict | None:
+    """Poll until every rank is done (None) or one failed (a failure dict naming the rank)."""
+    while True:
+        codes = [p.exitcode for p in procs]
+        if all(c == 0 for c in codes):
+            return None
+        now = time.monotonic()
+        dead = [r for r, c in enumerate(codes) if c not in (None, 0)]
+        alive = [r for r, c in enumerate(codes) if c is None and phases[r] != DONE]
+        stale = [r for r in alive
+                 if now - stamps[r] > (max(timeout, STARTUP_LIMIT_S) if phases[r] == STARTING else timeout)]
+        # a slow rank is only a hung rank when another one is blocked waiting for it (or all are
+        # stuck): ranks that are all busy (JIT compiles, evaluation) are not a failure
+        waiting = [r for r in stale if phases[r] == IN_COLLECTIVE]
+        hung = [r for r in stale if phases[r] != IN_COLLECTIVE]
+        if dead or (hung and waiting) or (alive and len(stale) == len(alive)):
+            time.sleep(POLL_S)  # let simultaneous error files land before judging
+            failure = _judge(procs, stamps, phases, outdir, dead, stale, timeout)
+            _terminate(procs)
+            for state, p in zip(failure["ranks"], procs):
+                state["exitcode"] = p.exitcode
+            return failure
+        time.sleep(POLL_S)
+
+
+def _judge(procs, stamps, phases, outdir, dead, stale, timeout) -> dict:
+    errors = {r: _read_error(outdir, r) for r in range(len(procs))}
+    codes = [p.exitcode for p in procs]
+    # 1. a rank that died by itself (killed, crashed, or an error of its own)
+    own = [r for r in dead if errors[r] is None or errors[r]["kind"] == "own"]
+    for r in own:
+        e = errors[r]
+        if e is None:
+            how = f"exit code {codes[r]}" + (f" (signal {-codes[r]})" if codes[r] < 0 else "")
+            return {"rank": r, "message": f"process exited unexpectedly with {how}", "ranks": _states(procs, errors)}
+        return {"rank": r, "message": f"{e['type']}: {e['message']}", "ranks": _states(procs, errors)}
+    # 2. a rank that stopped answering while not waiting for the others
+    suspects = [r for r in range(len(procs)) if codes[r] is None and phases[r] == WORKING] or \
+               [r for r in range(len(procs)) if codes[r] is None and phases[r] != DONE]
+    if suspects:
+        r = min(suspects, key=lambda q: stamps[q])
+        idle = time.monotonic() - stamps[r]
+        return {"rank": r, "message": f"no progress for {idle:.0f} s (distributed.timeout_s={timeout:g}); "
+                                      "the other ranks were waiting for it", "ranks": _states(procs, errors)}
+    r = dead[0] if dead else None
+    msg = errors[r]["message"] if r is not None and errors[r] else "a rank failed"
+    return {"rank": r, "message": msg, "ranks": _states(procs, errors)}
+
+
+def _states(procs, errors) -> list[dict]:
+    return [{"rank": r, "exitcode": p.exitcode, "error": (errors[r] or {}).get("message")}
+            for r, p in enumerate(procs)]
+
+
+def _terminate(procs) -> None:
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + TERMINATE_GRACE_S
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=1)

@@ -1,0 +1,240 @@
+"""The Snakemake workflow end to end on the real datasets' layouts, served from a loopback mirror
+(tests/realdata_fixtures.py: tiny files in the exact IGB / OGB layouts), with the run matrix shrunk
+by config keys; plus the config schema, the dataset forms and the rule conventions (dry runs).
+
+Each run works in its own folder (`snakemake --directory`), so nothing lands in the repository's
+data/, results/ or reports/. Checksums: the fixture archives cannot have the real MD5s, so the
+runs that download a checksummed archive (IGB/IGBH tarballs, MAG240M) replace those catalog entries
+through a sitecustomize module on PYTHONPATH, exactly as tests/test_real_datasets.py does in-process
+with monkeypatch; ogbn-papers100M has no published checksum and runs unpatched."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import realdata_fixtures as fx
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+pytestmark = pytest.mark.skipif(not SNAKEMAKE.exists(), reason="snakemake is not installed next to this Python")
+
+# The run matrix shrunk to the fixtures' few hundred nodes: small batches, a few iterations per
+# timing window, short storage points, a tiny heterogeneous graph for the simulator.
+SMALL = [
+    "batch_size=16", "fanouts=5,5", "cache_fraction=0.2",
+    "storage_seconds=0.1", "storage_batch_sizes=[16,64]", "storage_seq_batch_sizes=[32]", "fio_seconds=0.3",
+    "cache_windows=[4]", "cache_fractions=[0.1,0.2]", "cache_max_batches=null",
+    "ratio_batch_sizes=[4,16]", "ratio_seeds=64", "hetero_size=1000", "hetero_dim=8", "hetero_max_batches=8",
+    "train_epochs=2", "train_hidden=16", "train_warmup=1", "train_timed=2",
+    "multidevice_batches=4", "multidevice_warmup=1", "multidevice_train_warmup=1", "multidevice_train_iters=2",
+    "baselines_warmup=1", "baselines_timed=2", "baselines_cache=[0.2]", "baselines_systems=[lsm,mmap]",
+]
+# The timed rules claim both cores so that timed runs never overlap; here nothing is compared, so
+# two of them may share the machine.
+ONE_THREAD = ["--set-threads", *(f"{r}=1" for r in ("storage_bench", "train_run", "multidevice_bench",
+                                                    "multidevice_train", "baselines_run", "baselines_distdgl"))]
+
+SITECUSTOMIZE = '''
+import json, os
+_over = os.environ.get("LSM_GNN_TEST_CATALOG")
+if _over:
+    from lsm_gnn.datasets.real import catalog as _catalog
+    _over = json.loads(_over)
+    for _k, _v in _over.get("IGB_TARBALL_MD5", {}).items():
+        _catalog.IGB_TARBALL_MD5[tuple(_k.split(":"))] = _v
+    if "MAG240M_MD5" in _over:
+        _catalog.MAG240M_MD5 = _over["MAG240M_MD5"]
+'''
+
+
+@pytest.fixture
+def server():
+    s = fx.FileServer()
+    yield s
+    s.close()
+
+
+def snakemake(workdir: Path, *args: str, config=(), catalog: dict | None = None, timeout=840):
+    env = dict(os.environ, DGLBACKEND="pytorch")
+    if catalog:
+        hook = workdir / "_hook"
+        hook.mkdir(parents=True, exist_ok=True)
+        (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        env["PYTHONPATH"] = os.pathsep.join([str(hook), env.get("PYTHONPATH", "")]).strip(os.pathsep)
+        env["LSM_GNN_TEST_CATALOG"] = json.dumps(catalog)
+    cmd = [str(SNAKEMAKE), "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--cores", "2", *args]
+    if config:
+        cmd += ["--config", *config]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def _fail(proc, workdir: Path) -> str:
+    """Snakemake's output and the logs of the jobs that failed."""
+    out = proc.stdout + proc.stderr
+    logs = [f"--- {p}\n" + (workdir / p).read_text(errors="replace")[-3000:]
+            for p in dict.fromkeys(re.findall(r"log: (\S+) \(check log", out)) if (workdir / p).is_file()]
+    return f"snakemake exited {proc.returncode}\n{out[-6000:]}\n" + "\n".join(logs)
+
+
+# ---- the whole workflow on ogbn-papers100M's layout -----------------------------------------------
+@pytest.mark.slow
+@pytest.mark.timeout(900)   # about 2 minutes on 2 busy cores; the margin is for slower CI machines
+def test_whole_workflow_on_papers100m_layout(server, tmp_path):
+    z, arrays = fx.papers100m_zip(n=3000, m=24000, seed=3)
+    server.add("/ogb/nodeproppred/papers100M-bin.zip", z)
+    server.drops["/ogb/nodeproppred/papers100M-bin.zip"] = (1, len(z) // 3)   # resumed, not restarted
+    t0 = time.perf_counter()
+    proc = snakemake(tmp_path, *ONE_THREAD,
+                     config=["dataset=ogbn-papers100M", f"base_url={server.base}/ogb/nodeproppred", *SMALL])
+    elapsed = time.perf_counter() - t0
+    assert proc.returncode == 0, _fail(proc, tmp_path)
+    print(f"whole workflow on the papers100M layout: {elapsed:.0f} s")
+
+    # download resumed after the dropped connection, then prepare, verify
+    assert [s for _, _, s in server.log] == [200, 206]
+    raw = tmp_path / "data/raw/ogbn-papers100M/papers100M-bin"
+    assert json.loads((raw / ".lsm-gnn-download.json").read_text())["name"] == "ogbn-papers100M"
+    assert "OK (full check" in (tmp_path / "results/ogbn-papers100M/dataset/verify.txt").read_text()
+    from lsm_gnn.datasets.format import Dataset
+
+    ds = Dataset(tmp_path / "data/ogbn-papers100M")
+    np.testing.assert_array_equal(ds.feature_array(), arrays["feat"])
+
+    report = (tmp_path / "reports/ogbn-papers100M/report.md").read_text()
+    for section in ("## Dataset: ogbn-papers100M", "## Storage", "## Cache policies", "## Training on one device",
+                    "## Multi-device", "## Baselines"):
+        assert section in report
+    assert "Real dataset `ogbn-papers100M`" in report and "mirror" in report
+    # the regime in the summary and in every section that runs a cache
+    stated = re.findall(r"cache rows / distinct rows per iteration = \**([0-9.]+)", " ".join(report.split()))
+    assert len(stated) == 6 and all(float(x) > 0 for x in stated)   # summary, cache, hetero, train, 2 devices, baselines
+    regime = json.loads((tmp_path / "results/ogbn-papers100M/cache/regime.json").read_text())
+    assert regime["batch_size"] == 16 and regime["cache_rows_per_iteration_rows"] > 0
+    assert [p["batch_size"] for p in regime["regime_sweep"]] == [4, 16]
+    assert regime["hetero"]["dataset"] == "synthetic-hetero-1000-d8"
+    # every record and the simulator's JSON state the regime
+    sim = json.loads((tmp_path / "results/ogbn-papers100M/cache/sweep-W4.json").read_text())
+    assert all(r["cache_rows_per_iteration_rows"] > 0 for r in sim["results"])
+    summary = (tmp_path / "results/ogbn-papers100M/baselines/summary.csv").read_text()
+    assert "cache_rows_per_iteration_rows" in summary and "distdgl" in summary and "direct" not in summary
+    train = json.loads((tmp_path / "results/ogbn-papers100M/train/lsm.json").read_text())
+    assert train["config"]["sampler"]["batch_size"] == 16 and train["config"]["sampler"]["fanouts"] == [5, 5]
+    for fig in ("dataset_degree", "storage_throughput", "cache_storage_rows", "cache_regime", "train_epoch_time",
+                "multidevice", "baselines_epoch"):
+        assert (tmp_path / f"reports/ogbn-papers100M/figures/{fig}.png").stat().st_size > 1000
+
+    # a second run has nothing to do
+    again = snakemake(tmp_path, "-n", *ONE_THREAD, config=["dataset=ogbn-papers100M", f"base_url={server.base}/ogb/nodeproppred",
+                                              *SMALL])
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+# ---- download, prepare, verify and describe: the other layouts ------------------------------------
+@pytest.mark.parametrize("name", [
+    "igbh-tiny",
+    pytest.param("mag240m", marks=pytest.mark.xfail(
+        strict=True, reason="MAG240M's test split (hidden test-dev/test-challenge labels, -1) fails `dataset verify`"
+                            "'s check that split ids are labelled: preparation and verification disagree")),
+])
+def test_dataset_rules_on_checksummed_layouts(server, tmp_path, name):
+    """Download (tarball / zip, MD5-checked), prepare, verify and describe, through the `dataset` target."""
+    if name == "igbh-tiny":
+        src = tmp_path / "src"
+        fx.write_igb(src, "tiny", hetero=True)
+        data = fx.tar_gz(src, "tiny")
+        server.add("/mirror/igb_heterogeneous_tiny.tar.gz", data)
+        catalog = {"IGB_TARBALL_MD5": {"igbh:tiny": fx.md5_of(data)}}
+    else:
+        data, _ = fx.mag240m_zip()
+        server.add("/mirror/mag240m_kddcup2021.zip", data)
+        catalog = {"MAG240M_MD5": fx.md5_of(data)}
+    proc = snakemake(tmp_path, "dataset", config=[f"dataset={name}", f"base_url={server.base}/mirror"], catalog=catalog)
+    assert proc.returncode == 0, _fail(proc, tmp_path)
+    section = (tmp_path / f"reports/{name}/sections/10-dataset.md").read_text()
+    assert f"Real dataset `{name}`" in section and "OK (full check" in section
+    assert "| author |" in section
+
+
+def test_download_with_a_wrong_checksum_fails_the_rule(server, tmp_path):
+    src = tmp_path / "src"
+    fx.write_igb(src, "tiny")
+    server.add("/igb_homogeneous_tiny.tar.gz", fx.tar_gz(src, "tiny"))   # the real MD5 cannot match
+    proc = snakemake(tmp_path, "dataset", config=["dataset=igb-tiny", f"base_url={server.base}"])
+    assert proc.returncode != 0
+    log = (tmp_path / "results/igb-tiny/logs/dataset_download.log").read_text()
+    assert "MD5 mismatch" in log
+    assert not (tmp_path / "data/igb-tiny/metadata.json").exists()
+
+
+# ---- dataset forms, the size alias, the schema (dry runs) ------------------------------------------
+def _plan(tmp_path, *config) -> str:
+    proc = snakemake(tmp_path, "-n", config=list(config))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def test_dataset_forms_and_size_alias(tmp_path, random_dataset):
+    plan = _plan(tmp_path, "size=tiny")
+    assert "data/synthetic-tiny/metadata.json" in plan and "reports/synthetic-tiny/report.md" in plan
+    plan = _plan(tmp_path, "dataset=synthetic-hetero-small", "synthetic_dim=64")
+    assert "data/synthetic-hetero-small-d64/metadata.json" in plan
+    assert "baselines_distdgl" not in plan                           # heterogeneous: no Dist-DGL
+    plan = _plan(tmp_path, "dataset=igb-large", "base_url=http://127.0.0.1:9/igb")
+    assert "dataset_download" in plan and "dataset_prepare" in plan and "data/raw/igb/large" in plan
+    ds = random_dataset(num_nodes=300)
+    plan = _plan(tmp_path, f"dataset={ds.root}")
+    assert "dataset_download" not in plan and "dataset_prepare" not in plan
+    assert f"reports/{Path(ds.root).name}/report.md" in plan
+    assert f"{ds.root}/metadata.json" not in re.findall(r"output: (\S+)", plan)
+
+
+@pytest.mark.parametrize("config, message", [
+    (["dataset=nosuch"], "neither a dataset name nor a prepared dataset"),
+    (["batch_size=0"], "batch_size"),
+    (["cache_fraction=1.5"], "cache_fraction"),
+    (["no_such_key=1"], "no_such_key"),
+    (["fanouts=ten"], "fanouts"),
+])
+def test_bad_config_is_refused_naming_the_key(tmp_path, config, message):
+    proc = snakemake(tmp_path, "-n", config=config)
+    assert proc.returncode != 0 and message in proc.stdout + proc.stderr
+
+
+def test_config_file_and_schema_agree():
+    cfg = yaml.safe_load((REPO / "workflows/config/default.yaml").read_text())
+    schema = yaml.safe_load((REPO / "workflows/schemas/config.schema.yaml").read_text())
+    assert set(cfg) == set(schema["properties"])
+    assert schema["additionalProperties"] is False
+    import jsonschema
+
+    jsonschema.validate(cfg, schema)
+
+
+def test_every_rule_has_log_and_message_and_includes_are_explicit():
+    snakefile = (REPO / "Snakefile").read_text()
+    assert "glob(" not in snakefile
+    included = re.findall(r'^include: "([^"]+)"', snakefile, flags=re.M)
+    assert included[0] == "workflows/rules/common.smk"
+    assert sorted(included[1:]) == sorted(f"workflows/rules/{p.name}" for p in (REPO / "workflows/rules").glob("[0-9]*.smk"))
+    for path in [REPO / "Snakefile", *(REPO / p for p in included)]:
+        # each rule's body runs to the next rule (or the end of the file)
+        blocks = re.split(r"^\s*rule (\w+):", path.read_text(), flags=re.M)
+        for name, body in zip(blocks[1::2], blocks[2::2]):
+            assert "message:" in body, f"{path.name}: rule {name} has no message"
+            if name not in ("all", "dataset"):   # targets that run nothing
+                assert "log:" in body, f"{path.name}: rule {name} has no log"
+    common = (REPO / "workflows/rules/common.smk").read_text()
+    assert "def find_cli" in common
+    for p in (REPO / "workflows/rules").glob("[0-9]*.smk"):
+        assert "with_name(\"lsm-gnn\")" not in p.read_text(), f"{p.name} copies the CLI lookup"

@@ -22,6 +22,7 @@ include: "workflows/rules/30-cache.smk"
 include: "workflows/rules/40-train.smk"
 include: "workflows/rules/50-multidevice.smk"
 include: "workflows/rules/60-baselines.smk"
+include: "workflows/rules/70-projection.smk"
 
 
 rule all:

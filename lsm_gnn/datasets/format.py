@@ -464,6 +464,8 @@ class DatasetWriter:
         else:
             parts = {k: validate.integer_ids(v, origins[k], k, what="split ids") for k, v in parts.items()}
         self._splits = (parts, origins)
+        if self._unlabelled_ok:  # so that `dataset verify` accepts them too
+            self.meta["splits_unlabelled_ok"] = list(self._unlabelled_ok)
         if self.meta["labels"] is not None:
             self._check_splits(parts, origins)
         for name, ids in parts.items():

@@ -320,7 +320,9 @@ class _Checker:
             if seen[arr].any():
                 self.add(rel, f"{int(seen[arr].sum())} ids also appear in an earlier split")
             seen[arr] = True
-            if labels is not None and (labels[arr] < 0).any():
+            # MAG240M's test labels are hidden: its writer names such splits in the metadata
+            if labels is not None and name not in self.meta.get("splits_unlabelled_ok", ()) \
+                    and (labels[arr] < 0).any():
                 self.add(rel, f"{int((labels[arr] < 0).sum())} ids are unlabelled (label -1)")
 
     def static(self):

@@ -32,13 +32,14 @@ import torch
 from lsm_gnn.cache.budget import MemoryBudget, memory_budget
 from lsm_gnn.cache.device_pool import DeviceRowPool
 from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT, CpuCacheEngine
+from lsm_gnn.cache.fetcher import add_step_counts
 from lsm_gnn.cache.geometry import check_owned_ids, check_owner_store, local_rows
 from lsm_gnn.cache.policies import lookahead_batches
 from lsm_gnn.cache.window import LookaheadWindow
 from lsm_gnn.features import TierCounters
 from lsm_gnn.utils.errors import ConfigError, InputError
 
-STAT_KEYS = ("iterations", "evictions", "spilled", "spill_dropped", "prefetched", "prefetched_used",
+STAT_KEYS = ("iterations", "bypassed", "evictions", "spilled", "spill_dropped", "prefetched", "prefetched_used",
              "victim_bytes", "prefetch_bytes", "h2d_bytes", "d2h_bytes")
 # plan fields, in the order they are packed for the one host -> device copy
 PLAN_FIELDS = ("req_slot", "vh_req", "vh_src", "st_req", "st_k", "fill_slot", "fill_k", "vfill_slot",
@@ -238,18 +239,8 @@ class DeviceCachedFeatureSource:
         t5 = time.perf_counter()
         self.window.clear()
         c = res.counts
-        self.counters.requests += c["requests"]
-        self.counters.distinct += c["distinct"]
-        self.counters.local_hits += c["hits"]
-        self.counters.victim_hits += c["victim_hits"]
-        self.counters.storage_rows += c["storage_rows"]
-        st["iterations"] += 1
-        st["evictions"] += c["evictions"]
-        st["spilled"] += c["spills"]
-        st["spill_dropped"] += c["spill_dropped"]
+        add_step_counts(self.counters, st, c, rb)
         st["prefetched"] += landed
-        st["prefetched_used"] += c["victim_hits"]
-        st["victim_bytes"] += c["spills"] * rb
         st["prefetch_bytes"] += landed * rb
         st["d2h_bytes"] += c["spills"] * rb
         st["h2d_bytes"] += (len(storage_ids) + landed) * rb

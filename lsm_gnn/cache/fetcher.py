@@ -38,6 +38,22 @@ from lsm_gnn.storage.base import FeatureStore
 from lsm_gnn.utils.errors import ConfigError, InputError
 
 
+def add_step_counts(counters: TierCounters, stats, c: dict, row_bytes: int) -> None:
+    """One engine step's counts into a cache source's tier counters and stats (both data planes)."""
+    counters.requests += c["requests"]
+    counters.distinct += c["distinct"]
+    counters.local_hits += c["hits"]
+    counters.victim_hits += c["victim_hits"]
+    counters.storage_rows += c["storage_rows"]
+    stats["iterations"] += 1
+    stats["bypassed"] += c["bypassed"]
+    stats["evictions"] += c["evictions"]
+    stats["spilled"] += c["spills"]
+    stats["spill_dropped"] += c["spill_dropped"]
+    stats["prefetched_used"] += c["victim_hits"]
+    stats["victim_bytes"] += c["spills"] * row_bytes
+
+
 class CachedFeatureSource(FeatureSource):
     """A FeatureSource (lsm_gnn.features) backed by a FeatureStore and the cache engine.
 
@@ -155,19 +171,7 @@ class CachedFeatureSource(FeatureSource):
             st["prefetch_bytes"] += n * self.row_bytes
         t5 = time.perf_counter()
         self.window.clear()
-        c = res.counts
-        self.counters.requests += c["requests"]
-        self.counters.distinct += c["distinct"]
-        self.counters.local_hits += c["hits"]
-        self.counters.victim_hits += c["victim_hits"]
-        self.counters.storage_rows += c["storage_rows"]
-        st["iterations"] += 1
-        st["bypassed"] += c["bypassed"]
-        st["evictions"] += c["evictions"]
-        st["spilled"] += c["spills"]
-        st["spill_dropped"] += c["spill_dropped"]
-        st["prefetched_used"] += c["victim_hits"]
-        st["victim_bytes"] += c["spills"] * self.row_bytes
+        add_step_counts(self.counters, st, res.counts, self.row_bytes)
         st["time_cache_s"] += (t1 - t0) + (t4 - t3)
         st["time_victim_s"] += (t2 - t1) + (t5 - t4)
         st["time_storage_s"] += t3 - t2

@@ -1,7 +1,7 @@
 # lsm-gnn reproduction workflow (docs/workflow.md). Default target `all`: the dataset (generated,
 # downloaded and prepared, or given as a path), every run in the matrix, and the report in
 # reports/<dataset>/report.md.
-#   snakemake --cores 2                                   # synthetic-small, batch 128 (about 10 minutes)
+#   snakemake --cores 2                                   # synthetic-small, batch 128 (about 12 minutes)
 #   snakemake --cores 2 --config dataset=igb-tiny         # a real dataset: download, prepare, verify, runs
 #   snakemake --cores 2 --config dataset=/path/to/prepared
 #   snakemake --cores 2 --config size=tiny                # alias of dataset=synthetic-tiny

@@ -31,7 +31,10 @@ write_json(sm.output.stats, stats)
 # IGB's published figures: for IGB itself and for the synthetic graph of the same size
 ref_size = info.get("size") if (info["kind"] == "synthetic" or info.get("real") == "igb") else None
 sns.set_theme(style="whitegrid", context="paper")
+# featured node types in feature-row order, then those without features (MAG240M's authors and
+# institutions): the order the static scores were computed in (lsm_gnn.datasets.pagerank)
 types = list(ds.features().type_offsets)
+types += [t for t in ds.node_types if t not in types]
 
 # ---- degree distribution (log-log) and its complementary CDF ------------------------------------
 rows = []

@@ -99,9 +99,6 @@ def _run_lsm_family(system: str, cfg: RunConfig, devices: int, progress: bool) -
     rec["system"] = system  # its memory block is the one its feature sources state (mmap: the cap)
     t = rec["metrics"].setdefault("time", {})
     t["preprocessing_s"] = (t.get("preprocessing_s") or 0.0) + pre
-    if system == "mmap":
-        tr = rec["metrics"]["traffic"]
-        tr["storage_bytes"] = int(tr.get("storage_bytes_kernel", tr.get("storage_bytes", 0)))
     return rec
 
 

@@ -54,6 +54,27 @@ def test_plain_loaders_return_exactly_the_rows_on_disk(random_dataset, reader, d
     assert src.counters.requests == len(ids) and src.counters.storage_rows == len(np.unique(ids))
 
 
+def test_capped_mmap_counts_what_the_kernel_read_per_fetch(random_dataset, monkeypatch):
+    """The mmap system's reads are the kernel's bytes during each fetch, not the store's page count,
+    and nothing read outside a fetch (the run's other work) is charged to it."""
+    import baselines.loaders as loaders
+
+    ds = random_dataset(num_nodes=300, dim=1024)
+    lay = ds.features()
+    reads = iter([1000, 1000 + 3 * 4096 + 5, 50_000, 50_000 + 8192])   # before / after each fetch
+    monkeypatch.setattr(loaders, "kernel_read_bytes", lambda: next(reads))
+    with PageCacheCap(1 << 20, lay.path, enabled=False) as cap:
+        src = CappedStoreSource(StoreFeatureSource(open_feature_store(lay, reader="mmap")), cap, lay.row_bytes)
+        src.fetch(np.arange(10))
+        src.fetch(np.arange(20, 25))
+    io = src.io_counters()
+    # 3 pages + 5 bytes (a partial page is one more fault), then 2 pages; 48,808 bytes read between
+    # the fetches are not the loader's
+    assert (io.bytes_read, io.io_ops, io.batches) == (5 * 4096 + 5, 6, 2)
+    assert src.stats() == {"store_page_bytes": 15 * 4096}   # the store's lower bound: 15 distinct rows
+    src.close()
+
+
 def test_page_cache_cap_bounds_the_files_pages(tmp_path):
     """With the cap, gathers over a file 16x the budget leave at most budget + slack + a batch cached."""
     from baselines.memcap import SLACK_BYTES

@@ -131,6 +131,24 @@ def test_mmap_faults_one_at_a_time():
     assert pr.iteration_s == pytest.approx(0.1 + 2 * 4096 * 1000 / 1e10 + 0.005 * 1000 / 10000)
 
 
+def test_mmap_faults_queue_behind_the_other_workers_on_a_shared_ssd():
+    """Two workers faulting on one SSD: each fault waits its own latency and one read of the other
+    worker (1 / IOPS); the page cache's CPU work per fault comes on top."""
+    prof = parse_profile({**copy.deepcopy(CPU), "cpu": {**CPU["cpu"], "fault_cpu_s": 5e-6}}, "test-cpu.yaml")
+    c = Counts(system="mmap", workers=2, iterations_per_epoch=10, row_bytes=4096, rows=1000,
+               storage_bytes=4096 * 500, storage_io_ops=500, overlap_fetch=False)
+    pr = project(c, prof)
+    assert pr.stages["faults"]["seconds"] == pytest.approx(500 * (1e-4 + 1 / 1e5))
+    assert pr.stages["fault_cpu"]["seconds"] == pytest.approx(500 * 5e-6)
+    # one lane per worker (fetch+train), 2 workers on 2 cores: no stretch
+    train = 0.1 * 1000 / 10000
+    assert pr.contention == 1.0
+    assert pr.iteration_s == pytest.approx(500 * (1e-4 + 1e-5 + 5e-6) + 1000 * 4096 / 1e10 + train)
+    # per-device SSDs: nobody else's reads ahead
+    alone = parse_profile({**copy.deepcopy(CPU), "storage": {**CPU["storage"], "shared": False}}, "t.yaml")
+    assert project(c, alone).stages["faults"]["seconds"] == pytest.approx(500 * 1e-4)
+
+
 def test_distdgl_sequential_trainer():
     c = Counts(system="distdgl", workers=4, machines=2, iterations_per_epoch=50, row_bytes=1000, rows=10000,
                network_bytes_per_machine=2e7, servers=2)
@@ -328,3 +346,24 @@ def test_cli_bad_profile_override(tmp_path):
     res = CliRunner().invoke(cli, ["project", str(path), "--hardware", "paper", "--set", "links.nic.bandwidth=-1"])
     assert res.exit_code != 0
     assert "links.nic.bandwidth" in str(res.exception) or "links.nic.bandwidth" in res.output
+
+
+def test_storage_from_a_bench_storage_file(tmp_path):
+    from lsm_gnn.project.cli import storage_sets
+
+    bench = {"benchmark": "storage", "fio": {"random": {"available": True, "iops": 80000.0},
+                                             "sequential": {"available": False, "reason": "x"}},
+             "fault": {"latency_s": 5e-5, "second_process_wait_s": 1.5e-5, "page_cache_s": 5e-6}}
+    f = tmp_path / "bench.json"
+    f.write_text(json.dumps(bench))
+    assert storage_sets(f) == ["storage.ssd_iops=80000.0", "storage.latency_s=5e-05", "cpu.fault_cpu_s=5e-06"]
+    path = tmp_path / "lsm.json"
+    path.write_text(json.dumps(hand_record()))
+    res = CliRunner().invoke(cli, ["project", "--validate", str(path), "--hardware", "this-machine",
+                                   "--storage-from", str(f), "--set", "storage.ssd_iops=1000", "--json"])
+    out = json.loads(res.output)
+    # the benchmark's values reach the profile; an explicit --set wins over them
+    assert out["profile_overrides"][-1] == "storage.ssd_iops=1000" and "storage.latency_s=5e-05" in out["profile_overrides"]
+    f.write_text(json.dumps({"benchmark": "train"}))
+    res = CliRunner().invoke(cli, ["project", str(path), "--hardware", "this-machine", "--storage-from", str(f)])
+    assert res.exit_code != 0 and "not the output of lsm-gnn bench storage" in str(res.exception)

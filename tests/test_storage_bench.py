@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from conftest import _build_random_dataset
 from lsm_gnn.cli import cli
-from lsm_gnn.storage.bench import measure, ratios
+from lsm_gnn.storage.bench import fault_costs, measure, ratios
 from lsm_gnn.storage import open_feature_store
 from lsm_gnn.storage.aio import aio_status
 
@@ -62,6 +62,13 @@ def test_with_fio_prints_ratios(ds, tmp_path):
     seq = [r for r in obj["results"] if r["pattern"] == "sequential"]
     assert seq and all(r["path_info"]["queue_depth"] == 8 for r in seq)
     assert set(obj["meets_targets"]) == {"random_iops_vs_fio", "seq_bw_vs_fio"}
+    # the synchronous reads a page fault waits for: alone, beside a second job, through the page cache
+    lat = {k: obj["fio"][k] for k in ("qd1", "qd1_jobs2", "mmap_qd1")}
+    assert all(v["available"] and v["iodepth"] == 1 and v["lat_s"] > 0 for v in lat.values())
+    assert lat["qd1_jobs2"]["numjobs"] == 2 and lat["mmap_qd1"]["engine"] == "mmap"
+    assert obj["fault"]["latency_s"] == lat["qd1"]["lat_s"]
+    assert obj["fault"]["second_process_wait_s"] == pytest.approx(lat["qd1_jobs2"]["lat_s"] - lat["qd1"]["lat_s"])
+    assert "fio 4 KiB QD1 (psync):" in text
 
 
 def test_ratio_arithmetic():
@@ -76,6 +83,15 @@ def test_ratio_arithmetic():
     assert r == {"random_iops_vs_fio": pytest.approx(0.8), "seq_bw_vs_fio": pytest.approx(0.9)}
     assert ratios(results, {"available": False}, {"available": False}) == {"random_iops_vs_fio": None,
                                                                           "seq_bw_vs_fio": None}
+
+
+def test_fault_costs_from_the_qd1_jobs():
+    lat = {"qd1": {"available": True, "lat_s": 50e-6}, "qd1_jobs2": {"available": True, "lat_s": 68e-6},
+           "mmap_qd1": {"available": True, "lat_s": 55e-6}}
+    assert fault_costs(lat) == {"latency_s": 50e-6, "second_process_wait_s": pytest.approx(18e-6),
+                                "page_cache_s": pytest.approx(5e-6)}
+    lat["mmap_qd1"] = {"available": False, "reason": "no mmap engine"}
+    assert fault_costs(lat)["page_cache_s"] is None
 
 
 def test_measure_counts_rows(ds):

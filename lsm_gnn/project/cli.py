@@ -56,6 +56,35 @@ def load_profile_with(name: str, sets=()):
     return parse_profile(data, src)
 
 
+def storage_sets(bench_path) -> list[str]:
+    """Profile overrides from a `lsm-gnn bench storage --output` file of the same machine: fio's
+    random 4 KiB IOPS (QD32), sequential bandwidth, QD1 latency and the page cache's work per fault.
+    What fio did not measure keeps the profile's value."""
+    from lsm_gnn.utils.errors import DataError
+
+    try:
+        obj = json.loads(Path(bench_path).read_text())
+    except OSError as e:
+        raise DataError(bench_path, f"cannot read the storage benchmark: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise DataError(bench_path, f"not JSON: {e}") from None
+    if not isinstance(obj, dict) or obj.get("benchmark") != "storage" or not isinstance(obj.get("fio"), dict):
+        raise DataError(bench_path, "not the output of lsm-gnn bench storage",
+                        expected='{"benchmark": "storage", "fio": {...}}',
+                        found=f"benchmark = {obj.get('benchmark') if isinstance(obj, dict) else type(obj).__name__!r}")
+    fio, fault = obj["fio"], obj.get("fault") or {}
+    sets = []
+    if (fio.get("random") or {}).get("available"):
+        sets.append(f"storage.ssd_iops={fio['random']['iops']}")
+    if (fio.get("sequential") or {}).get("available"):
+        sets.append(f"storage.ssd_bandwidth={fio['sequential']['bw_bytes_per_s']}")
+    if fault.get("latency_s"):
+        sets.append(f"storage.latency_s={fault['latency_s']}")
+    if fault.get("page_cache_s") is not None:
+        sets.append(f"cpu.fault_cpu_s={fault['page_cache_s']}")
+    return sets
+
+
 def apply_count_overrides(counts: list, items=()) -> None:
     """`SYSTEM.FIELD=VALUE` on the per-iteration counts. Setting `storage_rows` scales the storage
     reads and bytes by the same factor unless they are set too; `victim_hits` likewise alone."""
@@ -113,8 +142,9 @@ def _text(res: dict) -> str:
 
 
 def _validation_text(res: dict) -> str:
-    lines = [f"validation on profile {res['profile']}: projected vs measured steady epoch "
-             f"(tolerance {res['tolerance']:.0%})",
+    over = res.get("profile_overrides") or []
+    lines = [f"validation on profile {res['profile']}{' with ' + ', '.join(over) if over else ''}: "
+             f"projected vs measured steady epoch (tolerance {res['tolerance']:.0%})",
              f"  {'system':9s} {'projected':>10s} {'measured':>10s} {'error':>8s}  bottleneck"]
     for s, v in res["systems"].items():
         meas = "n/a" if v["measured_epoch_s"] is None else f"{v['measured_epoch_s']:.1f}"
@@ -128,9 +158,12 @@ def _validation_text(res: dict) -> str:
 
 
 def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int | None = None,
-                   validate_only: bool = False, tolerance: float = 0.20) -> dict:
+                   validate_only: bool = False, tolerance: float = 0.20, storage_from=None) -> dict:
     from lsm_gnn.project.counts import load_counts
     from lsm_gnn.project.model import project_all, ratios, validate
+
+    measured = storage_sets(storage_from) if storage_from else []
+    sets = [*measured, *sets]  # an explicit --set wins over the benchmark
 
     counts = [load_counts(p) for p in _record_paths(paths)]
     seen = {}
@@ -143,7 +176,7 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
     if validate_only:
         if nodes is not None:
             raise InputError("--validate compares with the measured epochs: it cannot be combined with --scale-nodes")
-        return validate(counts, prof, tolerance)
+        return {**validate(counts, prof, tolerance), "profile_overrides": list(sets)}
     if nodes is not None:
         scale_nodes(counts, nodes)
     projs = project_all(counts, prof)
@@ -159,6 +192,9 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
               help="Profile: this-machine, paper, h200x8 (lsm_gnn/project/profiles/) or a YAML path.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a profile value (dotted), e.g. storage.ssds_per_device=4.")
+@click.option("--storage-from", "storage_from", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Take the SSD's IOPS, bandwidth, QD1 latency and the page cache's cost per fault from "
+                   "a `lsm-gnn bench storage --output` file (this machine, measured in the same run).")
 @click.option("--counts", "count_sets", multiple=True, metavar="SYSTEM.FIELD=VALUE",
               help="Override a per-iteration count of one system, e.g. lsm.storage_rows=19500.")
 @click.option("--scale-nodes", "nodes", type=click.IntRange(min=1), default=None,
@@ -167,10 +203,10 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
               help="Projected vs measured steady epoch per record; exit status 1 beyond the tolerance.")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=0.20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
-def project_cmd(records, hardware, sets, count_sets, nodes, validate_only, tolerance, as_json):
+def project_cmd(records, hardware, sets, storage_from, count_sets, nodes, validate_only, tolerance, as_json):
     """Project epoch time per system from run records' counts onto a hardware profile."""
     res = run_projection(records, hardware, sets=sets, count_sets=count_sets, nodes=nodes,
-                         validate_only=validate_only, tolerance=tolerance)
+                         validate_only=validate_only, tolerance=tolerance, storage_from=storage_from)
     if as_json:
         click.echo(json.dumps(res, indent=2))
     else:
@@ -180,4 +216,4 @@ def project_cmd(records, hardware, sets, count_sets, nodes, validate_only, toler
 
 
 project = project_cmd
-__all__ = ["project", "run_projection", "load_profile_with", "apply_count_overrides", "scale_nodes"]
+__all__ = ["project", "run_projection", "load_profile_with", "apply_count_overrides", "scale_nodes", "storage_sets"]

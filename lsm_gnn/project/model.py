@@ -19,8 +19,9 @@ peers, X exchange bytes of the worker, W workers (devices or trainers), n SSDs p
    reorder   = P x r / hbm_bw;  CPU: P x r / host_mem_bw                         [gpu | cpu]
    gather    = R x r / host_mem_bw (rows copied into the batch in host memory)   [cpu]
    h2d       = R x r / pcie_bw + latency (GPU profiles, loaders landing in host) [pcie]
-   faults    = storage with IO = B_s / 4096 and queue depth 1 (mmap: one fault at a time)
-               + faults x fault_cpu_s                                            [ssd + cpu]
+   faults    = IO x (latency + (F - 1) / (n x iops)), IO = B_s / 4096: one fault at a time per
+               worker, each queued behind the reads of the F - 1 other workers faulting on the
+               same SSDs (F = W on a shared pool, else 1); + IO x fault_cpu_s      [ssd + cpu]
    Dist-DGL, per trainer: rpc_sample = R / rpc_sample_rows_per_s + 2 x layers x nic latency;
    kv_pull = R x kvstore_row_s + remote / nic_bw + latency, remote = network bytes one machine
    sent per iteration / its trainers (measured; else kvstore bytes x (M-1)/M); allreduce =
@@ -133,6 +134,21 @@ def _storage(c: Counts, p: Profile, ios: float, nbytes: float, qd: int, name="st
          f"B {_fmt(nbytes)} / ({_fmt(n)} x {_fmt(st.ssd_bandwidth)} B/s) = {_fmt(bw_t)}, "
          f"IO x {_fmt(st.latency_s)} s / QD {qd} = {_fmt(lat_t)}) -> {which}")
     return Stage(name, t, "ssd", f)
+
+
+def _faults(c: Counts, p: Profile, faults: float) -> Stage:
+    """Synchronous page faults: one read in flight per worker. Each waits for its own read and for
+    the reads the other workers on the same SSDs have queued ahead of it, one per worker, each
+    taking 1 / IOPS of the device. On the VM fio's 4 KiB QD1 reads take 50 us with one job and
+    68 us with two (lsm-gnn bench storage: fio.qd1, fio.qd1_jobs2): 50 + 1 / 75k IOPS = 63."""
+    st = p.storage
+    n = st.ssds_per_device
+    others = max(0, c.workers - 1) if st.shared else 0
+    per = st.latency_s + others / (n * st.ssd_iops)
+    t = faults * per
+    f = (f"faults {_fmt(faults)} x (latency {_fmt(st.latency_s)} s + {others} other workers / "
+         f"({_fmt(n)} SSD x {_fmt(st.ssd_iops)} IOPS)) = {_fmt(faults)} x {_fmt(per)} s")
+    return Stage("faults", t, "ssd", f)
 
 
 def _ssd_floor(c: Counts, p: Profile, ios: float, nbytes: float) -> dict | None:
@@ -278,7 +294,7 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
         lanes = _train_lane(lanes, train, c)
     elif s == "mmap":
         faults = c.storage_bytes / PAGE
-        st = _storage(c, p, faults, c.storage_bytes, 1, name="faults")
+        st = _faults(c, p, faults)
         demand["ssd"] = _ssd_floor(c, p, faults, c.storage_bytes)
         fc = _cpu("fault_cpu", faults * p.cpu.fault_cpu_s, f"faults {_fmt(faults)} x {_fmt(p.cpu.fault_cpu_s)} s")
         fetch = [st, fc, _gather(c, p, c.rows)]

@@ -27,19 +27,29 @@ TARGETS = {"random_iops_vs_fio": 0.80, "seq_bw_vs_fio": 0.90}
 RATIO_MIN_BATCH = 4096
 FIO_RANDOM = {"rw": "randread", "bs": "4k", "iodepth": 32}
 FIO_SEQ = {"rw": "read", "bs": "1M", "iodepth": 16}  # bs = the block readers' default max_io_bytes
+# synchronous 4 KiB reads, one in flight per job: the latency a page fault waits for, alone and
+# beside a second faulting process; and the same through the page cache (fio's mmap engine)
+FIO_LATENCY = {
+    "qd1": {"rw": "randread", "bs": "4k", "iodepth": 1, "ioengine": "psync"},
+    "qd1_jobs2": {"rw": "randread", "bs": "4k", "iodepth": 1, "ioengine": "psync", "numjobs": 2},
+    "mmap_qd1": {"rw": "randread", "bs": "4k", "iodepth": 1, "ioengine": "mmap", "direct": 0},
+}
 BLOCK_READERS = ("direct", "buffered")
 
 
 def run_fio(fio: str, path: str, size: int, seconds: float, job: dict) -> dict:
-    """One fio job over `path` (read-only, O_DIRECT); returns iops and bandwidth, or why not."""
+    """One fio job over `path` (read-only; O_DIRECT unless the job says `direct: 0`); returns iops,
+    bandwidth and mean latency (all `numjobs` together), or why not. Without an `ioengine` in the
+    job, the first of io_uring, libaio and psync that works."""
     exe = shutil.which(fio)
     if exe is None:
         return {"available": False, "reason": f"fio not found ({fio!r}); install Debian's fio package "
                 "(apt-get install fio) to measure the raw device limit"}
     last = ""
-    for engine in ("io_uring", "libaio", "psync"):
-        cmd = [exe, "--name=lsm-gnn", f"--filename={path}", "--readonly", "--direct=1", f"--rw={job['rw']}",
-               f"--bs={job['bs']}", f"--iodepth={job['iodepth']}", f"--ioengine={engine}", f"--size={size}",
+    for engine in ([job["ioengine"]] if "ioengine" in job else ["io_uring", "libaio", "psync"]):
+        cmd = [exe, "--name=lsm-gnn", f"--filename={path}", "--readonly", f"--direct={job.get('direct', 1)}",
+               f"--rw={job['rw']}", f"--bs={job['bs']}", f"--iodepth={job['iodepth']}", f"--ioengine={engine}",
+               f"--numjobs={job.get('numjobs', 1)}", "--group_reporting", f"--size={size}",
                f"--runtime={max(seconds, 0.5):.1f}s", "--time_based", "--randrepeat=0", "--norandommap",
                "--output-format=json"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -49,8 +59,9 @@ def run_fio(fio: str, path: str, size: int, seconds: float, job: dict) -> dict:
             except (ValueError, KeyError, IndexError) as e:
                 last = f"unreadable fio output: {e}"
                 continue
-            return {"available": True, "engine": engine, **job, "iops": float(read["iops"]),
-                    "bw_bytes_per_s": float(read["bw_bytes"]), "command": " ".join(cmd)}
+            return {"available": True, **job, "engine": engine, "iops": float(read["iops"]),
+                    "bw_bytes_per_s": float(read["bw_bytes"]), "lat_s": float(read["lat_ns"]["mean"]) * 1e-9,
+                    "command": " ".join(cmd)}
         last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["fio failed"]
         last = last[0]
     return {"available": False, "reason": f"fio failed: {last}"}
@@ -117,6 +128,19 @@ def ratios(results: list[dict], fio_random: dict, fio_seq: dict, num_rows: int |
     return {"random_iops_vs_fio": rnd, "seq_bw_vs_fio": seq}
 
 
+def fault_costs(latency: dict) -> dict:
+    """What a synchronous page fault costs on this device, from fio's QD1 jobs (lsm-gnn project's
+    `storage.latency_s` and `cpu.fault_cpu_s`): the read's latency alone, the wait one more
+    faulting process adds, and the page cache's own work per fault (mmap engine minus O_DIRECT)."""
+    ok = {k: v for k, v in latency.items() if v.get("available")}
+    one = ok.get("qd1", {}).get("lat_s")
+    two = ok.get("qd1_jobs2", {}).get("lat_s")
+    mm = ok.get("mmap_qd1", {}).get("lat_s")
+    return {"latency_s": one,
+            "second_process_wait_s": None if one is None or two is None else two - one,
+            "page_cache_s": None if one is None or mm is None else max(0.0, mm - one)}
+
+
 def _parse_ints(text: str, what: str) -> list[int]:
     try:
         vals = [int(x) for x in text.split(",") if x.strip()]
@@ -175,7 +199,7 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
     points = [(n, b, p, s) for n, b in specs for p, ss in (("random", sizes), ("sequential", seq_sizes))
               for s in ss]
     results = []
-    bar = tqdm(total=len(points) + 2, desc="bench storage", disable=not progress or as_json or not sys.stderr.isatty())
+    bar = tqdm(total=len(points) + 2 + len(FIO_LATENCY), desc="bench storage", disable=not progress or as_json or not sys.stderr.isatty())
     for name, backend in specs:
         if backend and name not in BLOCK_READERS:
             raise click.BadParameter(f"reader {name!r} has no backend choice")
@@ -200,13 +224,19 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
     fio_seq = (run_fio(fio_path, path, lay.file_bytes, fio_seconds, dict(FIO_SEQ, iodepth=seq_depth))
                if fio_random["available"] else dict(fio_random))
     bar.update()
+    latency = {}
+    for name, job in FIO_LATENCY.items():
+        drop()  # the mmap job reads through the page cache: start it empty
+        latency[name] = run_fio(fio_path, path, lay.file_bytes, fio_seconds, job) if fio_random["available"] \
+            else dict(fio_random)
+        bar.update()
     bar.close()
     r = ratios(results, fio_random, fio_seq, lay.num_rows)
     meets = {k: (None if v is None else v >= TARGETS[k]) for k, v in r.items()}
     obj = {"benchmark": "storage", "dataset": str(dataset), "file": path, "num_rows": lay.num_rows,
            "row_bytes": lay.row_bytes, "row_stride": lay.row_stride, "file_bytes": lay.file_bytes,
-           "seconds_per_point": seconds, "fio": {"random": fio_random, "sequential": fio_seq},
-           "results": results, **r, "targets": TARGETS, "meets_targets": meets}
+           "seconds_per_point": seconds, "fio": {"random": fio_random, "sequential": fio_seq, **latency},
+           "fault": fault_costs(latency), "results": results, **r, "targets": TARGETS, "meets_targets": meets}
     if output:
         write_json(output, obj)
     if as_json:
@@ -232,6 +262,12 @@ def _print_table(obj: dict) -> None:
     echo(f"fio ({fr['engine']}): random 4 KiB QD{fr['iodepth']}: {fr['iops']:.0f} IOPS; "
          + (f"sequential 1 MiB QD{fs['iodepth']}: {fs['bw_bytes_per_s'] / 1e9:.3f} GB/s"
             if fs["available"] else f"sequential: not measured ({fs['reason']})"))
+    fc = obj.get("fault") or {}
+    if fc.get("latency_s") is not None:
+        extra = "" if fc.get("second_process_wait_s") is None else \
+            f", +{fc['second_process_wait_s'] * 1e6:.1f} us beside a second process"
+        cache = "" if fc.get("page_cache_s") is None else f"; page cache +{fc['page_cache_s'] * 1e6:.1f} us per fault"
+        echo(f"fio 4 KiB QD1 (psync): {fc['latency_s'] * 1e6:.1f} us per read{extra}{cache}")
     for key, label in (("random_iops_vs_fio", "direct random 4K IOPS / fio (batches >= 4096)"),
                        ("seq_bw_vs_fio", f"direct sequential bandwidth / fio (batches >= 4096, both "
                                          f"QD{fs.get('iodepth')})")):

@@ -1,6 +1,7 @@
 # Storage readers against the raw device limit (lsm-gnn bench storage, fio in the same run).
 # storage_seconds per reader x pattern x batch size (storage_batch_sizes, storage_seq_batch_sizes)
-# plus two fio jobs of fio_seconds each: under a minute with the defaults.
+# plus five fio jobs of fio_seconds each (QD32 random, sequential, three QD1 latency jobs): about a
+# minute with the defaults.
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/20-storage.md")
 

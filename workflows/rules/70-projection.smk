@@ -1,13 +1,15 @@
 # What the measured traffic costs on other hardware (lsm-gnn project, docs/projection.md): the
 # baseline records projected on this machine's profile (validation: projected vs measured steady
-# epoch per system) and on the paper's setting (the verdict on its 3.75x over Dist-DGL).
+# epoch per system, with the SSD's figures fio measured in this run's storage benchmark) and on the
+# paper's setting (the verdict on its 3.75x over Dist-DGL).
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/70-projection.md")
 
 
 rule projection:
     input:
-        BL_RUNS,
+        runs=BL_RUNS,
+        storage=f"{RES}/storage/bench.json",  # fio's figures of this run: the SSD of this-machine
     output:
         validate=f"{RES}/projection/validate-this-machine.json",
         paper=f"{RES}/projection/paper.json",
@@ -19,9 +21,9 @@ rule projection:
         "Projecting the baseline records on this machine (validation) and on the paper's setting"
     shell:
         # --validate exits 1 when a system is beyond the tolerance: the report says so, the run goes on
-        "({params.cli} project --validate {input} --hardware this-machine --json > {output.validate} 2> {log} "
-        "|| test -s {output.validate}) && "
-        "{params.cli} project {input} --hardware paper --json > {output.paper} 2>> {log}"
+        "({params.cli} project --validate {input.runs} --hardware this-machine --storage-from {input.storage} "
+        "--json > {output.validate} 2> {log} || test -s {output.validate}) && "
+        "{params.cli} project {input.runs} --hardware paper --json > {output.paper} 2>> {log}"
 
 
 rule projection_report:

@@ -32,12 +32,15 @@ dd = ratios.get("distdgl_vs_lsm_epoch")
 verdict = ("n/a (no Dist-DGL or LSM-GNN record)" if dd is None else
            f"{dd:.2f}x: {'consistent with' if dd >= 3.75 else 'short of'} the paper's up to 3.75x")
 max_err = valid.get("max_abs_error")
+over = valid.get("profile_overrides") or []
+measured_here = ("; the SSD's figures are this run's (`lsm-gnn bench storage`, fio): "
+                 + ", ".join(f"`{o}`" for o in over)) if over else ""
 text = f"""## What the measured traffic costs on other hardware (projection)
 
 `lsm-gnn project` turns each record's counts per iteration (storage reads and bytes, cache, victim
 and peer rows, exchange and network bytes) into stage times on a hardware profile and combines them
 with each system's overlap rules (docs/projection.md). **Validation on this machine** (profile
-`this-machine`, the baseline records above; tolerance {100 * valid['tolerance']:.0f} %): largest error
+`this-machine`, the baseline records above{measured_here}; tolerance {100 * valid['tolerance']:.0f} %): largest error
 {fmt(None if max_err is None else 100 * max_err)} %, {'within' if valid.get('ok') else 'NOT within'} the tolerance.
 
 {chr(10).join(rows)}

@@ -422,7 +422,9 @@ def skewed_trace(num_rows: int, batches: int, batch: int, seed: int = 0):
     return flat, offsets
 
 
-ENGINE_CASES = (("hybrid", True), ("hybrid", False), ("lru", False), ("sieve", False))
+# the paper's policy with and without its victim buffer, two baselines, and horizon (its long
+# lookahead ring: K = 128 batches, no host tier)
+ENGINE_CASES = (("hybrid", True), ("hybrid", False), ("lru", False), ("sieve", False), ("horizon", False))
 
 
 def step_engine(a) -> dict:

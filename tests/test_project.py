@@ -131,6 +131,18 @@ def test_mmap_faults_one_at_a_time():
     assert pr.iteration_s == pytest.approx(0.1 + 2 * 4096 * 1000 / 1e10 + 0.005 * 1000 / 10000)
 
 
+def test_train_step_has_a_fixed_part_every_batch_pays():
+    """train_fixed_s is paid whatever the batch; only the rest scales with the input rows."""
+    c = Counts(system="memory", workers=1, iterations_per_epoch=10, row_bytes=1000, rows=2500)
+    assert project(c, gpu()).stages["train"]["seconds"] == pytest.approx(0.005 * 2500 / 10000)
+    fixed = gpu(compute__train_fixed_s=0.003)
+    assert project(c, fixed).stages["train"]["seconds"] == pytest.approx(0.003 + 0.002 * 2500 / 10000)
+    c.rows = 10000  # the reference batch costs train_step_s either way
+    assert project(c, fixed).stages["train"]["seconds"] == pytest.approx(0.005)
+    with pytest.raises(ConfigError, match="compute.train_fixed_s: at most compute.train_step_s"):
+        gpu(compute__train_fixed_s=0.006)
+
+
 def test_mmap_faults_queue_behind_the_other_workers_on_a_shared_ssd():
     """Two workers faulting on one SSD: each fault waits its own latency and one read of the other
     worker (1 / IOPS); the page cache's CPU work per fault comes on top."""
@@ -186,16 +198,24 @@ def test_ratios_between_systems():
 def test_cpu_profile_shares_cores():
     prof = parse_profile(copy.deepcopy(CPU), "test-cpu.yaml")
     pr = project(lsm_counts(), prof)
-    # lanes with CPU work >= 10 % of the longest: fetch and train, 2 per worker x 2 workers / 2 cores
-    assert pr.contention == pytest.approx(2.0)
-    assert pr.lanes["train"]["seconds"] == pytest.approx(2 * 0.1)
-    # fetch: cache 2 x 10 ms + wait max(0, 10 ms - 2 x hit copy 0.9 ms) + exchange 2 x 5 ms + reorder 2 x 0.5 ms
-    assert pr.lanes["fetch"]["seconds"] == pytest.approx(0.020 + (0.010 - 0.0018) + 0.010 + 0.001)
-    assert pr.iteration_s == pytest.approx(0.2) and pr.bottleneck_stage == "train"
+    # each lane asks for its CPU seconds over the longest lane's (train, 0.1 s): train 1, fetch
+    # (cache 10 ms + exchange 5 ms + reorder 0.5 ms) 0.155, sample 0.01, PVP copy 0.0001; 2 workers
+    # on 2 cores
+    k = 2 * (1 + 0.0155 / 0.1 + 0.001 / 0.1 + 1e-5 / 0.1) / 2
+    assert pr.contention == pytest.approx(k)
+    assert pr.lanes["train"]["seconds"] == pytest.approx(k * 0.1)
+    # fetch: the CPU parts stretched, the reads not: cache + wait (10 ms of reads - the hit copy,
+    # 0.9 ms stretched) + exchange + reorder
+    assert pr.lanes["fetch"]["seconds"] == pytest.approx(k * 0.010 + (0.010 - k * 0.0009) + k * 0.005 + k * 0.0005)
+    assert pr.iteration_s == pytest.approx(k * 0.1) and pr.bottleneck_stage == "train"
     # every worker's reads go through the one shared disk
     assert pr.floors["ssd"]["seconds"] == pytest.approx(2 * 1000 / 1e5)
-    # one worker: 2 busy lanes on 2 cores, no stretch
+    # one worker: less than 2 busy cores on 2 cores, no stretch
     assert project(lsm_counts(workers=1, exchange_bytes=0, peer_rows=0), prof).contention == 1.0
+    # a fetch lane as long as the train step: both lanes keep a core busy, 4 lanes on 2 cores
+    busy = project(lsm_counts(rows=10000, storage_io_ops=0, storage_rows=0, storage_bytes=0, exchange_bytes=9e7,
+                              peer_rows=0, victim_hits=0), prof)
+    assert busy.contention == pytest.approx(2 * (1 + 1 + 0.01) / 2)
 
 
 def test_validate_reports_error_per_system():
@@ -300,6 +320,26 @@ def test_counts_normalised_per_worker_and_iteration():
         counts_from_record(bad, "r.json")
 
 
+def test_counts_are_the_steady_epochs_when_the_record_has_them():
+    """The measured time is the steady epoch's: its counts are taken, not the mean over both
+    epochs' windows (here the steady epoch reads 1,400 rows per device and iteration, the cold
+    window 600)."""
+    rec = hand_record()
+    per_epoch = 2 * 3  # devices x timed iterations
+    cold = {"requests": 10000 * per_epoch, "storage_rows": 600 * per_epoch}
+    warm = {"requests": 10000 * per_epoch, "storage_rows": 1400 * per_epoch}
+    rec["epochs"][0].update(rows=cold, io={"bytes_read": 600_000 * per_epoch, "io_ops": 600 * per_epoch})
+    rec["epochs"][1].update(rows=warm, io={"bytes_read": 1_400_000 * per_epoch, "io_ops": 1400 * per_epoch})
+    rec["metrics"]["time"]["timing_window"]["steady_epochs"] = [1]
+    c = counts_from_record(rec, "r.json")
+    assert c.rows == pytest.approx(10000) and c.storage_rows == pytest.approx(1400)
+    assert c.storage_bytes == pytest.approx(1.4e6) and c.storage_io_ops == pytest.approx(1400)
+    # rank 0's epochs of an older record: their ratio stands for every device's totals
+    for ep in rec["epochs"]:
+        ep["rows"] = {k: v // 2 for k, v in ep["rows"].items()}
+    assert counts_from_record(rec, "r.json").storage_rows == pytest.approx(1400)
+
+
 def test_cli_json_on_hand_made_record(tmp_path):
     path = tmp_path / "lsm.json"
     path.write_text(json.dumps(hand_record()))
@@ -309,9 +349,9 @@ def test_cli_json_on_hand_made_record(tmp_path):
     lsm = out["systems"]["lsm"]
     assert out["profile"] == "paper" and out["counts"]["lsm"]["rows"] == 10000
     assert lsm["epoch_s"] == pytest.approx(lsm["iteration_s"] * 100)
-    # paper: 2 SSDs x 0.75 M IOPS per GPU: 1000 reads -> 0.667 ms; train 12 ms x 10000 / 42730 rows
+    # paper: 2 SSDs x 0.75 M IOPS per GPU: 1000 reads -> 0.667 ms; train 8 ms fixed + 4 ms x 10000 / 42730 rows
     assert lsm["stages"]["serve.storage"]["seconds"] == pytest.approx(1000 / 1.5e6)
-    assert lsm["iteration_s"] == pytest.approx(0.012 * 10000 / 42730)
+    assert lsm["iteration_s"] == pytest.approx(0.008 + 0.004 * 10000 / 42730)
     assert lsm["bottleneck"] == "lane:train"
     # --set and --counts reach the model; --scale-nodes scales the iterations only
     res = CliRunner().invoke(cli, ["project", str(path), "--hardware", "paper", "--json",
@@ -367,3 +407,20 @@ def test_storage_from_a_bench_storage_file(tmp_path):
     f.write_text(json.dumps({"benchmark": "train"}))
     res = CliRunner().invoke(cli, ["project", str(path), "--hardware", "this-machine", "--storage-from", str(f)])
     assert res.exit_code != 0 and "not the output of lsm-gnn bench storage" in str(res.exception)
+
+
+def test_repeat_records_are_averaged_and_must_be_the_same_run(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(hand_record(steady=30.0)))
+    b.write_text(json.dumps(hand_record(steady=40.0)))
+    res = CliRunner().invoke(cli, ["project", "--validate", str(a), str(b), "--hardware", "paper", "--json"])
+    lsm = json.loads(res.output)["systems"]["lsm"]
+    assert lsm["measured_epoch_s"] == pytest.approx(35.0) and lsm["measured_runs_s"] == [30.0, 40.0]
+    assert lsm["error"] == pytest.approx(lsm["projected_epoch_s"] / 35.0 - 1)
+    res = CliRunner().invoke(cli, ["project", "--validate", str(a), str(b), "--hardware", "paper"])
+    assert "[2 runs: 30.0, 40.0]" in res.output
+    other = hand_record()
+    other["config"]["sampler"]["batch_size"] = 128
+    b.write_text(json.dumps(other))
+    res = CliRunner().invoke(cli, ["project", str(a), str(b), "--hardware", "paper"])
+    assert res.exit_code != 0 and "not a repeat of" in str(res.exception) and "batch_size" in str(res.exception)

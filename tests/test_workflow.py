@@ -113,7 +113,7 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
 
     report = (tmp_path / "reports/ogbn-papers100M/report.md").read_text()
     for section in ("## Dataset: ogbn-papers100M", "## Storage", "## Cache policies", "## Training on one device",
-                    "## Multi-device", "## Baselines"):
+                    "## Multi-device", "## Baselines", "## What the measured traffic costs on other hardware"):
         assert section in report
     assert "Real dataset `ogbn-papers100M`" in report and "mirror" in report
     # the regime in the summary and in every section that runs a cache
@@ -128,10 +128,20 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     assert all(r["cache_rows_per_iteration_rows"] > 0 for r in sim["results"])
     summary = (tmp_path / "results/ogbn-papers100M/baselines/summary.csv").read_text()
     assert "cache_rows_per_iteration_rows" in summary and "distdgl" in summary and "direct" not in summary
+    # every baseline ran twice (baselines_repeats): one row per configuration, the mean of its runs
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "results/ogbn-papers100M/baselines/summary.csv")
+    assert sorted(table.label) == ["distdgl 2x2", "lsm d2 c0.2", "mmap d2 c0.2"] and (table.runs == 2).all()
+    assert len(list((tmp_path / "results/ogbn-papers100M/baselines").glob("*-r[01].json"))) == 6
+    valid = json.loads((tmp_path / "results/ogbn-papers100M/projection/validate-this-machine.json").read_text())
+    assert all(len(v["measured_runs_s"]) == 2 for v in valid["systems"].values())
+    grid = pd.read_csv(tmp_path / "results/ogbn-papers100M/projection/igb_full_grid.csv")
+    assert set(grid.ssds_per_gpu) == {1, 2, 4, 8} and set(grid.memory_per_gpu) == {0.1, 0.2}
     train = json.loads((tmp_path / "results/ogbn-papers100M/train/lsm.json").read_text())
     assert train["config"]["sampler"]["batch_size"] == 16 and train["config"]["sampler"]["fanouts"] == [5, 5]
     for fig in ("dataset_degree", "storage_throughput", "cache_storage_rows", "cache_regime", "train_epoch_time",
-                "multidevice", "baselines_epoch"):
+                "multidevice", "baselines_epoch", "projection_igb_full"):
         assert (tmp_path / f"reports/ogbn-papers100M/figures/{fig}.png").stat().st_size > 1000
 
     # a second run has nothing to do

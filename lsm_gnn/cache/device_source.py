@@ -29,14 +29,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from lsm_gnn.cache.budget import MemoryBudget, memory_budget
+from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.device_pool import DeviceRowPool
 from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT, CpuCacheEngine
 from lsm_gnn.cache.fetcher import add_step_counts
-from lsm_gnn.cache.geometry import check_owned_ids, check_owner_store, local_rows
-from lsm_gnn.cache.policies import lookahead_batches
-from lsm_gnn.cache.window import LookaheadWindow
-from lsm_gnn.features import TierCounters
+from lsm_gnn.cache.geometry import check_owned_ids
+from lsm_gnn.cache.shard import OwnerShard
 from lsm_gnn.utils.errors import ConfigError, InputError
 
 STAT_KEYS = ("iterations", "bypassed", "evictions", "spilled", "spill_dropped", "prefetched", "prefetched_used",
@@ -98,7 +96,7 @@ def _plan(res, keys: torch.Tensor, depth: int) -> tuple[dict, list]:
     return plan, runs
 
 
-class DeviceCachedFeatureSource:
+class DeviceCachedFeatureSource(OwnerShard):
     """A FeatureSource backed by a FeatureStore, a cache engine and a DeviceRowPool on `device`.
 
     As CachedFeatureSource: `budget` splits the device's memory between cache lines, victim
@@ -110,22 +108,11 @@ class DeviceCachedFeatureSource:
     def __init__(self, store, num_rows: int, row_dim: int, dtype, cfg, static_scores: np.ndarray, *,
                  num_owners: int = 1, owner: int = 0, budget: MemoryBudget | None = None, device="cpu",
                  engine=None):
-        self.dtype = check_owner_store(store, num_rows, row_dim, dtype, num_owners, owner)
+        self._init_shard(store, num_rows, row_dim, dtype, cfg, num_owners, owner, budget)
         try:
             self.torch_dtype = torch.from_numpy(np.empty(0, self.dtype)).dtype
         except TypeError as e:
             raise InputError(f"feature dtype {self.dtype} has no torch equivalent") from e
-        self.store, self.num_rows, self.dim = store, int(num_rows), int(row_dim)
-        self.num_owners, self.owner = int(num_owners), int(owner)
-        self.row_bytes = self.dim * self.dtype.itemsize
-        if budget is None:
-            budget = memory_budget(cfg, num_rows, self.row_bytes, owned_rows=local_rows(num_rows, num_owners))
-        self.budget = budget
-        self.capacity_rows = int(budget.cache_rows)
-        self.enabled = bool(cfg.enabled) and self.capacity_rows >= 1
-        self.window = LookaheadWindow(lookahead_batches(cfg.policy, cfg.window, getattr(cfg, "lookahead", None)))
-        self.counters = TierCounters()
-        self._last = None  # (status, inverse) of the last fetch, for last_tiers
         self.stats = dict.fromkeys(STAT_KEYS, 0)
         # host time of fetch's segments (on CUDA: issuing the copies), plus the reads' own duration
         self.stats.update(time_cache_s=0.0, time_victim_s=0.0, time_storage_s=0.0, time_storage_busy_s=0.0)

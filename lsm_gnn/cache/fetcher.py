@@ -27,12 +27,11 @@ from typing import Sequence
 import numpy as np
 
 from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT, CpuCacheEngine
-from lsm_gnn.cache.budget import MemoryBudget, memory_budget
-from lsm_gnn.cache.geometry import check_owned_ids, check_owner_store, local_rows
-from lsm_gnn.cache.policies import lookahead_batches
+from lsm_gnn.cache.budget import MemoryBudget
+from lsm_gnn.cache.geometry import check_owned_ids
 from lsm_gnn.cache.rowpool import RowPool
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
-from lsm_gnn.cache.window import LookaheadWindow
+from lsm_gnn.cache.shard import OwnerShard
 from lsm_gnn.features import FeatureSource, OutputRows, SourceStats, TierCounters, cache_stage_seconds
 from lsm_gnn.storage.base import FeatureStore
 from lsm_gnn.utils.errors import ConfigError, InputError
@@ -54,7 +53,7 @@ def add_step_counts(counters: TierCounters, stats, c: dict, row_bytes: int) -> N
     stats["victim_bytes"] += c["spills"] * row_bytes
 
 
-class CachedFeatureSource(FeatureSource):
+class CachedFeatureSource(OwnerShard, FeatureSource):
     """A FeatureSource (lsm_gnn.features) backed by a FeatureStore and the cache engine.
 
     `budget` (lsm_gnn.cache.budget) splits the device's memory between cache lines, victim queues
@@ -71,20 +70,8 @@ class CachedFeatureSource(FeatureSource):
             # engine's data plane, so a run must not quietly swap the engine it was asked for
             raise ConfigError("<config>", "cache.engine", f"rows are served through the 'cpu' engine; found "
                               f"{cfg.engine!r} (the gpu and reference engines replay traces: lsm-gnn simulate)")
-        self.dtype = check_owner_store(store, num_rows, row_dim, dtype, num_owners, owner)
-        self.store, self.num_rows, self.dim = store, int(num_rows), int(row_dim)
-        self.num_owners, self.owner = int(num_owners), int(owner)
-        self.row_bytes = self.dim * self.dtype.itemsize
-        if budget is None:
-            budget = memory_budget(cfg, num_rows, self.row_bytes, owned_rows=local_rows(num_rows, num_owners))
-        self.budget = budget
-        self.capacity_rows = int(budget.cache_rows)
-        self.enabled = bool(cfg.enabled) and self.capacity_rows >= 1
-        self.pvp = budget.pvp and self.enabled
-        # the future batches the policy reads: W, or K for a long-lookahead policy (horizon)
-        self.window = LookaheadWindow(lookahead_batches(cfg.policy, cfg.window, getattr(cfg, "lookahead", None)))
-        self.counters = TierCounters()
-        self._last = None  # (status, inverse) of the last fetch, for last_tiers
+        self._init_shard(store, num_rows, row_dim, dtype, cfg, num_owners, owner, budget)
+        self.pvp = self.budget.pvp and self.enabled
         self.stats = SourceStats((k, 0) for k in ("iterations", "evictions", "spilled", "spill_dropped", "prefetched",
                                                   "prefetched_used", "victim_bytes", "prefetch_bytes", "bypassed"))
         # wall-clock segments of fetch (they add up to its time), plus the reads' own duration
@@ -96,7 +83,7 @@ class CachedFeatureSource(FeatureSource):
             self.stats["victim_buffer_bytes"] = 0
             self._owns_store = owns_store
             return
-        depth = budget.engine_depth
+        depth = self.budget.engine_depth
         self.victims = VictimQueues(cfg.window, depth)
         self.landing = LandingBuffer(depth)
         self.engine = CpuCacheEngine(self.capacity_rows, num_rows, static_scores, ways=cfg.ways,

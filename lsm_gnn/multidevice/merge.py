@@ -38,7 +38,7 @@ def merge_records(cfg: RunConfig, results: list[dict], worker: str, wall_s: floa
     G = len(results)
     base = results[0].get("record")
     if base is not None:
-        rec = json.loads(json.dumps(base))  # rank 0's record carries config, accuracy and epochs
+        rec = json.loads(json.dumps(base))  # rank 0's record carries config, accuracy and epoch times
         rec["system"] = system(cfg)
         rec["config"] = config_to_dict(cfg)
     else:
@@ -74,6 +74,13 @@ def merge_records(cfg: RunConfig, results: list[dict], worker: str, wall_s: floa
             metrics.setdefault("time", {})[key] = max(vals) if all(v is not None for v in vals) else None
         metrics["ranks"] = {str(i): r["record"]["metrics"].get("ranks", {}).get(str(i), {})
                             for i, r in enumerate(results)}
+        # each epoch's timed-window counts over all devices, as metrics.rows and traffic are (a
+        # steady epoch can miss more than the cold one's window: lsm_gnn.project reads these)
+        rank_epochs = [r["record"].get("epochs") or [] for r in results]
+        for i, ep in enumerate(rec.get("epochs") or []):
+            for key in ("rows", "io"):
+                if key in ep and all(len(e) > i and key in e[i] for e in rank_epochs):
+                    ep[key] = {k: sum(int(e[i][key].get(k, 0)) for e in rank_epochs) for k in ep[key]}
     else:
         io = [r["source"].get("io") or {} for r in results]
         traffic["storage_bytes"] = sum(int(x.get("bytes_read", 0)) for x in io)

@@ -52,7 +52,28 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return a is b or (a.shape == b.shape and np.array_equal(a, b))
 
 
-class SharedCacheFeatureSource(FeatureSource):
+class _OverOwnerCache(FeatureSource):
+    """A rank's source over one cache (`self.cache`, a FeatureSource): the storage under it, its
+    stage timers and its lifetime are the cache's."""
+
+    @property
+    def fetch_stage(self) -> str:
+        return self.cache.fetch_stage
+
+    def stage_seconds(self) -> dict | None:
+        return self.cache.stage_seconds()
+
+    def io_counters(self):
+        return self.cache.io_counters()
+
+    def storage_info(self) -> dict:
+        return self.cache.storage_info()
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+class SharedCacheFeatureSource(_OverOwnerCache):
     """FeatureSource of rank `rank` in shared mode; `owner_cache` serves the rows this rank owns.
     `plane`: "auto" (device when the owner's rows are on a CUDA device, else host), "host" or
     "device" (the device plane on the owner's device, CPU included: how the tests run it)."""
@@ -239,28 +260,12 @@ class SharedCacheFeatureSource(FeatureSource):
                     "owner_distinct": self.cache.counters.distinct})
         return out
 
-    @property
-    def fetch_stage(self) -> str:
-        return self.cache.fetch_stage
-
-    def stage_seconds(self) -> dict | None:
-        return self.cache.stage_seconds()
-
-    def io_counters(self):
-        return self.cache.io_counters()
-
-    def storage_info(self) -> dict:
-        return self.cache.storage_info()
-
     def memory(self) -> dict:
         """The owner's memory, on each of the G devices."""
         return for_devices(self.cache.memory(), self.world_size)
 
-    def close(self) -> None:
-        self.cache.close()
 
-
-class IsolatedFeatureSource(FeatureSource):
+class IsolatedFeatureSource(_OverOwnerCache):
     """Isolated mode: a rank's own cache over the whole file (no exchange), with the same
     heartbeat and fault hooks as the shared source so both modes run under one harness.
     `devices`: the run's device count, each holding the memory of one such cache."""
@@ -289,24 +294,8 @@ class IsolatedFeatureSource(FeatureSource):
     def last_tiers(self):
         return self.cache.last_tiers
 
-    @property
-    def fetch_stage(self) -> str:
-        return self.cache.fetch_stage
-
     def stats(self) -> dict:
         return self.cache.stats()
 
-    def stage_seconds(self) -> dict | None:
-        return self.cache.stage_seconds()
-
-    def io_counters(self):
-        return self.cache.io_counters()
-
-    def storage_info(self) -> dict:
-        return self.cache.storage_info()
-
     def memory(self) -> dict:
         return for_devices(self.cache.memory(), self.devices)
-
-    def close(self) -> None:
-        self.cache.close()

@@ -149,8 +149,10 @@ def _validation_text(res: dict) -> str:
     for s, v in res["systems"].items():
         meas = "n/a" if v["measured_epoch_s"] is None else f"{v['measured_epoch_s']:.1f}"
         err = "n/a" if v["error"] is None else f"{v['error']:+.1%}"
+        runs = v.get("measured_runs_s") or []
+        rep = "" if len(runs) < 2 else f"  [{len(runs)} runs: " + ", ".join(f"{x:.1f}" for x in runs) + "]"
         lines.append(f"  {s:9s} {v['projected_epoch_s']:10.1f} {meas:>10s} {err:>8s}  "
-                     f"{v['bottleneck']} ({v['bottleneck_stage']})")
+                     f"{v['bottleneck']} ({v['bottleneck_stage']}){rep}")
     mx = res["max_abs_error"]
     lines.append(f"  max |error| {'n/a' if mx is None else f'{mx:.1%}'}: {'within' if res['ok'] else 'NOT within'} "
                  f"{res['tolerance']:.0%}")
@@ -159,18 +161,15 @@ def _validation_text(res: dict) -> str:
 
 def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int | None = None,
                    validate_only: bool = False, tolerance: float = 0.20, storage_from=None) -> dict:
-    from lsm_gnn.project.counts import load_counts
+    from lsm_gnn.project.counts import load_counts, merge_repeats
     from lsm_gnn.project.model import project_all, ratios, validate
 
     measured = storage_sets(storage_from) if storage_from else []
     sets = [*measured, *sets]  # an explicit --set wins over the benchmark
-
-    counts = [load_counts(p) for p in _record_paths(paths)]
-    seen = {}
-    for c in counts:
-        if c.system in seen:
-            raise InputError(f"{c.source}: a second record of system {c.system!r} (first: {seen[c.system]})")
-        seen[c.system] = c.source
+    by_system: dict = {}
+    for c in (load_counts(p) for p in _record_paths(paths)):
+        by_system.setdefault(c.system, []).append(c)
+    counts = [merge_repeats(runs) for runs in by_system.values()]  # several records of a system: repeats
     prof = load_profile_with(hardware, sets)
     apply_count_overrides(counts, count_sets)
     if validate_only:

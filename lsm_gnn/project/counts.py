@@ -7,7 +7,9 @@ trainer of `distdgl` (machines x trainers). An *iteration* is one mini-batch of 
 How each count is normalised (the record's own windows, lsm_gnn/train/loop.py and
 baselines/harness.py):
 - `metrics.rows` and the storage traffic are sums over devices and over the timed iterations of
-  every epoch: divided by G x sum over epochs of (iterations - warmup_iters);
+  every epoch. The projection compares with the steady epoch's time, so it takes the steady
+  epochs' part (their share in `epochs[i].rows` / `.io`) divided by G x sum over the steady
+  epochs of (iterations - warmup_iters);
 - `metrics.multidevice.exchange_bytes_per_iteration` is already per iteration (all devices):
   divided by G; `rows.peer_rows` counts every iteration run (warm-up included): divided by
   G x `multidevice.iterations`;
@@ -91,16 +93,35 @@ def read_json_record(path: str | os.PathLike) -> dict:
     return rec
 
 
-def _counted_iterations(rec: dict, source: str) -> int:
-    """Timed iterations per worker over which `metrics.rows` and the storage traffic were summed."""
+def _counted_iterations(rec: dict, source: str, epochs: list[int] | None = None) -> int:
+    """Timed iterations per worker of `epochs` (default: all) in the record's timing window."""
     win = rec["metrics"].get("time", {}).get("timing_window") or {}
     warm = int(win.get("warmup_iters") or 0)
     eps = rec.get("epochs") or []
-    n = sum(max(0, int(e.get("iterations", 0)) - warm) for e in eps)
+    n = sum(max(0, int(eps[i].get("iterations", 0)) - warm) for i in (range(len(eps)) if epochs is None else epochs))
     if n <= 0:
         raise DataError(source, "the record has no timed iterations to count over "
                                 "(epochs[].iterations minus timing_window.warmup_iters)")
     return n
+
+
+def _steady_shares(rec: dict) -> tuple[list[int], dict]:
+    """The steady epochs' share of every row and I/O count, from the per-epoch timed-window counts
+    (`epochs[i].rows`, `.io`): the measured epoch time is the steady epochs', and a steady epoch
+    can read more than the cold epoch's timed window (the workflow's LSM-GNN run: 25 % more storage
+    rows). On several devices the epochs hold every device's counts; in records written before
+    they did, rank 0's: their ratio stands for all. Without per-epoch counts: every epoch, share 1."""
+    eps = rec.get("epochs") or []
+    win = (rec["metrics"].get("time") or {}).get("timing_window") or {}
+    steady = [i for i in (win.get("steady_epochs") or []) if 0 <= i < len(eps)]
+    if not steady or not all("rows" in e and "io" in e for e in eps):
+        return list(range(len(eps))), {}
+    shares = {}
+    for key in ("rows", "io"):
+        for k in eps[0][key]:
+            total = sum(e[key].get(k, 0) for e in eps)
+            shares[k] = sum(eps[i][key].get(k, 0) for i in steady) / total if total else 0.0
+    return steady, shares
 
 
 def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
@@ -159,19 +180,25 @@ def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
     G = int((m.get("multidevice") or {}).get("devices") or mem.get("devices") or
             (cfg.get("distributed") or {}).get("devices") or 1)
     c.workers, c.machines = G, 1
-    n = _counted_iterations(rec, source) * G
-    c.rows = rows.get("requests", 0) / n
-    c.local_hits = rows.get("local_hits", 0) / n
-    c.peer_hits = rows.get("peer_hits", 0) / n
-    c.victim_hits = rows.get("victim_hits", 0) / n
-    c.storage_rows = rows.get("storage_rows", 0) / n
+    steady, share = _steady_shares(rec)
+    n = _counted_iterations(rec, source, steady) * G
+
+    def per_it(total: dict, key: str, share_key: str | None = None) -> float:
+        """A summed count's steady-epoch part per worker and iteration."""
+        return total.get(key, 0) * share.get(share_key or key, 1.0) / n
+
+    c.rows = per_it(rows, "requests")
+    c.local_hits = per_it(rows, "local_hits")
+    c.peer_hits = per_it(rows, "peer_hits")
+    c.victim_hits = per_it(rows, "victim_hits")
+    c.storage_rows = per_it(rows, "storage_rows")
     md = m.get("multidevice") or {}
     # peer_rows (and the exchange) come from the sources' counters over every iteration run,
     # warm-up included: per iteration = / (G x exchange calls of one rank)
     ex_iters = int(md.get("iterations") or 0)
     c.peer_rows = rows.get("peer_rows", 0) / (G * ex_iters if ex_iters > 0 else n)
-    c.storage_io_ops = traffic.get("storage_io_ops", 0) / n
-    c.storage_bytes = traffic.get("storage_bytes", 0) / n
+    c.storage_io_ops = per_it(traffic, "storage_io_ops", "io_ops")
+    c.storage_bytes = per_it(traffic, "storage_bytes", "bytes_read")
     if md.get("exchange_bytes_per_iteration") is not None:
         c.exchange_bytes = float(md["exchange_bytes_per_iteration"]) / G
     elif traffic.get("device_exchange_bytes"):
@@ -184,3 +211,35 @@ def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
 
 def load_counts(path: str | os.PathLike) -> Counts:
     return counts_from_record(read_json_record(path), os.fspath(path))
+
+
+# what must agree for records to be repeats of one run (the measured time is what may differ)
+_SAME_RUN = ("workers", "machines", "iterations_per_epoch", "batch_size", "fanouts", "model", "hidden", "row_bytes",
+             "num_rows", "overlap_fetch", "distdgl_samplers", "servers")
+
+
+def merge_repeats(runs: list[Counts]) -> Counts:
+    """Records of one system and configuration run again: their counts averaged, their measured
+    steady epochs averaged (the mean is what the projection is checked against; every run's time is
+    kept in `measured["runs_epoch_steady_s"]`). On a VM shared with other work repeat runs of one
+    command differ by up to 40 %: one run is not a measurement to check a model against."""
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    for c in runs[1:]:
+        diff = [k for k in _SAME_RUN if getattr(c, k) != getattr(first, k)]
+        if diff:
+            raise DataError(c.source, f"not a repeat of {first.source} (system {first.system!r}): "
+                                      f"{diff[0]} is {getattr(c, diff[0])!r} there and {getattr(first, diff[0])!r} here")
+    merged = Counts(**{k: v for k, v in asdict(first).items() if k != "measured"})
+    merged.source = " + ".join(c.source for c in runs)
+    for k in ("rows", "local_hits", "peer_hits", "victim_hits", "storage_rows", "storage_io_ops", "storage_bytes",
+              "peer_rows", "exchange_bytes", "kvstore_bytes"):
+        setattr(merged, k, sum(getattr(c, k) for c in runs) / len(runs))
+    if all(c.network_bytes_per_machine is not None for c in runs):
+        merged.network_bytes_per_machine = sum(c.network_bytes_per_machine for c in runs) / len(runs)
+    times = [c.measured.get("epoch_steady_s") for c in runs]
+    merged.measured = dict(first.measured)
+    merged.measured["runs_epoch_steady_s"] = times
+    merged.measured["epoch_steady_s"] = None if None in times else sum(times) / len(times)
+    return merged

@@ -7,7 +7,8 @@ S storage rows, IO storage reads, B_s storage bytes, V victim-buffer rows, P row
 peers, X exchange bytes of the worker, W workers (devices or trainers), n SSDs per device.
 
 1. Stage costs (seconds; the resource in brackets):
-   train     = train_step_s x R / reference_input_rows                          [gpu | cpu]
+   train     = fixed + (train_step_s - fixed) x R / reference_input_rows        [gpu | cpu]
+               (fixed = train_fixed_s: what every step pays whatever its size)
    sample    = R / sample_rows_per_s                                             [gpu | cpu]
    storage   = max(IO / (n x iops), B_s / (n x bw), IO x latency / queue_depth)  [ssd]
    io_cpu    = IO x io_cpu_s (reads the host issues)                             [cpu]
@@ -42,8 +43,9 @@ peers, X exchange bytes of the worker, W workers (devices or trainers), n SSDs p
    device's bytes over its link (storage + victim + h2d, + exchange without NVLink) / pcie_bw;
    nic = one machine's bytes / nic_bw; cpu = all CPU seconds of a node / its cores.
 4. CPU contention: a CPU stage runs at 1/k of a core, k = max(1, (L + servers) / cores), L = the
-   lanes of the node's workers whose CPU work is at least 10 % of the longest lane (Dist-DGL's
-   servers also run beside the trainers). Device time (SSD, links) is not stretched.
+   busy cores the node's workers ask for: each lane counts its CPU seconds over the longest lane's
+   seconds (at most 1), summed over lanes and workers (Dist-DGL's servers also run beside the
+   trainers, each counted as busy). Device time (SSD, links) is not stretched.
 5. iteration = max(longest lane, floors); epoch = iteration x iterations per epoch; the
    bottleneck is the lane (and its largest stage) or the floor that sets the maximum.
 """
@@ -55,7 +57,6 @@ from dataclasses import dataclass, field
 from lsm_gnn.project.counts import PAGE, Counts
 from lsm_gnn.project.profiles import Profile
 
-CPU_LANE_SHARE = 0.10   # a lane counts towards CPU contention above this share of the longest lane
 NUM_CLASSES = 19        # classes of the output layer for the gradient size (IGB and the synthetic graphs: 19)
 
 
@@ -193,8 +194,12 @@ def _max(name: str, parts: list) -> Stage:
 
 def _train(c: Counts, p: Profile) -> Stage:
     cp = p.compute
-    t = cp.train_step_s * c.rows / cp.reference_input_rows
-    return _on(p, "train", t, f"{_fmt(cp.train_step_s)} s x R {_fmt(c.rows)} / {_fmt(cp.reference_input_rows)}")
+    fixed = cp.train_fixed_s
+    t = fixed + (cp.train_step_s - fixed) * c.rows / cp.reference_input_rows
+    f = f"{_fmt(cp.train_step_s)} s x R {_fmt(c.rows)} / {_fmt(cp.reference_input_rows)}" if not fixed else \
+        (f"{_fmt(fixed)} s + ({_fmt(cp.train_step_s)} - {_fmt(fixed)}) s x R {_fmt(c.rows)} / "
+         f"{_fmt(cp.reference_input_rows)}")
+    return _on(p, "train", t, f)
 
 
 def _sample(c: Counts, p: Profile) -> Stage:
@@ -374,7 +379,8 @@ def project(c: Counts, p: Profile) -> Projection:
     # workers whose threads share one node's cores (Dist-DGL on an emulated cluster: all of them)
     nodes = 1 if (p.cpu_only or c.system != "distdgl") else max(1, c.machines)
     per_node = max(1, c.workers // nodes)
-    busy = sum(1 for ln in lanes if ln.cpu_seconds > 0 and ln.cpu_seconds >= CPU_LANE_SHARE * longest)
+    # each lane keeps a core busy for its CPU seconds out of the iteration (the longest lane)
+    busy = sum(min(1.0, ln.cpu_seconds / longest) for ln in lanes) if longest > 0 else 0.0
     # Dist-DGL's servers sample and serve pulls for every trainer, concurrently with the trainers
     servers = c.servers // nodes if c.system == "distdgl" else 0
     k = max(1.0, (busy * per_node + servers) / p.cpu.cores)
@@ -474,6 +480,7 @@ def validate(counts: list[Counts], p: Profile, tolerance: float = 0.20) -> dict:
         meas = (c.measured or {}).get("epoch_steady_s")
         err = None if not meas else pr.epoch_s / meas - 1.0
         rows[c.system] = {"projected_epoch_s": pr.epoch_s, "measured_epoch_s": meas, "error": err,
+                          "measured_runs_s": (c.measured or {}).get("runs_epoch_steady_s") or [meas],
                           "projected_iteration_s": pr.iteration_s,
                           "measured_iteration_s": None if not meas else meas / c.iterations_per_epoch,
                           "bottleneck": pr.bottleneck, "bottleneck_stage": pr.bottleneck_stage,

@@ -40,7 +40,11 @@ class Compute(_S):
     train_step_s: float = Field(gt=0)
     """One train step (forward, backward, optimiser) of one worker on the reference batch."""
     reference_input_rows: float = Field(gt=0)
-    """Input rows of the reference batch; a batch of R rows costs train_step_s x R / this."""
+    """Input rows of the reference batch."""
+    train_fixed_s: float = Field(0.0, ge=0)
+    """The part of train_step_s every step pays whatever its size (kernel launches, optimiser,
+    framework): a batch of R rows costs train_fixed_s + (train_step_s - train_fixed_s) x R /
+    reference_input_rows."""
     reference: str = ""
     """What the reference batch is (model, batch size, fan-outs): documentation only."""
     memory_bandwidth: float | None = Field(None, gt=0)
@@ -106,6 +110,9 @@ class Profile(_S):
     def _consistent(self):
         if self.compute.device == "gpu" and self.compute.memory_bandwidth is None:
             raise ValueError("compute.memory_bandwidth: required when compute.device is gpu")
+        if self.compute.train_fixed_s > self.compute.train_step_s:
+            raise ValueError(f"compute.train_fixed_s: at most compute.train_step_s ({self.compute.train_step_s}), "
+                             f"found {self.compute.train_fixed_s}")
         if self.compute.device == "cpu" and self.links.exchange is None:
             raise ValueError("links.exchange: required when compute.device is cpu (the all-to-all of the ranks)")
         return self

@@ -3,7 +3,7 @@
 # one with `lsm-gnn run --system ...` on the same sampler, model and timing window (baselines_warmup +
 # baselines_timed iterations per epoch, epoch time extrapolated). Matrix: baselines_systems x
 # baselines_devices x baselines_cache. Every run claims both cores (threads: 2) so that no two timed runs share the CPU.
-# Defaults on synthetic-small: about 5 minutes.
+# Defaults on synthetic-small (2 runs of each): about 8 minutes.
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/60-baselines.md")
 
@@ -15,12 +15,15 @@ BL_SETS = (f"--set sampler.batch_size={BATCH} --set 'sampler.fanouts={FANOUT_LIS
            f"--set train.seed={SEED} --set train.epochs=2 --set train.warmup_iters={config['baselines_warmup']} "
            f"--set train.timed_iters={config['baselines_timed']}")
 
+# every run `baselines_repeats` times (suffix -rK): on a shared VM one run of a command can be 40 %
+# off the next; the report and the projection's validation take the mean and show the spread
+BL_REPEATS = list(range(int(config["baselines_repeats"])))
 BL_RUNS = (
-    expand(f"{RES}/baselines/{{system}}-d{{devices}}-c{{cache}}.json", system=BL_CACHED,
-           devices=config["baselines_devices"], cache=config["baselines_cache"])
-    + expand(f"{RES}/baselines/{{system}}-d{{devices}}-c0.json", system=BL_UNCACHED,
-             devices=config["baselines_devices"])
-    + ([f"{RES}/baselines/distdgl-m2-t2.json"] if BL_DISTDGL else [])
+    expand(f"{RES}/baselines/{{system}}-d{{devices}}-c{{cache}}-r{{repeat}}.json", system=BL_CACHED,
+           devices=config["baselines_devices"], cache=config["baselines_cache"], repeat=BL_REPEATS)
+    + expand(f"{RES}/baselines/{{system}}-d{{devices}}-c0-r{{repeat}}.json", system=BL_UNCACHED,
+             devices=config["baselines_devices"], repeat=BL_REPEATS)
+    + (expand(f"{RES}/baselines/distdgl-m2-t2-r{{repeat}}.json", repeat=BL_REPEATS) if BL_DISTDGL else [])
 )
 
 
@@ -28,19 +31,20 @@ rule baselines_run:
     input:
         DATA_META,
     output:
-        f"{RES}/baselines/{{system}}-d{{devices}}-c{{cache}}.json",
+        f"{RES}/baselines/{{system}}-d{{devices}}-c{{cache}}-r{{repeat}}.json",
     wildcard_constraints:
         system="lsm|isolated|mmap|direct|memory",
         devices=r"\d+",
+        repeat=r"\d+",
     threads: 2
     params:
         cli=CLI,
         data=DATA,
         sets=BL_SETS,
     log:
-        f"{LOGS}/baselines-{{system}}-d{{devices}}-c{{cache}}.log",
+        f"{LOGS}/baselines-{{system}}-d{{devices}}-c{{cache}}-r{{repeat}}.log",
     message:
-        "Baseline {wildcards.system} on {wildcards.devices} device(s), memory {wildcards.cache}"
+        "Baseline {wildcards.system} on {wildcards.devices} device(s), memory {wildcards.cache} (run {wildcards.repeat})"
     run:
         cache = float(wildcards.cache) or CACHE_FRACTION  # cache-less systems ignore it
         shell("{params.cli} run --system {wildcards.system} --dataset {params.data} "
@@ -52,16 +56,18 @@ rule baselines_distdgl:
     input:
         DATA_META,
     output:
-        f"{RES}/baselines/distdgl-m{{machines}}-t{{trainers}}.json",
+        f"{RES}/baselines/distdgl-m{{machines}}-t{{trainers}}-r{{repeat}}.json",
+    wildcard_constraints:
+        repeat=r"\d+",
     threads: 2
     params:
         cli=CLI,
         data=DATA,
         sets=BL_SETS,
     log:
-        f"{LOGS}/baselines-distdgl-m{{machines}}-t{{trainers}}.log",
+        f"{LOGS}/baselines-distdgl-m{{machines}}-t{{trainers}}-r{{repeat}}.log",
     message:
-        "Baseline Dist-DGL on {wildcards.machines} emulated machines x {wildcards.trainers} trainers"
+        "Baseline Dist-DGL on {wildcards.machines} emulated machines x {wildcards.trainers} trainers (run {wildcards.repeat})"
     shell:
         "{params.cli} run --system distdgl --dataset {params.data} --machines {wildcards.machines} "
         "--trainers {wildcards.trainers} {params.sets} --record {output} --no-progress > {log} 2>&1"

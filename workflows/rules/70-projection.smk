@@ -30,8 +30,13 @@ rule projection_report:
     input:
         validate=f"{RES}/projection/validate-this-machine.json",
         paper=f"{RES}/projection/paper.json",
+        runs=BL_RUNS,
+        # the hybrid policy at every memory budget (cache section): the IGB-full figure's trend
+        sweep=f"{RES}/cache/sweep-W{8 if 8 in config['cache_windows'] else config['cache_windows'][0]}.csv",
     output:
         fragment=f"{REPORT}/sections/70-projection.md",
+        figure=f"{REPORT}/figures/projection_igb_full.png",
+        grid=f"{RES}/projection/igb_full_grid.csv",
     log:
         f"{LOGS}/projection_report.log",
     message:

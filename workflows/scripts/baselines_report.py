@@ -6,6 +6,7 @@ names as `lsm-gnn bench compare --json`), three figures and the report section 6
 
 
 import json
+import re
 from pathlib import Path
 
 import matplotlib
@@ -26,12 +27,13 @@ STAGE_NAMES = {"sample": "sample", "exchange_ids": "exchange ids", "fetch_cache"
 
 
 def label(rec: dict, path: Path) -> str:
+    """One label per configuration: the repeats of a run (-rK) share it."""
     s = rec["system"]
     if s == "distdgl":
         d = rec["metrics"]["distdgl"]
         return f"distdgl {d['machines']}x{d['trainers_per_machine']}"
     dev = rec["config"]["distributed"]["devices"]
-    cache = path.stem.rsplit("-c", 1)[1]
+    cache = re.sub(r"-r\d+$", "", path.stem).rsplit("-c", 1)[1]
     return f"{s} d{dev}" + (f" c{cache}" if s in ("lsm", "isolated", "mmap") else "")
 
 
@@ -62,7 +64,20 @@ def rows(paths, row_bytes_: int) -> pd.DataFrame:
         for k in STAGES:  # seconds of each stage per epoch (mean per iteration x iterations)
             row[f"stage_{k}"] = float(per_iter.get(k, 0.0)) * iters
         out.append(row)
-    return pd.DataFrame(out).sort_values(["system", "devices", "cache_fraction"])
+    df = pd.DataFrame(out)
+    # repeats of one configuration: the mean of every number, and the spread of the steady epoch
+    first = {c: "first" for c in df.columns if c != "label" and not pd.api.types.is_numeric_dtype(df[c])}
+    agg = df.groupby("label", sort=False).agg({**{c: "mean" for c in df.columns if c not in first and c != "label"},
+                                               **first})
+    g = df.groupby("label", sort=False).epoch_steady_s
+    agg["status"] = df.groupby("label", sort=False).status.agg(lambda x: "complete" if (x == "complete").all()
+                                                               else "failed")
+    agg["runs"] = g.size()
+    agg["steady_spread"] = g.max() / g.min() - 1
+    agg = agg.reset_index()
+    for c in ("devices", "iterations_per_epoch"):
+        agg[c] = agg[c].astype(int)
+    return agg.sort_values(["system", "devices", "cache_fraction"])
 
 
 def ratios(df: pd.DataFrame, fraction: float = 0.1) -> dict:
@@ -152,7 +167,9 @@ def fragment(df: pd.DataFrame, r: dict, dataset: dict, warmup: int, timed: int, 
     words = dataset_words(dataset)
     lines = ["## Baselines in the same harness", "",
              f"{words[0].upper()}{words[1:]}. Every system trains the same model with the same sampler settings. "
-             f"Each one is timed on the same window: {warmup} warm-up and {timed} timed iterations in each of 2 epochs. "
+             f"Each one is timed on the same window: {warmup} warm-up and {timed} timed iterations in each of 2 epochs, "
+             f"and run {int(df.runs.max())} time(s); the figures and tables show the mean of the runs and "
+             f"`steady_spread`, how far the slowest run's steady epoch is above the fastest's. "
              "A whole epoch is too long for this machine, so the epoch time is the mean timed "
              "iteration multiplied by the system's iterations per epoch (lsm-gnn's rule, see docs/baselines.md). "
              + ("Dist-DGL runs for real on 2 emulated machines x 2 trainers. Each machine has its own mount and "
@@ -183,7 +200,7 @@ def fragment(df: pd.DataFrame, r: dict, dataset: dict, warmup: int, timed: int, 
     if absent:
         short.append(f"Not in this matrix (`baselines_systems`): {', '.join(absent)}.")
     lines += short + ([""] if short else [])
-    cols = ["label", "memory_MiB_per_device", "memory_fraction_all_devices", "cache_rows_per_iteration_rows", "epoch_steady_s", "epoch_cold_s", "preprocessing_s", "first_epoch_s", "storage_bytes",
+    cols = ["label", "memory_MiB_per_device", "memory_fraction_all_devices", "cache_rows_per_iteration_rows", "epoch_steady_s", "runs", "steady_spread", "epoch_cold_s", "preprocessing_s", "first_epoch_s", "storage_bytes",
             "network_bytes", "device_exchange_bytes", "val_acc", "page_cache_cap"]
     lines += [markdown_table(df[cols]), "",
               "![epoch time by stage](figures/baselines_epoch.png)", "",

@@ -59,6 +59,10 @@ def lsm_counts(**kw):
 
 
 # ---- arithmetic ------------------------------------------------------------------------------------
+# DDP's all-reduce of lsm_counts' gradient (250-dim rows, hidden 256, 19 classes) over NVLink, 2 workers
+AR = 2 * (2 - 1) / 2 * 4 * ((2 * 250 * 256 + 256) + (2 * 256 * 19 + 19)) / 1e11
+
+
 def test_storage_bound_iteration():
     pr = project(lsm_counts(), gpu())
     # storage = max(1000 / 1e5 = 10 ms, 1e6 / 1e9 = 1 ms, 1000 x 1e-4 / 100 = 1 ms) = 10 ms
@@ -66,7 +70,7 @@ def test_storage_bound_iteration():
     assert st["seconds"] == pytest.approx(0.010)
     # fetch lane = exchange_ids 0 + serve 10 ms + exchange_rows 5e6 / 1e11 + reorder 5000 x 1000 / 1e12
     assert pr.lanes["fetch"]["seconds"] == pytest.approx(0.010 + 5e-5 + 5e-6)
-    assert pr.lanes["train"]["seconds"] == pytest.approx(0.005)
+    assert pr.lanes["train"]["seconds"] == pytest.approx(0.005 + AR)   # the step, then DDP's all-reduce
     assert pr.lanes["sample"]["seconds"] == pytest.approx(0.001)
     assert pr.lanes["pvp"]["seconds"] == pytest.approx(100 * 1000 / 1e10)
     assert pr.iteration_s == pytest.approx(0.010055)
@@ -74,16 +78,16 @@ def test_storage_bound_iteration():
     assert pr.bottleneck == "lane:fetch" and pr.bottleneck_stage == "serve: storage"
     # PCIe carries the storage rows and the victim rows (NVLink the exchange): 1.1e6 B / 1e10
     assert pr.floors["pcie"]["seconds"] == pytest.approx(1.1e6 / 1e10)
-    assert pr.hidden_fetch_fraction == pytest.approx(0.005 / 0.010055)
+    assert pr.hidden_fetch_fraction == pytest.approx((0.005 + AR) / 0.010055)
 
 
 def test_compute_bound_iteration():
     pr = project(lsm_counts(), gpu(compute__train_step_s=0.05))
-    assert pr.iteration_s == pytest.approx(0.05)
+    assert pr.iteration_s == pytest.approx(0.05 + AR)
     assert pr.bottleneck == "lane:train" and pr.bottleneck_stage == "train"
     assert pr.hidden_fetch_fraction == 1.0
     # the train step scales with the input rows of the batch
-    assert project(lsm_counts(rows=20000), gpu(compute__train_step_s=0.05)).iteration_s == pytest.approx(0.1)
+    assert project(lsm_counts(rows=20000), gpu(compute__train_step_s=0.05)).iteration_s == pytest.approx(0.1 + AR)
 
 
 def test_more_ssds_relieve_storage():
@@ -155,10 +159,21 @@ def test_mmap_faults_queue_behind_the_other_workers_on_a_shared_ssd():
     # one lane per worker (fetch+train), 2 workers on 2 cores: no stretch
     train = 0.1 * 1000 / 10000
     assert pr.contention == 1.0
-    assert pr.iteration_s == pytest.approx(500 * (1e-4 + 1e-5 + 5e-6) + 1000 * 4096 / 1e10 + train)
+    allreduce = 2 * (2 - 1) / 2 * gradient_bytes(c) / 1e9   # DDP over gloo (links.exchange)
+    assert pr.iteration_s == pytest.approx(500 * (1e-4 + 1e-5 + 5e-6) + 1000 * 4096 / 1e10 + train + allreduce)
     # per-device SSDs: nobody else's reads ahead
     alone = parse_profile({**copy.deepcopy(CPU), "storage": {**CPU["storage"], "shared": False}}, "t.yaml")
     assert project(c, alone).stages["faults"]["seconds"] == pytest.approx(500 * 1e-4)
+    # a fault measured the loader's way with 2 processes replaces the composition (page cache included)
+    meas = parse_profile({**copy.deepcopy(CPU), "cpu": {**CPU["cpu"], "fault_cpu_s": 5e-6},
+                          "storage": {**CPU["storage"], "fault_s": 8e-5, "fault_processes": 2}}, "t.yaml")
+    pm = project(c, meas)
+    assert pm.stages["faults"]["seconds"] == pytest.approx(500 * 8e-5) and pm.stages["fault_cpu"]["seconds"] == 0
+    # ... but not for another number of faulting workers
+    c1 = Counts(**{**c.as_dict(), "workers": 1, "fanouts": c.fanouts})
+    assert project(c1, meas).stages["faults"]["seconds"] == pytest.approx(500 * 1e-4)
+    with pytest.raises(ConfigError, match="storage.fault_s: comes with storage.fault_processes"):
+        parse_profile({**copy.deepcopy(CPU), "storage": {**CPU["storage"], "fault_s": 8e-5}}, "t.yaml")
 
 
 def test_distdgl_sequential_trainer():
@@ -198,16 +213,18 @@ def test_ratios_between_systems():
 def test_cpu_profile_shares_cores():
     prof = parse_profile(copy.deepcopy(CPU), "test-cpu.yaml")
     pr = project(lsm_counts(), prof)
-    # each lane asks for its CPU seconds over the longest lane's (train, 0.1 s): train 1, fetch
-    # (cache 10 ms + exchange 5 ms + reorder 0.5 ms) 0.155, sample 0.01, PVP copy 0.0001; 2 workers
-    # on 2 cores
-    k = 2 * (1 + 0.0155 / 0.1 + 0.001 / 0.1 + 1e-5 / 0.1) / 2
+    # each lane asks for its CPU seconds over the longest lane's (train: the step 0.1 s + DDP's
+    # all-reduce over gloo): train 1, fetch (cache 10 ms + exchange 5 ms + reorder 0.5 ms), sample
+    # 1 ms, PVP copy 0.01 ms; 2 workers on 2 cores
+    ar = gradient_bytes(lsm_counts()) / 1e9
+    longest = 0.1 + ar
+    k = 2 * (1 + 0.0155 / longest + 0.001 / longest + 1e-5 / longest) / 2
     assert pr.contention == pytest.approx(k)
-    assert pr.lanes["train"]["seconds"] == pytest.approx(k * 0.1)
+    assert pr.lanes["train"]["seconds"] == pytest.approx(k * longest)
     # fetch: the CPU parts stretched, the reads not: cache + wait (10 ms of reads - the hit copy,
     # 0.9 ms stretched) + exchange + reorder
     assert pr.lanes["fetch"]["seconds"] == pytest.approx(k * 0.010 + (0.010 - k * 0.0009) + k * 0.005 + k * 0.0005)
-    assert pr.iteration_s == pytest.approx(k * 0.1) and pr.bottleneck_stage == "train"
+    assert pr.iteration_s == pytest.approx(k * longest) and pr.bottleneck_stage == "train"
     # every worker's reads go through the one shared disk
     assert pr.floors["ssd"]["seconds"] == pytest.approx(2 * 1000 / 1e5)
     # one worker: less than 2 busy cores on 2 cores, no stretch
@@ -215,7 +232,7 @@ def test_cpu_profile_shares_cores():
     # a fetch lane as long as the train step: both lanes keep a core busy, 4 lanes on 2 cores
     busy = project(lsm_counts(rows=10000, storage_io_ops=0, storage_rows=0, storage_bytes=0, exchange_bytes=9e7,
                               peer_rows=0, victim_hits=0), prof)
-    assert busy.contention == pytest.approx(2 * (1 + 1 + 0.01) / 2)
+    assert busy.contention == pytest.approx(2 * (1 + 0.1 / longest + 0.001 / longest) / 2)
 
 
 def test_validate_reports_error_per_system():
@@ -351,7 +368,9 @@ def test_cli_json_on_hand_made_record(tmp_path):
     assert lsm["epoch_s"] == pytest.approx(lsm["iteration_s"] * 100)
     # paper: 2 SSDs x 0.75 M IOPS per GPU: 1000 reads -> 0.667 ms; train 8 ms fixed + 4 ms x 10000 / 42730 rows
     assert lsm["stages"]["serve.storage"]["seconds"] == pytest.approx(1000 / 1.5e6)
-    assert lsm["iteration_s"] == pytest.approx(0.008 + 0.004 * 10000 / 42730)
+    pcie = load_profile("paper").links.pcie   # no NVLink in the paper's profile: DDP's all-reduce over PCIe
+    ar = gradient_bytes(counts_from_record(hand_record())) / pcie.bandwidth + pcie.latency_s
+    assert lsm["iteration_s"] == pytest.approx(0.008 + 0.004 * 10000 / 42730 + ar)
     assert lsm["bottleneck"] == "lane:train"
     # --set and --counts reach the model; --scale-nodes scales the iterations only
     res = CliRunner().invoke(cli, ["project", str(path), "--hardware", "paper", "--json",
@@ -393,10 +412,12 @@ def test_storage_from_a_bench_storage_file(tmp_path):
 
     bench = {"benchmark": "storage", "fio": {"random": {"available": True, "iops": 80000.0},
                                              "sequential": {"available": False, "reason": "x"}},
-             "fault": {"latency_s": 5e-5, "second_process_wait_s": 1.5e-5, "page_cache_s": 5e-6}}
+             "fault": {"latency_s": 5e-5, "second_process_wait_s": 1.5e-5, "page_cache_s": 5e-6,
+                       "capped_mmap_s": 8e-5, "capped_processes": 2}}
     f = tmp_path / "bench.json"
     f.write_text(json.dumps(bench))
-    assert storage_sets(f) == ["storage.ssd_iops=80000.0", "storage.latency_s=5e-05", "cpu.fault_cpu_s=5e-06"]
+    assert storage_sets(f) == ["storage.ssd_iops=80000.0", "storage.latency_s=5e-05", "cpu.fault_cpu_s=5e-06",
+                               "storage.fault_s=8e-05", "storage.fault_processes=2"]
     path = tmp_path / "lsm.json"
     path.write_text(json.dumps(hand_record()))
     res = CliRunner().invoke(cli, ["project", "--validate", str(path), "--hardware", "this-machine",
@@ -424,3 +445,30 @@ def test_repeat_records_are_averaged_and_must_be_the_same_run(tmp_path):
     b.write_text(json.dumps(other))
     res = CliRunner().invoke(cli, ["project", str(a), str(b), "--hardware", "paper"])
     assert res.exit_code != 0 and "not a repeat of" in str(res.exception) and "batch_size" in str(res.exception)
+
+
+def test_cpu_index_scales_the_cpu_figures_of_a_cpu_profile(tmp_path):
+    from lsm_gnn.project.calibrate import cpu_index_seconds, speed_sets
+    from lsm_gnn.project.cli import run_projection
+
+    data = copy.deepcopy(CPU)
+    data["cpu"]["index_s"] = 0.02
+    prof = parse_profile(data, "t.yaml")
+    sets, factor = speed_sets(prof, 0.03, skip={"cpu.io_cpu_s"})
+    assert factor == pytest.approx(1.5)
+    got = dict(item.split("=") for item in sets)
+    assert float(got["compute.train_step_s"]) == pytest.approx(0.15)                 # times x 1.5
+    assert float(got["links.exchange.bandwidth"]) == pytest.approx(1e9 / 1.5)         # rates / 1.5
+    assert float(got["compute.sample_rows_per_s"]) == pytest.approx(1e7 / 1.5)
+    assert "cpu.io_cpu_s" not in got and "storage.ssd_iops" not in got               # skipped; devices untouched
+    assert speed_sets(gpu(), 0.03) == ([], 1.0)                                       # a GPU profile: no CPU scaling
+    # through the projection: the memory ideal's train step grows with the factor
+    yml = tmp_path / "cpu.yaml"
+    yml.write_text(yaml.safe_dump(data))
+    path = tmp_path / "memory.json"
+    path.write_text(json.dumps(hand_record(system="memory")))
+    base = run_projection([path], str(yml))["systems"]["memory"]["stages"]["train"]["seconds"]
+    slow = run_projection([path], str(yml), cpu_index_s=0.04)
+    assert slow["systems"]["memory"]["stages"]["train"]["seconds"] == pytest.approx(2 * base)
+    assert slow["cpu_index"] == {"now_s": 0.04, "profile_s": 0.02, "factor": 2.0}
+    assert cpu_index_seconds(reps=3) > 0

@@ -69,6 +69,13 @@ def test_with_fio_prints_ratios(ds, tmp_path):
     assert obj["fault"]["latency_s"] == lat["qd1"]["lat_s"]
     assert obj["fault"]["second_process_wait_s"] == pytest.approx(lat["qd1_jobs2"]["lat_s"] - lat["qd1"]["lat_s"])
     assert "fio 4 KiB QD1 (psync):" in text
+    # the mmap loader's own fault: 2 processes at once under the page-cache cap
+    # (this 8 MiB file fits in the cap's slack, so the timed gathers may not fault at all:
+    # tests/test_baselines_faults.py measures faults on a file larger than the cap)
+    cm = obj["capped_mmap"]
+    assert cm["processes"] == 2 and obj["fault"]["capped_processes"] == 2
+    assert obj["fault"]["capped_mmap_s"] == cm["fault_s"] and (cm["fault_s"] is None) == (cm["faults"] == 0)
+    assert ("processes at once:" in text) == (cm["faults"] > 0)
 
 
 def test_ratio_arithmetic():
@@ -89,9 +96,11 @@ def test_fault_costs_from_the_qd1_jobs():
     lat = {"qd1": {"available": True, "lat_s": 50e-6}, "qd1_jobs2": {"available": True, "lat_s": 68e-6},
            "mmap_qd1": {"available": True, "lat_s": 55e-6}}
     assert fault_costs(lat) == {"latency_s": 50e-6, "second_process_wait_s": pytest.approx(18e-6),
-                                "page_cache_s": pytest.approx(5e-6)}
+                                "page_cache_s": pytest.approx(5e-6), "capped_mmap_s": None, "capped_processes": None}
     lat["mmap_qd1"] = {"available": False, "reason": "no mmap engine"}
     assert fault_costs(lat)["page_cache_s"] is None
+    capped = fault_costs(lat, {"fault_s": 8e-5, "processes": 2})
+    assert (capped["capped_mmap_s"], capped["capped_processes"]) == (8e-5, 2)
 
 
 def test_measure_counts_rows(ds):

@@ -56,10 +56,14 @@ def load_profile_with(name: str, sets=()):
     return parse_profile(data, src)
 
 
+def prof_index(hardware: str) -> float | None:
+    return load_profile_with(hardware).cpu.index_s
+
+
 def storage_sets(bench_path) -> list[str]:
     """Profile overrides from a `lsm-gnn bench storage --output` file of the same machine: fio's
-    random 4 KiB IOPS (QD32), sequential bandwidth, QD1 latency and the page cache's work per fault.
-    What fio did not measure keeps the profile's value."""
+    random 4 KiB IOPS (QD32), sequential bandwidth, QD1 latency and the page cache's work per fault,
+    and the mmap loader's measured cost per fault. What was not measured keeps the profile's value."""
     from lsm_gnn.utils.errors import DataError
 
     try:
@@ -82,6 +86,8 @@ def storage_sets(bench_path) -> list[str]:
         sets.append(f"storage.latency_s={fault['latency_s']}")
     if fault.get("page_cache_s") is not None:
         sets.append(f"cpu.fault_cpu_s={fault['page_cache_s']}")
+    if fault.get("capped_mmap_s"):
+        sets += [f"storage.fault_s={fault['capped_mmap_s']}", f"storage.fault_processes={fault['capped_processes']}"]
     return sets
 
 
@@ -143,9 +149,15 @@ def _text(res: dict) -> str:
 
 def _validation_text(res: dict) -> str:
     over = res.get("profile_overrides") or []
-    lines = [f"validation on profile {res['profile']}{' with ' + ', '.join(over) if over else ''}: "
-             f"projected vs measured steady epoch (tolerance {res['tolerance']:.0%})",
-             f"  {'system':9s} {'projected':>10s} {'measured':>10s} {'error':>8s}  bottleneck"]
+    ci = res.get("cpu_index") or {}
+    lines = [f"validation on profile {res['profile']}: projected vs measured steady epoch (tolerance {res['tolerance']:.0%})"]
+    if ci.get("now_s") is not None:
+        ref = "n/a" if ci.get("profile_s") is None else f"{1e3 * ci['profile_s']:.2f} ms"
+        lines.append(f"  CPU index now {1e3 * ci['now_s']:.2f} ms, with the profile's figures {ref}: "
+                     f"CPU figures x{ci['factor']:.3f}")
+    if over:
+        lines.append("  with " + ", ".join(over))
+    lines.append(f"  {'system':9s} {'projected':>10s} {'measured':>10s} {'error':>8s}  bottleneck")
     for s, v in res["systems"].items():
         meas = "n/a" if v["measured_epoch_s"] is None else f"{v['measured_epoch_s']:.1f}"
         err = "n/a" if v["error"] is None else f"{v['error']:+.1%}"
@@ -160,12 +172,20 @@ def _validation_text(res: dict) -> str:
 
 
 def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int | None = None,
-                   validate_only: bool = False, tolerance: float = 0.20, storage_from=None) -> dict:
+                   validate_only: bool = False, tolerance: float = 0.20, storage_from=None,
+                   cpu_index_s: float | None = None) -> dict:
+    """`cpu_index_s`: the CPU speed index measured now (lsm_gnn.project.calibrate): the profile's
+    CPU figures are scaled to it when the profile states its own."""
+    from lsm_gnn.project.calibrate import speed_sets
     from lsm_gnn.project.counts import load_counts, merge_repeats
     from lsm_gnn.project.model import project_all, ratios, validate
 
     measured = storage_sets(storage_from) if storage_from else []
-    sets = [*measured, *sets]  # an explicit --set wins over the benchmark
+    speed, factor = [], 1.0
+    if cpu_index_s is not None:
+        given = {item.partition("=")[0] for item in [*measured, *sets]}
+        speed, factor = speed_sets(load_profile_with(hardware), cpu_index_s, skip=given)
+    sets = [*speed, *measured, *sets]  # an explicit --set wins over the benchmark and the index
     by_system: dict = {}
     for c in (load_counts(p) for p in _record_paths(paths)):
         by_system.setdefault(c.system, []).append(c)
@@ -175,11 +195,13 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
     if validate_only:
         if nodes is not None:
             raise InputError("--validate compares with the measured epochs: it cannot be combined with --scale-nodes")
-        return {**validate(counts, prof, tolerance), "profile_overrides": list(sets)}
+        return {**validate(counts, prof, tolerance), "profile_overrides": list(sets),
+                "cpu_index": {"now_s": cpu_index_s, "profile_s": prof_index(hardware), "factor": factor}}
     if nodes is not None:
         scale_nodes(counts, nodes)
     projs = project_all(counts, prof)
     return {"profile": prof.name, "profile_overrides": list(sets), "count_overrides": list(count_sets),
+            "cpu_index": {"now_s": cpu_index_s, "profile_s": prof_index(hardware), "factor": factor},
             "scaled_to_nodes": nodes,
             "systems": {s: pr.as_dict() for s, pr in projs.items()}, "ratios": ratios(projs),
             "counts": {c.system: {k: v for k, v in c.as_dict().items() if k != "measured"} for c in counts}}
@@ -194,6 +216,9 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
 @click.option("--storage-from", "storage_from", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Take the SSD's IOPS, bandwidth, QD1 latency and the page cache's cost per fault from "
                    "a `lsm-gnn bench storage --output` file (this machine, measured in the same run).")
+@click.option("--calibrate-cpu", "calibrate_cpu", is_flag=True,
+              help="Measure the CPU speed index now and scale a CPU-only profile's CPU figures from the index "
+                   "stated with them (cpu.index_s) to this moment's (lsm_gnn/project/calibrate.py).")
 @click.option("--counts", "count_sets", multiple=True, metavar="SYSTEM.FIELD=VALUE",
               help="Override a per-iteration count of one system, e.g. lsm.storage_rows=19500.")
 @click.option("--scale-nodes", "nodes", type=click.IntRange(min=1), default=None,
@@ -202,10 +227,17 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
               help="Projected vs measured steady epoch per record; exit status 1 beyond the tolerance.")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=0.20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
-def project_cmd(records, hardware, sets, storage_from, count_sets, nodes, validate_only, tolerance, as_json):
+def project_cmd(records, hardware, sets, storage_from, calibrate_cpu, count_sets, nodes, validate_only, tolerance,
+                as_json):
     """Project epoch time per system from run records' counts onto a hardware profile."""
+    index = None
+    if calibrate_cpu:
+        from lsm_gnn.project.calibrate import cpu_index_seconds
+
+        index = cpu_index_seconds()
     res = run_projection(records, hardware, sets=sets, count_sets=count_sets, nodes=nodes,
-                         validate_only=validate_only, tolerance=tolerance, storage_from=storage_from)
+                         validate_only=validate_only, tolerance=tolerance, storage_from=storage_from,
+                         cpu_index_s=index)
     if as_json:
         click.echo(json.dumps(res, indent=2))
     else:

@@ -23,12 +23,15 @@ peers, X exchange bytes of the worker, W workers (devices or trainers), n SSDs p
    faults    = IO x (latency + (F - 1) / (n x iops)), IO = B_s / 4096: one fault at a time per
                worker, each queued behind the reads of the F - 1 other workers faulting on the
                same SSDs (F = W on a shared pool, else 1); + IO x fault_cpu_s      [ssd + cpu]
+               or, when the profile has it for F processes, IO x fault_s (measured the loader's way)
    Dist-DGL, per trainer: rpc_sample = R / rpc_sample_rows_per_s + 2 x layers x nic latency;
    kv_pull = R x kvstore_row_s + remote / nic_bw + latency, remote = network bytes one machine
    sent per iteration / its trainers (measured; else kvstore bytes x (M-1)/M); allreduce =
    2 (W-1)/W x gradient bytes / nic_bw + 2 x latency. On a CPU profile (the machines emulated on
    one node) the network stages are CPU work.
-2. Overlap rules: the stages of one lane run one after another; lanes run concurrently.
+   allreduce = 2 (W-1)/W x gradient bytes / link (DDP, W > 1; Dist-DGL: the NIC)  [cpu | nvlink | pcie]
+2. Overlap rules: the stages of one lane run one after another; lanes run concurrently; the
+   train lane of W > 1 devices ends with DDP's all-reduce.
    lsm:      [sample] | [exchange_ids, serve, exchange_rows, reorder] | [victim (PVP)] | [train]
              GPU: serve = max(storage, pcie_in, cache) (one kernel gathers hits while reads fly);
              CPU (lsm_gnn.cache.fetcher): serve = cache + max(0, max(storage, io_cpu) - hit_copy),
@@ -144,7 +147,12 @@ def _faults(c: Counts, p: Profile, faults: float) -> Stage:
     68 us with two (lsm-gnn bench storage: fio.qd1, fio.qd1_jobs2): 50 + 1 / 75k IOPS = 63."""
     st = p.storage
     n = st.ssds_per_device
-    others = max(0, c.workers - 1) if st.shared else 0
+    faulting = c.workers if st.shared else 1
+    if st.fault_s is not None and st.fault_processes == faulting:
+        # measured the loader's way with as many processes faulting at once: page cache work included
+        return Stage("faults", faults * st.fault_s, "ssd",
+                     f"faults {_fmt(faults)} x {_fmt(st.fault_s)} s (measured with {faulting} processes faulting)")
+    others = faulting - 1
     per = st.latency_s + others / (n * st.ssd_iops)
     t = faults * per
     f = (f"faults {_fmt(faults)} x (latency {_fmt(st.latency_s)} s + {others} other workers / "
@@ -284,7 +292,7 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
         if gpu:
             demand["pcie_bytes"] += c.victim_hits * r
         lanes += [Lane("sample", [sample]), Lane("fetch", fetch), Lane("pvp", [victim])]
-        lanes = _train_lane(lanes, train, c)
+        lanes = _train_lane(lanes, train, c, p)
     elif s in ("direct", "buffered"):
         st = _storage(c, p, c.storage_io_ops, c.storage_bytes, p.storage.queue_depth)
         demand["ssd"] = _ssd_floor(c, p, c.storage_io_ops, c.storage_bytes)
@@ -296,25 +304,27 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
             fetch.append(_h2d(c, p))
             demand["pcie_bytes"] += c.h2d_bytes
         lanes += [Lane("sample", [sample]), Lane("fetch", fetch)]
-        lanes = _train_lane(lanes, train, c)
+        lanes = _train_lane(lanes, train, c, p)
     elif s == "mmap":
         faults = c.storage_bytes / PAGE
         st = _faults(c, p, faults)
         demand["ssd"] = _ssd_floor(c, p, faults, c.storage_bytes)
-        fc = _cpu("fault_cpu", faults * p.cpu.fault_cpu_s, f"faults {_fmt(faults)} x {_fmt(p.cpu.fault_cpu_s)} s")
+        measured = p.storage.fault_s is not None and "measured" in st.formula
+        cpu_s = 0.0 if measured else p.cpu.fault_cpu_s  # a measured fault includes the page cache's work
+        fc = _cpu("fault_cpu", faults * cpu_s, f"faults {_fmt(faults)} x {_fmt(cpu_s)} s")
         fetch = [st, fc, _gather(c, p, c.rows)]
         if gpu:
             fetch.append(_h2d(c, p))
             demand["pcie_bytes"] += c.h2d_bytes
         lanes += [Lane("sample", [sample]), Lane("fetch", fetch)]
-        lanes = _train_lane(lanes, train, c)
+        lanes = _train_lane(lanes, train, c, p)
     elif s == "memory":
         fetch = [_gather(c, p, c.rows)]
         if gpu:
             fetch.append(_h2d(c, p))
             demand["pcie_bytes"] += c.h2d_bytes
         lanes += [Lane("sample", [sample]), Lane("fetch", fetch)]
-        lanes = _train_lane(lanes, train, c)
+        lanes = _train_lane(lanes, train, c, p)
     elif s == "distdgl":
         nic = p.links.nic
         T = max(1, W // max(1, c.machines))
@@ -356,12 +366,27 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
     return lanes, demand
 
 
-def _train_lane(lanes: list[Lane], train: Stage, c: Counts) -> list[Lane]:
+def _ddp_allreduce(c: Counts, p: Profile) -> Stage | None:
+    """DDP's gradient all-reduce after every backward pass of W > 1 workers (ring: each sends and
+    receives 2 (W-1)/W of the gradient): gloo on a CPU profile (CPU work, links.exchange), NVLink or
+    else PCIe on a GPU one. On the VM: 2.1 MB of GraphSAGE gradient in about 5.6 ms per step."""
+    if c.workers <= 1:
+        return None
+    gb = gradient_bytes(c)
+    nbytes = 2 * (c.workers - 1) / c.workers * gb
+    if p.cpu_only:
+        return _link(p, "allreduce", nbytes, p.links.exchange, "exchange")
+    link, res = (p.links.nvlink, "nvlink") if p.links.nvlink else (p.links.pcie, "pcie")
+    return _link(p, "allreduce", nbytes, link, res)
+
+
+def _train_lane(lanes: list[Lane], train: Stage, c: Counts, p: Profile) -> list[Lane]:
+    step = [train] + [x for x in (_ddp_allreduce(c, p),) if x is not None]
     if c.overlap_fetch:
-        return lanes + [Lane("train", [train])]
+        return lanes + [Lane("train", step)]
     out = [ln for ln in lanes if ln.name != "fetch"]
     fetch = next(ln for ln in lanes if ln.name == "fetch")
-    return out + [Lane("fetch+train", fetch.stages + [train])]
+    return out + [Lane("fetch+train", fetch.stages + step)]
 
 
 def _stage_cpu(st: Stage) -> float:

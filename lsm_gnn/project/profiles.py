@@ -66,6 +66,9 @@ class Cpu(_S):
     """Dist-DGL: CPU time per pulled row of the KVStore (id mapping, RPC, (de)serialisation, gather)."""
     rpc_sample_rows_per_s: float = Field(gt=0)
     """Dist-DGL: input rows per second that sampling over RPC yields for one trainer."""
+    index_s: float | None = Field(None, gt=0)
+    """The CPU speed index (lsm_gnn.project.calibrate) measured with these CPU figures: lets
+    `lsm-gnn project --calibrate-cpu` scale them to the machine's speed of the moment."""
 
 
 class Storage(_S):
@@ -82,6 +85,12 @@ class Storage(_S):
     """Reads in flight per worker for the readers that batch their reads (lsm, isolated, direct)."""
     gpu_initiated: bool = False
     """BaM: the GPU issues the reads and the rows land in GPU memory over PCIe, no CPU per read."""
+    fault_s: float | None = Field(None, gt=0)
+    """Measured: seconds per page fault of the mmap loader with `fault_processes` processes
+    faulting at once under the page-cache cap (`lsm-gnn bench storage`: fault.capped_mmap_s).
+    Replaces latency + queueing + fault_cpu_s when that many workers fault on the SSDs."""
+    fault_processes: int | None = Field(None, ge=1)
+    """How many processes faulted at once when `fault_s` was measured."""
 
 
 class Links(_S):
@@ -113,6 +122,9 @@ class Profile(_S):
         if self.compute.train_fixed_s > self.compute.train_step_s:
             raise ValueError(f"compute.train_fixed_s: at most compute.train_step_s ({self.compute.train_step_s}), "
                              f"found {self.compute.train_fixed_s}")
+        if (self.storage.fault_s is None) != (self.storage.fault_processes is None):
+            raise ValueError("storage.fault_s: comes with storage.fault_processes (how many processes faulted "
+                             "at once when it was measured)")
         if self.compute.device == "cpu" and self.links.exchange is None:
             raise ValueError("links.exchange: required when compute.device is cpu (the all-to-all of the ranks)")
         return self

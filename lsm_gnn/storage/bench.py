@@ -128,17 +128,21 @@ def ratios(results: list[dict], fio_random: dict, fio_seq: dict, num_rows: int |
     return {"random_iops_vs_fio": rnd, "seq_bw_vs_fio": seq}
 
 
-def fault_costs(latency: dict) -> dict:
+def fault_costs(latency: dict, capped: dict | None = None) -> dict:
     """What a synchronous page fault costs on this device, from fio's QD1 jobs (lsm-gnn project's
     `storage.latency_s` and `cpu.fault_cpu_s`): the read's latency alone, the wait one more
-    faulting process adds, and the page cache's own work per fault (mmap engine minus O_DIRECT)."""
+    faulting process adds, and the page cache's own work per fault (mmap engine minus O_DIRECT);
+    and, measured the mmap loader's way (baselines.faults), its whole cost per fault with
+    `capped_processes` processes faulting at once (`storage.fault_s`)."""
     ok = {k: v for k, v in latency.items() if v.get("available")}
     one = ok.get("qd1", {}).get("lat_s")
     two = ok.get("qd1_jobs2", {}).get("lat_s")
     mm = ok.get("mmap_qd1", {}).get("lat_s")
     return {"latency_s": one,
             "second_process_wait_s": None if one is None or two is None else two - one,
-            "page_cache_s": None if one is None or mm is None else max(0.0, mm - one)}
+            "page_cache_s": None if one is None or mm is None else max(0.0, mm - one),
+            "capped_mmap_s": (capped or {}).get("fault_s"),
+            "capped_processes": (capped or {}).get("processes")}
 
 
 def _parse_ints(text: str, what: str) -> list[int]:
@@ -168,12 +172,17 @@ def _parse_ints(text: str, what: str) -> list[int]:
                    "sequential queue depth alike.")
 @click.option("--fio", "fio_path", default="fio", show_default=True, help="The fio executable.")
 @click.option("--fio-seconds", default=5.0, show_default=True, type=float, help="Seconds per fio job.")
+@click.option("--fault-processes", default=2, show_default=True, type=click.IntRange(min=0),
+              help="Processes that fault at once in the capped-mmap fault measurement (the devices of a "
+                   "run); 0 leaves it out.")
+@click.option("--fault-batch", default=4096, show_default=True, type=click.IntRange(min=1),
+              help="Distinct rows per gather in the capped-mmap fault measurement.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON object here.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
 def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threads, seq_depth, fio_path,
-                  fio_seconds, seed, as_json, output, progress):
+                  fio_seconds, fault_processes, fault_batch, seed, as_json, output, progress):
     """Random and sequential row-read throughput of every reader vs fio's raw device limit."""
     from tqdm import tqdm
 
@@ -230,13 +239,22 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
         latency[name] = run_fio(fio_path, path, lay.file_bytes, fio_seconds, job) if fio_random["available"] \
             else dict(fio_random)
         bar.update()
+    capped = None
+    if fault_processes:
+        # the mmap loader's own fault, several ranks at once, under its page-cache cap (baselines)
+        from baselines.faults import capped_fault_seconds
+
+        drop()
+        capped = capped_fault_seconds(path, lay.num_rows, lay.row_stride, processes=fault_processes,
+                                      batch=min(fault_batch, lay.num_rows), seed=seed)
+        drop()
     bar.close()
     r = ratios(results, fio_random, fio_seq, lay.num_rows)
     meets = {k: (None if v is None else v >= TARGETS[k]) for k, v in r.items()}
     obj = {"benchmark": "storage", "dataset": str(dataset), "file": path, "num_rows": lay.num_rows,
            "row_bytes": lay.row_bytes, "row_stride": lay.row_stride, "file_bytes": lay.file_bytes,
            "seconds_per_point": seconds, "fio": {"random": fio_random, "sequential": fio_seq, **latency},
-           "fault": fault_costs(latency), "results": results, **r, "targets": TARGETS, "meets_targets": meets}
+           "fault": fault_costs(latency, capped), "capped_mmap": capped, "results": results, **r, "targets": TARGETS, "meets_targets": meets}
     if output:
         write_json(output, obj)
     if as_json:
@@ -268,6 +286,9 @@ def _print_table(obj: dict) -> None:
             f", +{fc['second_process_wait_s'] * 1e6:.1f} us beside a second process"
         cache = "" if fc.get("page_cache_s") is None else f"; page cache +{fc['page_cache_s'] * 1e6:.1f} us per fault"
         echo(f"fio 4 KiB QD1 (psync): {fc['latency_s'] * 1e6:.1f} us per read{extra}{cache}")
+    if fc.get("capped_mmap_s") is not None:
+        echo(f"mmap loader under its page-cache cap, {fc['capped_processes']} processes at once: "
+             f"{fc['capped_mmap_s'] * 1e6:.1f} us per fault")
     for key, label in (("random_iops_vs_fio", "direct random 4K IOPS / fio (batches >= 4096)"),
                        ("seq_bw_vs_fio", f"direct sequential bandwidth / fio (batches >= 4096, both "
                                          f"QD{fs.get('iodepth')})")):

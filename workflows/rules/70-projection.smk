@@ -1,7 +1,8 @@
 # What the measured traffic costs on other hardware (lsm-gnn project, docs/projection.md): the
 # baseline records projected on this machine's profile (validation: projected vs measured steady
-# epoch per system, with the SSD's figures fio measured in this run's storage benchmark) and on the
-# paper's setting (the verdict on its 3.75x over Dist-DGL).
+# epoch per system, with the SSD's figures measured in this run's storage benchmark and the CPU
+# figures scaled to the CPU speed index measured right after the baselines) and on the paper's
+# setting (the verdict on its 3.75x over Dist-DGL).
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/70-projection.md")
 
@@ -22,7 +23,7 @@ rule projection:
     shell:
         # --validate exits 1 when a system is beyond the tolerance: the report says so, the run goes on
         "({params.cli} project --validate {input.runs} --hardware this-machine --storage-from {input.storage} "
-        "--json > {output.validate} 2> {log} || test -s {output.validate}) && "
+        "--calibrate-cpu --json > {output.validate} 2> {log} || test -s {output.validate}) && "
         "{params.cli} project {input.runs} --hardware paper --json > {output.paper} 2>> {log}"
 
 

@@ -1,0 +1,82 @@
+"""A CPU speed index: how fast this machine runs CPU work now, against when a profile's CPU
+constants were measured.
+
+Why: on a VM shared with other work the same command runs at different speeds from one half hour
+to the next. Repeat runs of the workflow's baseline matrix on the 2-core VM agreed within 6 % inside
+one run, but the in-memory ideal took 105 s per steady epoch at 23:25 and 138 s at 23:00, and every
+system was 7-21 % slower at 23:50 than the profile's constants predict. A profile that states the
+index measured with its constants (`cpu.index_s`) can be scaled to the speed of the moment:
+`lsm-gnn project --calibrate-cpu` measures the index and multiplies every CPU time of a CPU-only
+profile by index now / index then (and divides its CPU rates by it). Device figures (SSD, links of
+a GPU machine) are not touched; the storage benchmark of the same run measures those.
+
+The workload is a small version of what the CPU stages do, on one thread: a dense two-layer
+forward and backward pass (torch, 1 thread) and a gather of random 4 KiB rows (numpy). It takes
+about half a second; the index is the median of its repetitions.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+REPS = 9
+
+
+def cpu_index_seconds(reps: int = REPS, seed: int = 0) -> float:
+    """Median seconds of one repetition of the index workload (see the module)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(2048, 1024, generator=g)
+        w1 = torch.randn(1024, 256, generator=g, requires_grad=True)
+        w2 = torch.randn(256, 19, generator=g, requires_grad=True)
+        rng = np.random.default_rng(seed)
+        table = rng.random((16384, 1024), dtype=np.float32)  # 64 MiB of 4 KiB rows
+        times = []
+        for _ in range(reps):
+            ids = rng.integers(0, len(table), 4096)
+            t0 = time.perf_counter()
+            loss = (torch.relu(x @ w1) @ w2).logsumexp(1).mean()
+            loss.backward()
+            w1.grad = w2.grad = None
+            rows = table[ids]
+            times.append(time.perf_counter() - t0)
+            del rows
+        return float(np.median(times))
+    finally:
+        torch.set_num_threads(threads)
+
+
+# profile keys that are CPU seconds (scale with the index) and CPU rates (scale inversely)
+CPU_TIMES = ("compute.train_step_s", "compute.train_fixed_s", "cpu.cache_row_s", "cpu.io_cpu_s", "cpu.fault_cpu_s",
+             "cpu.kvstore_row_s")
+CPU_RATES = ("compute.sample_rows_per_s", "cpu.rpc_sample_rows_per_s", "links.exchange.bandwidth",
+             "links.host_memory.bandwidth", "links.nic.bandwidth")
+
+
+def speed_sets(profile, now_s: float, skip=()) -> tuple[list[str], float]:
+    """`KEY=VALUE` overrides that put a CPU-only profile's CPU figures at the speed `now_s` of
+    the index, and the factor (index now / the profile's). `skip`: keys set otherwise (measured
+    in the same run), left alone."""
+    ref = profile.cpu.index_s
+    if ref is None or not profile.cpu_only:
+        return [], 1.0
+    factor = now_s / ref
+    data = profile.model_dump()
+    out = []
+    for key in CPU_TIMES + CPU_RATES:
+        if key in skip:
+            continue
+        node = data
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            continue
+        value = node * factor if key in CPU_TIMES else node / factor
+        out.append(f"{key}={value!r}")
+    return out, factor

@@ -428,6 +428,9 @@ def test_storage_from_a_bench_storage_file(tmp_path):
     f.write_text(json.dumps({"benchmark": "train"}))
     res = CliRunner().invoke(cli, ["project", str(path), "--hardware", "this-machine", "--storage-from", str(f)])
     assert res.exit_code != 0 and "not the output of lsm-gnn bench storage" in str(res.exception)
+    f.write_text("[1, 2]")
+    with pytest.raises(DataError, match=r"bench.json: the storage benchmark \(expected a JSON object, found list\)"):
+        storage_sets(f)
 
 
 def test_repeat_records_are_averaged_and_must_be_the_same_run(tmp_path):

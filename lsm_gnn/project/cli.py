@@ -64,18 +64,13 @@ def storage_sets(bench_path) -> list[str]:
     """Profile overrides from a `lsm-gnn bench storage --output` file of the same machine: fio's
     random 4 KiB IOPS (QD32), sequential bandwidth, QD1 latency and the page cache's work per fault,
     and the mmap loader's measured cost per fault. What was not measured keeps the profile's value."""
+    from lsm_gnn.project.counts import read_json_object
     from lsm_gnn.utils.errors import DataError
 
-    try:
-        obj = json.loads(Path(bench_path).read_text())
-    except OSError as e:
-        raise DataError(bench_path, f"cannot read the storage benchmark: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise DataError(bench_path, f"not JSON: {e}") from None
-    if not isinstance(obj, dict) or obj.get("benchmark") != "storage" or not isinstance(obj.get("fio"), dict):
+    obj = read_json_object(bench_path, "the storage benchmark")
+    if obj.get("benchmark") != "storage" or not isinstance(obj.get("fio"), dict):
         raise DataError(bench_path, "not the output of lsm-gnn bench storage",
-                        expected='{"benchmark": "storage", "fio": {...}}',
-                        found=f"benchmark = {obj.get('benchmark') if isinstance(obj, dict) else type(obj).__name__!r}")
+                        expected='{"benchmark": "storage", "fio": {...}}', found=f"benchmark = {obj.get('benchmark')!r}")
     fio, fault = obj["fio"], obj.get("fault") or {}
     sets = []
     if (fio.get("random") or {}).get("available"):

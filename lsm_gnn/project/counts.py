@@ -77,18 +77,24 @@ class Counts:
         return d
 
 
+def read_json_object(path: str | os.PathLike, what: str) -> dict:
+    """The JSON object in `path`; a DataError naming the file (and `what` it should hold) otherwise."""
+    try:
+        obj = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise DataError(path, f"cannot read {what}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise DataError(path, f"not JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise DataError(path, what, expected="a JSON object", found=type(obj).__name__)
+    return obj
+
+
 def read_json_record(path: str | os.PathLike) -> dict:
     """A run record as JSON (schema-checked with lsm_gnn.records.validate_record)."""
     from lsm_gnn.records import validate_record
 
-    try:
-        rec = json.loads(Path(path).read_text())
-    except OSError as e:
-        raise DataError(path, f"cannot read run record: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise DataError(path, f"not JSON: {e}") from None
-    if not isinstance(rec, dict):
-        raise DataError(path, "a run record is a JSON object")
+    rec = read_json_object(path, "a run record")
     validate_record(rec, os.fspath(path))
     return rec
 

@@ -1,7 +1,7 @@
 """What one page fault of the mmap loader costs on this machine, measured the loader's way.
 
 P processes (the devices of a run) each gather batches of distinct random rows from the feature
-file through a numpy memmap with readahead off (MADV_RANDOM), under the page-cache cap
+file through the mmap system's own store (a numpy memmap, readahead off), under the page-cache cap
 (baselines.memcap, each process capped at `cap_fraction` of the file), all at once, as the mmap
 system's ranks do. Per process: the gather's seconds over the pages the kernel read for it
 (`/proc/self/io`), after a warm-up. fio's queue-depth-1 jobs give the device's latency; this adds
@@ -16,48 +16,56 @@ Used by `lsm-gnn bench storage` (the `fault.capped_mmap_s` figure) and, through 
 
 from __future__ import annotations
 
-import mmap
 import multiprocessing as mp
+import os
 import time
 
 import numpy as np
 
 from baselines.loaders import kernel_read_bytes
 from baselines.memcap import PageCacheCap
+from lsm_gnn.storage.mmap_store import PAGE
 
 
 def _one_process(args: tuple) -> dict:
-    path, num_rows, row_stride, batch, batches, warmup, budget, seed, start = args
-    raw = np.memmap(path, dtype=np.uint8, mode="r", shape=(num_rows * row_stride,))
-    raw._mmap.madvise(mmap.MADV_RANDOM)
-    rows = raw.reshape(num_rows, row_stride)
+    dataset, batch, batches, warmup, budget, seed, start = args
+    from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.storage.open import open_feature_store
+
+    lay = Dataset(dataset).features()
+    store = open_feature_store(lay, "mmap", advice="random")  # the mmap system's store, readahead off
     rng = np.random.default_rng(seed)
     seconds, faults = 0.0, 0
-    with PageCacheCap(budget, path) as cap:
+    with PageCacheCap(budget, lay.path) as cap:
         capped = cap.active
         while time.time() < start:  # every process starts gathering at the same moment
             time.sleep(0.001)
         for i in range(warmup + batches):
-            ids = np.unique(rng.integers(0, num_rows, batch))
-            cap.before_fetch(len(ids) * row_stride)
+            ids = np.unique(rng.integers(0, lay.num_rows, batch))
+            cap.before_fetch(len(ids) * lay.row_bytes)
             read0, t0 = kernel_read_bytes(), time.perf_counter()
-            out = np.take(rows, ids, axis=0)
+            out = store.read_rows(ids)
             t, read = time.perf_counter() - t0, kernel_read_bytes() - read0
             cap.after_fetch()
             del out
             if i >= warmup:
                 seconds += t
-                faults += -(-read // 4096)
+                faults += -(-read // PAGE)
+    store.close()
     return {"seconds": seconds, "faults": faults, "capped": capped}
 
 
-def capped_fault_seconds(path, num_rows: int, row_stride: int, *, processes: int = 2, batch: int = 4096,
-                         batches: int = 20, warmup: int = 5, cap_fraction: float = 0.1, seed: int = 0) -> dict:
-    """Seconds per page fault of `processes` capped mmap gathers running at once (see the module)."""
-    budget = int(cap_fraction * num_rows * row_stride)
+def capped_fault_seconds(dataset: str | os.PathLike, *, processes: int = 2, batch: int = 4096, batches: int = 20,
+                         warmup: int = 5, cap_fraction: float = 0.1, seed: int = 0) -> dict:
+    """Seconds per page fault of `processes` capped mmap gathers from `dataset`'s features running
+    at once (see the module)."""
+    from lsm_gnn.datasets.format import Dataset
+
+    lay = Dataset(dataset).features()
+    budget = int(cap_fraction * lay.file_bytes)
+    batch = min(batch, lay.num_rows)
     start = time.time() + 2.0  # after every process has started and set up its cap
-    jobs = [(str(path), num_rows, row_stride, batch, batches, warmup, budget, seed + p, start)
-            for p in range(processes)]
+    jobs = [(os.fspath(dataset), batch, batches, warmup, budget, seed + p, start) for p in range(processes)]
     with mp.get_context("spawn").Pool(processes) as pool:
         per = pool.map(_one_process, jobs)
     faults = sum(r["faults"] for r in per)

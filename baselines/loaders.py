@@ -23,8 +23,7 @@ import numpy as np
 
 from lsm_gnn.features import FeatureSource, StoreFeatureSource, device_memory
 from lsm_gnn.storage.base import IOCounters
-
-PAGE = 4096  # the kernel faults file pages in 4 KiB units
+from lsm_gnn.storage.mmap_store import PAGE  # the unit the kernel faults file pages in
 
 
 def kernel_read_bytes() -> int:

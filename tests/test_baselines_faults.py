@@ -1,16 +1,14 @@
 """The mmap loader's cost per page fault, measured its way (baselines.faults)."""
 
-import numpy as np
 import pytest
 
 from baselines.faults import capped_fault_seconds
 
 
-def test_capped_gathers_fault_and_count_every_process(tmp_path):
-    path = tmp_path / "f.bin"
-    np.random.default_rng(0).random((16384, 1024), dtype=np.float32).tofile(path)   # 64 MiB of 4 KiB rows
+def test_capped_gathers_fault_and_count_every_process(random_dataset):
+    ds = random_dataset(num_nodes=16384, avg_degree=2, dim=1024)   # 64 MiB of 4 KiB rows
     # 4 MiB of page cache per process (+ the cap's 16 MiB slack): most of every 2048-row gather faults
-    r = capped_fault_seconds(path, 16384, 4096, processes=2, batch=2048, batches=4, warmup=2, cap_fraction=1 / 16)
+    r = capped_fault_seconds(ds.root, processes=2, batch=2048, batches=4, warmup=2, cap_fraction=1 / 16)
     if not r["capped"]:
         pytest.skip("no writable memory cgroup here: the page cache is not capped")
     assert r["processes"] == 2 and len(r["per_process"]) == 2 and r["cap_bytes_per_process"] == 4 << 20

@@ -56,10 +56,6 @@ def load_profile_with(name: str, sets=()):
     return parse_profile(data, src)
 
 
-def prof_index(hardware: str) -> float | None:
-    return load_profile_with(hardware).cpu.index_s
-
-
 def storage_sets(bench_path) -> list[str]:
     """Profile overrides from a `lsm-gnn bench storage --output` file of the same machine: fio's
     random 4 KiB IOPS (QD32), sequential bandwidth, QD1 latency and the page cache's work per fault,
@@ -186,17 +182,17 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
         by_system.setdefault(c.system, []).append(c)
     counts = [merge_repeats(runs) for runs in by_system.values()]  # several records of a system: repeats
     prof = load_profile_with(hardware, sets)
+    index = {"now_s": cpu_index_s, "profile_s": prof.cpu.index_s, "factor": factor}
     apply_count_overrides(counts, count_sets)
     if validate_only:
         if nodes is not None:
             raise InputError("--validate compares with the measured epochs: it cannot be combined with --scale-nodes")
-        return {**validate(counts, prof, tolerance), "profile_overrides": list(sets),
-                "cpu_index": {"now_s": cpu_index_s, "profile_s": prof_index(hardware), "factor": factor}}
+        return {**validate(counts, prof, tolerance), "profile_overrides": list(sets), "cpu_index": index}
     if nodes is not None:
         scale_nodes(counts, nodes)
     projs = project_all(counts, prof)
     return {"profile": prof.name, "profile_overrides": list(sets), "count_overrides": list(count_sets),
-            "cpu_index": {"now_s": cpu_index_s, "profile_s": prof_index(hardware), "factor": factor},
+            "cpu_index": index,
             "scaled_to_nodes": nodes,
             "systems": {s: pr.as_dict() for s, pr in projs.items()}, "ratios": ratios(projs),
             "counts": {c.system: {k: v for k, v in c.as_dict().items() if k != "measured"} for c in counts}}

@@ -99,12 +99,12 @@ def read_json_record(path: str | os.PathLike) -> dict:
     return rec
 
 
-def _counted_iterations(rec: dict, source: str, epochs: list[int] | None = None) -> int:
-    """Timed iterations per worker of `epochs` (default: all) in the record's timing window."""
+def _counted_iterations(rec: dict, source: str, epochs: list[int]) -> int:
+    """Timed iterations per worker of `epochs` in the record's timing window."""
     win = rec["metrics"].get("time", {}).get("timing_window") or {}
     warm = int(win.get("warmup_iters") or 0)
     eps = rec.get("epochs") or []
-    n = sum(max(0, int(eps[i].get("iterations", 0)) - warm) for i in (range(len(eps)) if epochs is None else epochs))
+    n = sum(max(0, int(eps[i].get("iterations", 0)) - warm) for i in epochs)
     if n <= 0:
         raise DataError(source, "the record has no timed iterations to count over "
                                 "(epochs[].iterations minus timing_window.warmup_iters)")

@@ -140,6 +140,13 @@ def _storage(c: Counts, p: Profile, ios: float, nbytes: float, qd: int, name="st
     return Stage(name, t, "ssd", f)
 
 
+def _measured_fault(c: Counts, p: Profile) -> bool:
+    """Whether the profile's loader-measured fault (`storage.fault_s`) applies: it was measured with
+    as many processes faulting at once as this run has workers faulting on the same SSDs."""
+    faulting = c.workers if p.storage.shared else 1
+    return p.storage.fault_s is not None and p.storage.fault_processes == faulting
+
+
 def _faults(c: Counts, p: Profile, faults: float) -> Stage:
     """Synchronous page faults: one read in flight per worker. Each waits for its own read and for
     the reads the other workers on the same SSDs have queued ahead of it, one per worker, each
@@ -148,8 +155,7 @@ def _faults(c: Counts, p: Profile, faults: float) -> Stage:
     st = p.storage
     n = st.ssds_per_device
     faulting = c.workers if st.shared else 1
-    if st.fault_s is not None and st.fault_processes == faulting:
-        # measured the loader's way with as many processes faulting at once: page cache work included
+    if _measured_fault(c, p):  # page cache work included
         return Stage("faults", faults * st.fault_s, "ssd",
                      f"faults {_fmt(faults)} x {_fmt(st.fault_s)} s (measured with {faulting} processes faulting)")
     others = faulting - 1
@@ -309,8 +315,7 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
         faults = c.storage_bytes / PAGE
         st = _faults(c, p, faults)
         demand["ssd"] = _ssd_floor(c, p, faults, c.storage_bytes)
-        measured = p.storage.fault_s is not None and "measured" in st.formula
-        cpu_s = 0.0 if measured else p.cpu.fault_cpu_s  # a measured fault includes the page cache's work
+        cpu_s = 0.0 if _measured_fault(c, p) else p.cpu.fault_cpu_s  # a measured fault includes it
         fc = _cpu("fault_cpu", faults * cpu_s, f"faults {_fmt(faults)} x {_fmt(cpu_s)} s")
         fetch = [st, fc, _gather(c, p, c.rows)]
         if gpu:

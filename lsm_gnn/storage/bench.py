@@ -245,8 +245,7 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
         from baselines.faults import capped_fault_seconds
 
         drop()
-        capped = capped_fault_seconds(path, lay.num_rows, lay.row_stride, processes=fault_processes,
-                                      batch=min(fault_batch, lay.num_rows), seed=seed)
+        capped = capped_fault_seconds(dataset, processes=fault_processes, batch=fault_batch, seed=seed)
         drop()
     bar.close()
     r = ratios(results, fio_random, fio_seq, lay.num_rows)

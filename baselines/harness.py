@@ -10,6 +10,10 @@ Every system trains the same model with the same sampler settings and writes the
 (schema lsm_gnn/schemas/run_record.schema.json): epoch times (cold, steady), stage breakdown per
 iteration where the system has the stage, storage bytes, bytes over the network or between
 devices, accuracy, preprocessing time, and `time.first_epoch_s` = preprocessing + cold epoch.
+Each record also carries `cpu_index_s`: the CPU speed index (lsm_gnn/project/calibrate.py) measured
+just before the workers start and just after they end, alone on the machine, so that a projection
+can put its CPU figures at the speed the run had (a shared VM runs one command tens of % slower in
+one half hour than in the next).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +79,16 @@ def run_system(system: str, cfg: RunConfig, *, devices: int = 1, machines: int =
     return rec
 
 
+@contextmanager
+def cpu_speed_around():
+    """The CPU speed index before and after the block (`{"before": s, "after": s}`, filled in place)."""
+    from lsm_gnn.project.calibrate import cpu_index_seconds
+
+    speed = {"before": cpu_index_seconds()}
+    yield speed
+    speed["after"] = cpu_index_seconds()
+
+
 def _run_lsm_family(system: str, cfg: RunConfig, devices: int, progress: bool) -> dict:
     from lsm_gnn.datasets.format import Dataset
     from lsm_gnn.multidevice.launch import run_multi_device
@@ -95,7 +110,9 @@ def _run_lsm_family(system: str, cfg: RunConfig, devices: int, progress: bool) -
         budget = cfg.baseline.page_cache_budget_bytes
         args = {"page_cache_budget": budget if budget is not None else lsm_memory_bytes(cfg, devices),
                 "cap": cfg.baseline.page_cache_cap}
-    rec = run_multi_device(scfg, worker=worker, worker_args=args, progress=progress)
+    with cpu_speed_around() as speed:
+        rec = run_multi_device(scfg, worker=worker, worker_args=args, progress=progress)
+    rec["metrics"]["cpu_index_s"] = speed
     rec["system"] = system  # its memory block is the one its feature sources state (mmap: the cap)
     t = rec["metrics"].setdefault("time", {})
     t["preprocessing_s"] = (t.get("preprocessing_s") or 0.0) + pre
@@ -125,10 +142,13 @@ def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progres
                 "pg_timeout_s": cfg.distributed.timeout_s, "die_at": b.fault_die_at or None}
         spec = ClusterSpec(machines=machines, trainers=trainers, servers=b.servers, samplers=b.samplers,
                            network=b.network, timeout_s=b.timeout_s)
-        t0 = time.perf_counter()
-        res = run_cluster(spec, info.part_config, info.graph_name, args, work / "cluster", progress=progress)
-        wall = time.perf_counter() - t0
-        return distdgl_record(cfg, info, spec, res.trainer_metrics, wall)
+        with cpu_speed_around() as speed:
+            t0 = time.perf_counter()
+            res = run_cluster(spec, info.part_config, info.graph_name, args, work / "cluster", progress=progress)
+            wall = time.perf_counter() - t0
+        rec = distdgl_record(cfg, info, spec, res.trainer_metrics, wall)
+        rec["metrics"]["cpu_index_s"] = speed
+        return rec
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -196,6 +216,7 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
                     "network_bytes_over_epochs": measured_epochs if net is not None else None,
                     "partition": info.as_dict(), "part_ids": [m["part_id"] for m in metrics],
                     "train_nodes_per_trainer": [m["num_train_nids"] for m in metrics],
+                    "trainer_threads": metrics[0].get("threads"),
                     "stage_map": {"sample": "DistNodeDataLoader (RPC sampling)",
                                   "exchange_rows": "DistTensor pull of features and labels (KVStore)",
                                   "train": "forward, backward, DDP all-reduce, Adam",

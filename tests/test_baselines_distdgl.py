@@ -38,8 +38,12 @@ def _shm():
     return {n for n in os.listdir("/dev/shm") if not n.startswith(("psm_", "sem.mp-"))}
 
 
-def test_one_machine_run_through_harness_validates(random_dataset, tmp_path):
+def test_one_machine_run_through_harness_validates(random_dataset, tmp_path, monkeypatch):
     from baselines.harness import run_system
+    from lsm_gnn.utils.threads import THREAD_VARS
+
+    for k in THREAD_VARS:  # as Snakemake exports them for a 2-thread job: the cluster must not inherit them
+        monkeypatch.setenv(k, "2")
 
     ds = random_dataset(num_nodes=1500, dim=32)
     before = _shm()
@@ -55,6 +59,9 @@ def test_one_machine_run_through_harness_validates(random_dataset, tmp_path):
     assert m["traffic"]["network_bytes"] >= 0  # one machine: nothing needs to cross the network
     assert 0.0 <= m["accuracy"]["val"] <= 1.0
     assert _shm() - before == set()  # nothing the run created is left
+    assert m["distdgl"]["trainer_threads"] == {"torch": 1, "env": {k: "1" for k in THREAD_VARS}}
+    speed = m["cpu_index_s"]  # the CPU speed index around the cluster's run, for the projection
+    assert speed["before"] > 0 and speed["after"] > 0
 
 
 def test_two_machines_train_on_their_own_partitions_and_clean_up(random_dataset, tmp_path):

@@ -119,3 +119,4 @@ def test_plain_loader_records_validate(random_dataset, tmp_path):
     assert rec["system"] == "mmap" and m["page_cache_cap"]["dropped_before_run"]
     assert m["time"]["epoch_steady_s"] > 0 and m["time"]["first_epoch_s"] >= m["time"]["epoch_cold_s"]
     assert m["time"]["per_iteration"]["fetch_storage"] > 0
+    assert m["cpu_index_s"]["before"] > 0 and m["cpu_index_s"]["after"] > 0  # the CPU speed around the run

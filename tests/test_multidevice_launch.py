@@ -132,3 +132,22 @@ def test_shared_cache_on_gpus_makes_the_cpu_runs_decisions(setup):
     assert gpu["metrics"]["multidevice"]["backend"] == "nccl"
     assert gpu["metrics"]["rows"] == cpu["metrics"]["rows"]
     assert gpu["metrics"]["traffic"]["device_exchange_bytes"] == cpu["metrics"]["traffic"]["device_exchange_bytes"]
+
+
+def test_ranks_get_the_thread_counts_of_the_config_not_the_callers(setup, monkeypatch):
+    """Snakemake exports MKL_NUM_THREADS & co. at a job's thread count; the ranks must not inherit
+    them (on the VM, MKL_NUM_THREADS=2 made the same Dist-DGL run 40 % slower). The caller's values
+    come back after the start."""
+    from lsm_gnn.multidevice.spawn import run_ranks
+    from lsm_gnn.utils.threads import THREAD_VARS
+
+    ds, _, _ = setup
+    for k in THREAD_VARS:
+        monkeypatch.setenv(k, "7")
+    results, failure, _ = run_ranks(cfg_for(ds, "shared"), "threads_probe:report", {})
+    assert failure is None
+    for res in results:
+        assert res["env"] == {k: "1" for k in THREAD_VARS} and res["torch"] == 1
+    import os
+
+    assert all(os.environ[k] == "7" for k in THREAD_VARS)

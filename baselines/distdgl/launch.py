@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lsm_gnn.utils.errors import DistributedError, InputError
+from lsm_gnn.utils.threads import thread_env
 
 SUBNET = "10.200.0"
 SERVER_PORT = 30050
@@ -208,18 +209,22 @@ class EmulatedCluster:
         common = {**base, "DGLBACKEND": "pytorch", "DGL_NUM_SAMPLER": str(spec.samplers),
                   "DGL_NUM_CLIENT": str(tot_clients), "DGL_CONF_PATH": str(part_config),
                   "DGL_IP_CONFIG": str(ip_config), "DGL_NUM_SERVER": str(spec.servers),
-                  "DGL_GRAPH_FORMAT": "csc", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+                  "DGL_GRAPH_FORMAT": "csc", "PYTHONUNBUFFERED": "1"}
         entry = [sys.executable, "-m", "baselines.distdgl.trainer", str(args_path)]
+        # servers sample on one thread; the native libraries of every process get the thread count
+        # its torch runs with, whatever the caller's environment says (lsm_gnn/utils/threads.py)
+        trainer_threads = int(trainer_args.get("threads") or 1)
         for m in range(spec.machines):
             for s in range(spec.servers):
-                env = {**common, "DGL_ROLE": "server", "DGL_SERVER_ID": str(m * spec.servers + s),
-                       "DGL_KEEP_ALIVE": "0"}
+                env = {**common, **thread_env(1), "DGL_ROLE": "server",
+                       "DGL_SERVER_ID": str(m * spec.servers + s), "DGL_KEEP_ALIVE": "0"}
                 self._start(f"server-m{m}-s{s}", m, env, entry)
         trainers = []
         for m in range(spec.machines):
             for t in range(spec.trainers):
                 rank = m * spec.trainers + t
-                env = {**common, "DGL_DIST_MODE": "distributed", "DGL_ROLE": "client", "DGL_GROUP_ID": "0",
+                env = {**common, **thread_env(trainer_threads), "DGL_DIST_MODE": "distributed",
+                       "DGL_ROLE": "client", "DGL_GROUP_ID": "0",
                        "RANK": str(rank), "LOCAL_RANK": str(t), "WORLD_SIZE": str(spec.world_size),
                        "MASTER_ADDR": master[0], "MASTER_PORT": str(master[1]),
                        "LSM_MACHINE_ID": str(m)}

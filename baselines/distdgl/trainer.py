@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from lsm_gnn.utils.threads import THREAD_VARS
+
 if os.environ.get("FAKE_MACHINE_ID") is not None:
     # Loopback emulation: every ip_config line is 127.0.0.1, so DGL would call every trainer
     # machine 0. Patched at import time, before `initialize` connects to the servers.
@@ -162,7 +164,8 @@ def train(args: dict) -> None:
            "warmup_iters": warmup, "timed_iters": int(timed) if timed else None, "planned_iters": planned,
            "iterations": iters, "epoch_walls": epoch_walls, "losses": losses,
            "net_start": net_start, "net_end": net_end, "accuracy": acc,
-           "startup": {"initialize_s": t_init - t0, "setup_s": t_ready - t_init}}
+           "startup": {"initialize_s": t_init - t0, "setup_s": t_ready - t_init},
+           "threads": {"torch": torch.get_num_threads(), "env": {k: os.environ.get(k) for k in THREAD_VARS}}}
     mdir = Path(args["metrics_dir"])
     tmp = mdir / f".rank{rank}.json.partial"
     tmp.write_text(json.dumps(out))

@@ -28,6 +28,7 @@ from lsm_gnn.multidevice.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LI
 from lsm_gnn.multidevice.workers import resolve_worker
 from lsm_gnn.utils.atomic import write_json
 from lsm_gnn.utils.errors import DistributedError
+from lsm_gnn.utils.threads import pinned_thread_env
 
 POLL_S = 0.2
 TERMINATE_GRACE_S = 5.0
@@ -45,7 +46,7 @@ def rank_main(rank, world_size, cfg_dict, worker, worker_args, init_method, stam
         import torch.distributed as dist
 
         cfg = parse_config(cfg_dict)
-        torch.set_num_threads(cfg.train.threads or max(1, (os.cpu_count() or 1) // world_size))
+        torch.set_num_threads(rank_threads(cfg, world_size))
         init_process_group(cfg, rank, world_size, init_method)
         hb.beat(STARTING)
         result = resolve_worker(worker)(cfg, rank, world_size, hb, worker_args)
@@ -65,6 +66,11 @@ def rank_main(rank, world_size, cfg_dict, worker, worker_args, init_method, stam
         os._exit(1)  # skip atexit/destructors that could wait on dead peers
 
 
+def rank_threads(cfg: RunConfig, world_size: int) -> int:
+    """Threads of one rank: train.threads, else the cores shared evenly among the ranks."""
+    return cfg.train.threads or max(1, (os.cpu_count() or 1) // world_size)
+
+
 # ---- the parent ------------------------------------------------------------------------------------
 def run_ranks(cfg: RunConfig, worker: str, worker_args: dict) -> tuple[list[dict] | None, dict | None, float]:
     """Spawn the ranks, watch them to the end: (every rank's result, None, wall seconds) or
@@ -82,12 +88,14 @@ def run_ranks(cfg: RunConfig, worker: str, worker_args: dict) -> tuple[list[dict
     procs = []
     t_start = time.perf_counter()
     try:
-        for r in range(G):
-            p = ctx.Process(target=rank_main, name=f"lsm-gnn-rank-{r}",
-                            args=(r, G, config_to_dict(cfg), worker, worker_args, init_method,
-                                  stamps, phases, str(outdir)))
-            p.start()
-            procs.append(p)
+        # the native libraries' thread counts as torch's in the rank, whatever the caller set
+        with pinned_thread_env(rank_threads(cfg, G)):
+            for r in range(G):
+                p = ctx.Process(target=rank_main, name=f"lsm-gnn-rank-{r}",
+                                args=(r, G, config_to_dict(cfg), worker, worker_args, init_method,
+                                      stamps, phases, str(outdir)))
+                p.start()
+                procs.append(p)
         failure = _watch(procs, stamps, phases, outdir, cfg.distributed.timeout_s)
         wall = time.perf_counter() - t_start
         results = None

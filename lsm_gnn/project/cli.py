@@ -142,10 +142,11 @@ def _validation_text(res: dict) -> str:
     over = res.get("profile_overrides") or []
     ci = res.get("cpu_index") or {}
     lines = [f"validation on profile {res['profile']}: projected vs measured steady epoch (tolerance {res['tolerance']:.0%})"]
-    if ci.get("now_s") is not None:
+    if ci.get("systems"):
         ref = "n/a" if ci.get("profile_s") is None else f"{1e3 * ci['profile_s']:.2f} ms"
-        lines.append(f"  CPU index now {1e3 * ci['now_s']:.2f} ms, with the profile's figures {ref}: "
-                     f"CPU figures x{ci['factor']:.3f}")
+        per = ", ".join(f"{s} {1e3 * v['index_s']:.1f} ms ({v['from']}) x{v['factor']:.3f}"
+                        for s, v in ci["systems"].items())
+        lines.append(f"  CPU speed index with the profile's figures {ref}; the runs': {per}")
     if over:
         lines.append("  with " + ", ".join(over))
     lines.append(f"  {'system':9s} {'projected':>10s} {'measured':>10s} {'error':>8s}  bottleneck")
@@ -164,34 +165,43 @@ def _validation_text(res: dict) -> str:
 
 def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int | None = None,
                    validate_only: bool = False, tolerance: float = 0.20, storage_from=None,
-                   cpu_index_s: float | None = None) -> dict:
-    """`cpu_index_s`: the CPU speed index measured now (lsm_gnn.project.calibrate): the profile's
-    CPU figures are scaled to it when the profile states its own."""
-    from lsm_gnn.project.calibrate import speed_sets
+                   calibrate_cpu: bool = False, cpu_index_s: float | None = None) -> dict:
+    """`calibrate_cpu`: put a CPU-only profile's CPU figures at the speed of each system's runs: the
+    CPU speed index its records carry (measured around each run, baselines.harness), else the index
+    now (`cpu_index_s`, measured here when not given; lsm_gnn.project.calibrate)."""
+    from lsm_gnn.project.calibrate import cpu_index_seconds, speed_sets
     from lsm_gnn.project.counts import load_counts, merge_repeats
     from lsm_gnn.project.model import project_all, ratios, validate
 
-    measured = storage_sets(storage_from) if storage_from else []
-    speed, factor = [], 1.0
-    if cpu_index_s is not None:
-        given = {item.partition("=")[0] for item in [*measured, *sets]}
-        speed, factor = speed_sets(load_profile_with(hardware), cpu_index_s, skip=given)
-    sets = [*speed, *measured, *sets]  # an explicit --set wins over the benchmark and the index
+    fixed = [*(storage_sets(storage_from) if storage_from else []), *sets]  # an explicit --set wins
     by_system: dict = {}
     for c in (load_counts(p) for p in _record_paths(paths)):
         by_system.setdefault(c.system, []).append(c)
     counts = [merge_repeats(runs) for runs in by_system.values()]  # several records of a system: repeats
-    prof = load_profile_with(hardware, sets)
-    index = {"now_s": cpu_index_s, "profile_s": prof.cpu.index_s, "factor": factor}
     apply_count_overrides(counts, count_sets)
+    raw = load_profile_with(hardware)
+    prof = load_profile_with(hardware, fixed)
+    profiles, index = {}, {"profile_s": raw.cpu.index_s, "now_s": None, "systems": {}}
+    if calibrate_cpu or cpu_index_s is not None:
+        given = {item.partition("=")[0] for item in fixed}
+        for c in counts:
+            own = (c.measured or {}).get("cpu_index_s")
+            if own is None and cpu_index_s is None:
+                cpu_index_s = cpu_index_seconds()
+            at = own if own is not None else cpu_index_s
+            speed, factor = speed_sets(raw, at, skip=given)
+            profiles[c.system] = load_profile_with(hardware, [*speed, *fixed]) if speed else prof
+            index["systems"][c.system] = {"index_s": at, "factor": factor, "from": "records" if own is not None else "now"}
+        index["now_s"] = cpu_index_s
+    chosen = {c.system: profiles.get(c.system, prof) for c in counts}
     if validate_only:
         if nodes is not None:
             raise InputError("--validate compares with the measured epochs: it cannot be combined with --scale-nodes")
-        return {**validate(counts, prof, tolerance), "profile_overrides": list(sets), "cpu_index": index}
+        return {**validate(counts, chosen, tolerance), "profile_overrides": list(fixed), "cpu_index": index}
     if nodes is not None:
         scale_nodes(counts, nodes)
-    projs = project_all(counts, prof)
-    return {"profile": prof.name, "profile_overrides": list(sets), "count_overrides": list(count_sets),
+    projs = project_all(counts, chosen)
+    return {"profile": prof.name, "profile_overrides": list(fixed), "count_overrides": list(count_sets),
             "cpu_index": index,
             "scaled_to_nodes": nodes,
             "systems": {s: pr.as_dict() for s, pr in projs.items()}, "ratios": ratios(projs),
@@ -208,8 +218,9 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
               help="Take the SSD's IOPS, bandwidth, QD1 latency and the page cache's cost per fault from "
                    "a `lsm-gnn bench storage --output` file (this machine, measured in the same run).")
 @click.option("--calibrate-cpu", "calibrate_cpu", is_flag=True,
-              help="Measure the CPU speed index now and scale a CPU-only profile's CPU figures from the index "
-                   "stated with them (cpu.index_s) to this moment's (lsm_gnn/project/calibrate.py).")
+              help="Scale a CPU-only profile's CPU figures from the CPU speed index stated with them (cpu.index_s) "
+                   "to the index each system's records measured around their runs, or for records without "
+                   "one to the index measured now (lsm_gnn/project/calibrate.py).")
 @click.option("--counts", "count_sets", multiple=True, metavar="SYSTEM.FIELD=VALUE",
               help="Override a per-iteration count of one system, e.g. lsm.storage_rows=19500.")
 @click.option("--scale-nodes", "nodes", type=click.IntRange(min=1), default=None,
@@ -221,14 +232,9 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
 def project_cmd(records, hardware, sets, storage_from, calibrate_cpu, count_sets, nodes, validate_only, tolerance,
                 as_json):
     """Project epoch time per system from run records' counts onto a hardware profile."""
-    index = None
-    if calibrate_cpu:
-        from lsm_gnn.project.calibrate import cpu_index_seconds
-
-        index = cpu_index_seconds()
     res = run_projection(records, hardware, sets=sets, count_sets=count_sets, nodes=nodes,
                          validate_only=validate_only, tolerance=tolerance, storage_from=storage_from,
-                         cpu_index_s=index)
+                         calibrate_cpu=calibrate_cpu)
     if as_json:
         click.echo(json.dumps(res, indent=2))
     else:

@@ -130,6 +130,14 @@ def _steady_shares(rec: dict) -> tuple[list[int], dict]:
     return steady, shares
 
 
+def _run_cpu_index(metrics: dict) -> float | None:
+    """The CPU speed index of the run: the mean of the one before the workers started and the one
+    after they ended (baselines.harness); None in records without it."""
+    ci = metrics.get("cpu_index_s") or {}
+    vals = [ci.get("before"), ci.get("after")]
+    return None if None in vals else (vals[0] + vals[1]) / 2
+
+
 def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
     """The per-worker, per-iteration counts of a complete training record of any system."""
     if rec.get("status") != "complete":
@@ -158,7 +166,8 @@ def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
     c.measured = {"epoch_steady_s": t.get("epoch_steady_s"), "epoch_cold_s": t.get("epoch_cold_s"),
                   "per_iteration": dict(t.get("per_iteration") or {}),
                   "per_iteration_wall": t.get("per_iteration_wall"),
-                  "preprocessing_s": t.get("preprocessing_s"), "first_epoch_s": t.get("first_epoch_s")}
+                  "preprocessing_s": t.get("preprocessing_s"), "first_epoch_s": t.get("first_epoch_s"),
+                  "cpu_index_s": _run_cpu_index(m)}
     if c.iterations_per_epoch <= 0:
         raise DataError(source, "metrics.time.timing_window.iterations_per_epoch is missing")
 
@@ -248,4 +257,6 @@ def merge_repeats(runs: list[Counts]) -> Counts:
     merged.measured = dict(first.measured)
     merged.measured["runs_epoch_steady_s"] = times
     merged.measured["epoch_steady_s"] = None if None in times else sum(times) / len(times)
+    speeds = [c.measured.get("cpu_index_s") for c in runs]
+    merged.measured["cpu_index_s"] = None if None in speeds else sum(speeds) / len(speeds)
     return merged

@@ -48,11 +48,17 @@ def pct(v):
 
 
 # ---- validation and the paper's setting ------------------------------------------------------------
-rows = ["| system | measured steady epoch (s), mean of the runs | the runs (s) | projected (s) | error | bottleneck |",
-        "|---|---|---|---|---|---|"]
+speed = (valid.get("cpu_index") or {}).get("systems") or {}
+rows = ["| system | measured steady epoch (s), mean of the runs | the runs (s) | CPU speed index of the runs (ms): "
+        "CPU figures x | projected (s) | error | bottleneck |",
+        "|---|---|---|---|---|---|---|"]
 for name, s in sorted(valid["systems"].items()):
     runs = ", ".join(fmt(x, ".1f") for x in s.get("measured_runs_s") or [])
-    rows.append(f"| {name} | {fmt(s.get('measured_epoch_s'), '.1f')} | {runs} | {fmt(s.get('projected_epoch_s'), '.1f')} | "
+    ci = speed.get(name)
+    ci_txt = "not scaled" if ci is None else \
+        f"{1e3 * ci['index_s']:.1f}{'' if ci['from'] == 'records' else ' (now)'}: x{ci['factor']:.2f}"
+    rows.append(f"| {name} | {fmt(s.get('measured_epoch_s'), '.1f')} | {runs} | {ci_txt} | "
+                f"{fmt(s.get('projected_epoch_s'), '.1f')} | "
                 f"{pct(s.get('error'))} | {s.get('bottleneck', '')} ({s.get('bottleneck_stage', '')}) |")
 ratios = paper.get("ratios", {})
 p_rows = ["| system | projected steady epoch on the paper's setting (s) | per iteration (ms) | bottleneck |",
@@ -138,7 +144,10 @@ and peer rows, exchange and network bytes) into stage times on a hardware profil
 with each system's overlap rules (docs/projection.md). **Validation on this machine** (profile
 `this-machine`, the baseline records above{measured_here}; tolerance {100 * valid['tolerance']:.0f} %):
 largest error {fmt(None if max_err is None else 100 * max_err, '.1f')} %, {'within' if valid.get('ok') else
-'NOT within'} the tolerance. Dist-DGL's two software constants (KVStore cost per row, RPC sampling
+'NOT within'} the tolerance. The profile's CPU figures were measured at a CPU speed index of
+{fmt(None if (valid.get('cpu_index') or {}).get('profile_s') is None else 1e3 * valid['cpu_index']['profile_s'], '.1f')} ms;
+each system's are scaled to the index its runs measured just before and after their workers ran
+(a shared VM runs one command tens of % slower in one half hour than in the next). Dist-DGL's two software constants (KVStore cost per row, RPC sampling
 rate) are fitted to an earlier run of this matrix, so its line checks how the stages combine and
 that a repeat run agrees, not the constants.
 

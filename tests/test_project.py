@@ -221,9 +221,13 @@ def test_cpu_profile_shares_cores():
     k = 2 * (1 + 0.0155 / longest + 0.001 / longest + 1e-5 / longest) / 2
     assert pr.contention == pytest.approx(k)
     assert pr.lanes["train"]["seconds"] == pytest.approx(k * longest)
-    # fetch: the CPU parts stretched, the reads not: cache + wait (10 ms of reads - the hit copy,
-    # 0.9 ms stretched) + exchange + reorder
-    assert pr.lanes["fetch"]["seconds"] == pytest.approx(k * 0.010 + (0.010 - k * 0.0009) + k * 0.005 + k * 0.0005)
+    # fetch: the CPU parts stretched, the reads not: cache + wait (the 2 workers' reads in step on the
+    # shared disk: 2 x 1000 / 1e5 IOPS = 20 ms, - the hit copy, 0.9 ms stretched) + exchange + reorder
+    assert pr.lanes["fetch"]["seconds"] == pytest.approx(k * 0.010 + (0.020 - k * 0.0009) + k * 0.005 + k * 0.0005)
+    assert pr.stages["storage_wait.storage"]["seconds"] == pytest.approx(0.020)
+    # per-device SSDs: each worker has its own, its reads alone: 10 ms
+    own = parse_profile({**copy.deepcopy(CPU), "storage": {**CPU["storage"], "shared": False}}, "own.yaml")
+    assert project(lsm_counts(), own).stages["storage_wait.storage"]["seconds"] == pytest.approx(0.010)
     assert pr.iteration_s == pytest.approx(k * longest) and pr.bottleneck_stage == "train"
     # every worker's reads go through the one shared disk
     assert pr.floors["ssd"]["seconds"] == pytest.approx(2 * 1000 / 1e5)

@@ -179,9 +179,8 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
         by_system.setdefault(c.system, []).append(c)
     counts = [merge_repeats(runs) for runs in by_system.values()]  # several records of a system: repeats
     apply_count_overrides(counts, count_sets)
-    raw = load_profile_with(hardware)
     prof = load_profile_with(hardware, fixed)
-    profiles, index = {}, {"profile_s": raw.cpu.index_s, "now_s": None, "systems": {}}
+    profiles, index = {}, {"profile_s": prof.cpu.index_s, "now_s": None, "systems": {}}
     if calibrate_cpu or cpu_index_s is not None:
         given = {item.partition("=")[0] for item in fixed}
         for c in counts:
@@ -189,7 +188,7 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
             if own is None and cpu_index_s is None:
                 cpu_index_s = cpu_index_seconds()
             at = own if own is not None else cpu_index_s
-            speed, factor = speed_sets(raw, at, skip=given)
+            speed, factor = speed_sets(prof, at, skip=given)
             profiles[c.system] = load_profile_with(hardware, [*speed, *fixed]) if speed else prof
             index["systems"][c.system] = {"index_s": at, "factor": factor, "from": "records" if own is not None else "now"}
         index["now_s"] = cpu_index_s

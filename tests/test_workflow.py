@@ -38,6 +38,7 @@ SMALL = [
     "train_epochs=2", "train_hidden=16", "train_warmup=1", "train_timed=2",
     "multidevice_batches=4", "multidevice_warmup=1", "multidevice_train_warmup=1", "multidevice_train_iters=2",
     "baselines_warmup=1", "baselines_timed=2", "baselines_cache=[0.2]", "baselines_systems=[lsm,mmap]",
+    "baselines_repeats=2",
 ]
 # The timed rules claim both cores so that timed runs never overlap; here nothing is compared, so
 # two of them may share the machine.
@@ -128,7 +129,7 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     assert all(r["cache_rows_per_iteration_rows"] > 0 for r in sim["results"])
     summary = (tmp_path / "results/ogbn-papers100M/baselines/summary.csv").read_text()
     assert "cache_rows_per_iteration_rows" in summary and "distdgl" in summary and "direct" not in summary
-    # every baseline ran twice (baselines_repeats): one row per configuration, the mean of its runs
+    # every baseline ran twice (baselines_repeats=2): one row per configuration, the mean of its runs
     import pandas as pd
 
     table = pd.read_csv(tmp_path / "results/ogbn-papers100M/baselines/summary.csv")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from pathlib import Path
 
 import click
@@ -142,11 +143,11 @@ def _validation_text(res: dict) -> str:
     over = res.get("profile_overrides") or []
     ci = res.get("cpu_index") or {}
     lines = [f"validation on profile {res['profile']}: projected vs measured steady epoch (tolerance {res['tolerance']:.0%})"]
-    if ci.get("systems"):
+    if ci.get("runs_s") is not None:
         ref = "n/a" if ci.get("profile_s") is None else f"{1e3 * ci['profile_s']:.2f} ms"
-        per = ", ".join(f"{s} {1e3 * v['index_s']:.1f} ms ({v['from']}) x{v['factor']:.3f}"
-                        for s, v in ci["systems"].items())
-        lines.append(f"  CPU speed index with the profile's figures {ref}; the runs': {per}")
+        where = f"the median of {ci['samples']} measured around the runs" if ci["from"] == "records" else "now"
+        lines.append(f"  CPU speed index {1e3 * ci['runs_s']:.2f} ms ({where}), with the profile's figures {ref}: "
+                     f"CPU figures x{ci['factor']:.3f}")
     if over:
         lines.append("  with " + ", ".join(over))
     lines.append(f"  {'system':9s} {'projected':>10s} {'measured':>10s} {'error':>8s}  bottleneck")
@@ -166,40 +167,43 @@ def _validation_text(res: dict) -> str:
 def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int | None = None,
                    validate_only: bool = False, tolerance: float = 0.20, storage_from=None,
                    calibrate_cpu: bool = False, cpu_index_s: float | None = None) -> dict:
-    """`calibrate_cpu`: put a CPU-only profile's CPU figures at the speed of each system's runs: the
-    CPU speed index its records carry (measured around each run, baselines.harness), else the index
-    now (`cpu_index_s`, measured here when not given; lsm_gnn.project.calibrate)."""
+    """`calibrate_cpu`: put a CPU-only profile's CPU figures at the speed the runs had: the median of
+    the CPU speed indexes the records carry (measured before and after each run, baselines.harness),
+    or, when a record has none, the index now (`cpu_index_s`, measured here when not given;
+    lsm_gnn.project.calibrate). One index for all the records, not one per run: on the VM the index
+    of a run did not follow its time (the correlation over 24 runs of the matrix was -0.6 to +0.4
+    per system), while the median over a matrix follows the VM's speed over its quarter hour."""
     from lsm_gnn.project.calibrate import cpu_index_seconds, speed_sets
     from lsm_gnn.project.counts import load_counts, merge_repeats
     from lsm_gnn.project.model import project_all, ratios, validate
 
     fixed = [*(storage_sets(storage_from) if storage_from else []), *sets]  # an explicit --set wins
+    loaded = [load_counts(p) for p in _record_paths(paths)]
     by_system: dict = {}
-    for c in (load_counts(p) for p in _record_paths(paths)):
+    for c in loaded:
         by_system.setdefault(c.system, []).append(c)
     counts = [merge_repeats(runs) for runs in by_system.values()]  # several records of a system: repeats
     apply_count_overrides(counts, count_sets)
     prof = load_profile_with(hardware, fixed)
-    profiles, index = {}, {"profile_s": prof.cpu.index_s, "now_s": None, "systems": {}}
+    index = {"profile_s": prof.cpu.index_s, "runs_s": None, "samples": 0, "factor": 1.0, "from": None}
     if calibrate_cpu or cpu_index_s is not None:
-        given = {item.partition("=")[0] for item in fixed}
-        for c in counts:
-            own = (c.measured or {}).get("cpu_index_s")
-            if own is None and cpu_index_s is None:
-                cpu_index_s = cpu_index_seconds()
-            at = own if own is not None else cpu_index_s
-            speed, factor = speed_sets(prof, at, skip=given)
-            profiles[c.system] = load_profile_with(hardware, [*speed, *fixed]) if speed else prof
-            index["systems"][c.system] = {"index_s": at, "factor": factor, "from": "records" if own is not None else "now"}
-        index["now_s"] = cpu_index_s
-    chosen = {c.system: profiles.get(c.system, prof) for c in counts}
+        per_run = [c.measured.get("cpu_index_s") or [] for c in loaded]
+        samples = [x for run in per_run for x in run]
+        if all(per_run):
+            at, src = statistics.median(samples), "records"
+        else:  # some record without its own: the speed now
+            at, src = (cpu_index_s if cpu_index_s is not None else cpu_index_seconds()), "now"
+        speed, factor = speed_sets(prof, at, skip={item.partition("=")[0] for item in fixed})
+        prof = load_profile_with(hardware, [*speed, *fixed])
+        index = {**index, "runs_s": at, "samples": len(samples) if src == "records" else 1, "factor": factor,
+                 "from": src}
     if validate_only:
         if nodes is not None:
             raise InputError("--validate compares with the measured epochs: it cannot be combined with --scale-nodes")
-        return {**validate(counts, chosen, tolerance), "profile_overrides": list(fixed), "cpu_index": index}
+        return {**validate(counts, prof, tolerance), "profile_overrides": list(fixed), "cpu_index": index}
     if nodes is not None:
         scale_nodes(counts, nodes)
-    projs = project_all(counts, chosen)
+    projs = project_all(counts, prof)
     return {"profile": prof.name, "profile_overrides": list(fixed), "count_overrides": list(count_sets),
             "cpu_index": index,
             "scaled_to_nodes": nodes,
@@ -218,8 +222,8 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
                    "a `lsm-gnn bench storage --output` file (this machine, measured in the same run).")
 @click.option("--calibrate-cpu", "calibrate_cpu", is_flag=True,
               help="Scale a CPU-only profile's CPU figures from the CPU speed index stated with them (cpu.index_s) "
-                   "to the index each system's records measured around their runs, or for records without "
-                   "one to the index measured now (lsm_gnn/project/calibrate.py).")
+                   "to the median index the records measured around their runs (a record without one: the "
+                   "index measured now; lsm_gnn/project/calibrate.py).")
 @click.option("--counts", "count_sets", multiple=True, metavar="SYSTEM.FIELD=VALUE",
               help="Override a per-iteration count of one system, e.g. lsm.storage_rows=19500.")
 @click.option("--scale-nodes", "nodes", type=click.IntRange(min=1), default=None,

@@ -130,12 +130,11 @@ def _steady_shares(rec: dict) -> tuple[list[int], dict]:
     return steady, shares
 
 
-def _run_cpu_index(metrics: dict) -> float | None:
-    """The CPU speed index of the run: the mean of the one before the workers started and the one
-    after they ended (baselines.harness); None in records without it."""
+def _run_cpu_index(metrics: dict) -> list[float]:
+    """The CPU speed index measured before the workers started and after they ended
+    (baselines.harness); empty in records without it."""
     ci = metrics.get("cpu_index_s") or {}
-    vals = [ci.get("before"), ci.get("after")]
-    return None if None in vals else (vals[0] + vals[1]) / 2
+    return [float(ci[k]) for k in ("before", "after") if ci.get(k) is not None]
 
 
 def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
@@ -257,6 +256,4 @@ def merge_repeats(runs: list[Counts]) -> Counts:
     merged.measured = dict(first.measured)
     merged.measured["runs_epoch_steady_s"] = times
     merged.measured["epoch_steady_s"] = None if None in times else sum(times) / len(times)
-    speeds = [c.measured.get("cpu_index_s") for c in runs]
-    merged.measured["cpu_index_s"] = None if None in speeds else sum(speeds) / len(speeds)
     return merged

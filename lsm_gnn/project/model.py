@@ -498,26 +498,20 @@ def ratios(projections: dict) -> dict:
     return {f"{s}_vs_lsm_epoch": pr.epoch_s / base.epoch_s for s, pr in projections.items() if s != "lsm"}
 
 
-def _profile_of(p: Profile | dict, system: str) -> Profile:
-    """One profile for every system, or one per system (CPU figures at the speed of its runs)."""
-    return p[system] if isinstance(p, dict) else p
-
-
-def project_all(counts: list[Counts], p: Profile | dict) -> dict:
+def project_all(counts: list[Counts], p: Profile) -> dict:
     out = {}
     for c in counts:
         if c.system in out:
             raise ValueError(f"two records of system {c.system!r} ({c.source})")
-        out[c.system] = project(c, _profile_of(p, c.system))
+        out[c.system] = project(c, p)
     return out
 
 
-def validate(counts: list[Counts], p: Profile | dict, tolerance: float = 0.20) -> dict:
-    """Projected against measured steady epoch per system; `ok` when every error is within tolerance.
-    `p`: one profile, or a dict system -> profile."""
+def validate(counts: list[Counts], p: Profile, tolerance: float = 0.20) -> dict:
+    """Projected against measured steady epoch per system; `ok` when every error is within tolerance."""
     rows = {}
     for c in counts:
-        pr = project(c, _profile_of(p, c.system))
+        pr = project(c, p)
         meas = (c.measured or {}).get("epoch_steady_s")
         err = None if not meas else pr.epoch_s / meas - 1.0
         rows[c.system] = {"projected_epoch_s": pr.epoch_s, "measured_epoch_s": meas, "error": err,
@@ -527,7 +521,6 @@ def validate(counts: list[Counts], p: Profile | dict, tolerance: float = 0.20) -
                           "bottleneck": pr.bottleneck, "bottleneck_stage": pr.bottleneck_stage,
                           "source": c.source}
     errs = [abs(v["error"]) for v in rows.values() if v["error"] is not None]
-    name = next(iter(p.values())).name if isinstance(p, dict) and p else getattr(p, "name", None)
-    return {"profile": name, "tolerance": tolerance, "systems": rows,
+    return {"profile": p.name, "tolerance": tolerance, "systems": rows,
             "max_abs_error": max(errs) if errs else None,
             "ok": bool(errs) and all(e <= tolerance for e in errs)}

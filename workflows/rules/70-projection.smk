@@ -1,8 +1,8 @@
 # What the measured traffic costs on other hardware (lsm-gnn project, docs/projection.md): the
 # baseline records projected on this machine's profile (validation: projected vs measured steady
 # epoch per system, with the SSD's figures measured in this run's storage benchmark and the CPU
-# figures scaled to the CPU speed index each system's records measured around their runs) and on
-# the paper's setting (the verdict on its 3.75x over Dist-DGL).
+# figures scaled to the median CPU speed index the records measured around their runs) and on the
+# paper's setting (the verdict on its 3.75x over Dist-DGL).
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/70-projection.md")
 

@@ -48,18 +48,21 @@ def pct(v):
 
 
 # ---- validation and the paper's setting ------------------------------------------------------------
-speed = (valid.get("cpu_index") or {}).get("systems") or {}
-rows = ["| system | measured steady epoch (s), mean of the runs | the runs (s) | CPU speed index of the runs (ms): "
-        "CPU figures x | projected (s) | error | bottleneck |",
-        "|---|---|---|---|---|---|---|"]
+rows = ["| system | measured steady epoch (s), mean of the runs | the runs (s) | projected (s) | error | bottleneck |",
+        "|---|---|---|---|---|---|"]
 for name, s in sorted(valid["systems"].items()):
     runs = ", ".join(fmt(x, ".1f") for x in s.get("measured_runs_s") or [])
-    ci = speed.get(name)
-    ci_txt = "not scaled" if ci is None else \
-        f"{1e3 * ci['index_s']:.1f}{'' if ci['from'] == 'records' else ' (now)'}: x{ci['factor']:.2f}"
-    rows.append(f"| {name} | {fmt(s.get('measured_epoch_s'), '.1f')} | {runs} | {ci_txt} | "
-                f"{fmt(s.get('projected_epoch_s'), '.1f')} | "
+    rows.append(f"| {name} | {fmt(s.get('measured_epoch_s'), '.1f')} | {runs} | {fmt(s.get('projected_epoch_s'), '.1f')} | "
                 f"{pct(s.get('error'))} | {s.get('bottleneck', '')} ({s.get('bottleneck_stage', '')}) |")
+ci = valid.get("cpu_index") or {}
+if ci.get("runs_s") is None:
+    speed_note = "The profile's CPU figures are used as measured (no CPU speed index)."
+else:
+    where = (f"the median of the {ci['samples']} indexes measured just before and after each run"
+             if ci["from"] == "records" else "measured when the projection ran (a record carries none)")
+    speed_note = (f"The profile's CPU figures were measured at a CPU speed index of {fmt(1e3 * ci['profile_s'], '.1f')} ms; "
+                  f"they are scaled x{ci['factor']:.2f} to {fmt(1e3 * ci['runs_s'], '.1f')} ms, {where} "
+                  "(a shared VM runs one command tens of % slower in one half hour than in the next).")
 ratios = paper.get("ratios", {})
 p_rows = ["| system | projected steady epoch on the paper's setting (s) | per iteration (ms) | bottleneck |",
           "|---|---|---|---|"]
@@ -144,10 +147,7 @@ and peer rows, exchange and network bytes) into stage times on a hardware profil
 with each system's overlap rules (docs/projection.md). **Validation on this machine** (profile
 `this-machine`, the baseline records above{measured_here}; tolerance {100 * valid['tolerance']:.0f} %):
 largest error {fmt(None if max_err is None else 100 * max_err, '.1f')} %, {'within' if valid.get('ok') else
-'NOT within'} the tolerance. The profile's CPU figures were measured at a CPU speed index of
-{fmt(None if (valid.get('cpu_index') or {}).get('profile_s') is None else 1e3 * valid['cpu_index']['profile_s'], '.1f')} ms;
-each system's are scaled to the index its runs measured just before and after their workers ran
-(a shared VM runs one command tens of % slower in one half hour than in the next). Dist-DGL's two software constants (KVStore cost per row, RPC sampling
+'NOT within'} the tolerance. {speed_note} Dist-DGL's two software constants (KVStore cost per row, RPC sampling
 rate) are fitted to an earlier run of this matrix, so its line checks how the stages combine and
 that a repeat run agrees, not the constants.
 

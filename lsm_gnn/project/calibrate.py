@@ -5,10 +5,12 @@ Why: on a VM shared with other work the same command runs at different speeds fr
 to the next. Repeat runs of the workflow's baseline matrix on the 2-core VM agreed within 6 % inside
 one run, but the in-memory ideal took 105 s per steady epoch at 23:25 and 138 s at 23:00, and every
 system was 7-21 % slower at 23:50 than the profile's constants predict. A profile that states the
-index measured with its constants (`cpu.index_s`) can be scaled to the speed of the moment:
-`lsm-gnn project --calibrate-cpu` measures the index and multiplies every CPU time of a CPU-only
-profile by index now / index then (and divides its CPU rates by it). Device figures (SSD, links of
-a GPU machine) are not touched; the storage benchmark of the same run measures those.
+index measured with its constants (`cpu.index_s`) can be scaled to the speed the runs had:
+`lsm-gnn run` measures the index around every run (baselines.harness), and
+`lsm-gnn project --calibrate-cpu` multiplies every CPU time of a CPU-only profile by the median of
+the records' indexes / the profile's (and divides its CPU rates by it), or by the index now when a
+record carries none. Device figures (SSD, links of a GPU machine) are not touched; the storage
+benchmark of the same run measures those.
 
 The workload is a small version of what the CPU stages do, on one thread: a dense two-layer
 forward and backward pass (torch, 1 thread) and a gather of random 4 KiB rows (numpy). It takes
@@ -59,14 +61,14 @@ CPU_RATES = ("compute.sample_rows_per_s", "cpu.rpc_sample_rows_per_s", "links.ex
              "links.host_memory.bandwidth", "links.nic.bandwidth")
 
 
-def speed_sets(profile, now_s: float, skip=()) -> tuple[list[str], float]:
-    """`KEY=VALUE` overrides that put a CPU-only profile's CPU figures at the speed `now_s` of
-    the index, and the factor (index now / the profile's). `skip`: keys set otherwise (measured
+def speed_sets(profile, at_s: float, skip=()) -> tuple[list[str], float]:
+    """`KEY=VALUE` overrides that put a CPU-only profile's CPU figures at the speed `at_s` of
+    the index, and the factor (`at_s` / the profile's index). `skip`: keys set otherwise (measured
     in the same run), left alone."""
     ref = profile.cpu.index_s
     if ref is None or not profile.cpu_only:
         return [], 1.0
-    factor = now_s / ref
+    factor = at_s / ref
     data = profile.model_dump()
     out = []
     for key in CPU_TIMES + CPU_RATES:

@@ -253,7 +253,7 @@ def merge_repeats(runs: list[Counts]) -> Counts:
     if all(c.network_bytes_per_machine is not None for c in runs):
         merged.network_bytes_per_machine = sum(c.network_bytes_per_machine for c in runs) / len(runs)
     times = [c.measured.get("epoch_steady_s") for c in runs]
-    merged.measured = dict(first.measured)
+    merged.measured = {k: v for k, v in first.measured.items() if k != "cpu_index_s"}  # per record only
     merged.measured["runs_epoch_steady_s"] = times
     merged.measured["epoch_steady_s"] = None if None in times else sum(times) / len(times)
     return merged

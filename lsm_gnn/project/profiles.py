@@ -68,7 +68,7 @@ class Cpu(_S):
     """Dist-DGL: input rows per second that sampling over RPC yields for one trainer."""
     index_s: float | None = Field(None, gt=0)
     """The CPU speed index (lsm_gnn.project.calibrate) measured with these CPU figures: lets
-    `lsm-gnn project --calibrate-cpu` scale them to the machine's speed of the moment."""
+    `lsm-gnn project --calibrate-cpu` scale them to the speed the runs had."""
 
 
 class Storage(_S):

@@ -1,46 +1,311 @@
-"""`lsm-gnn bench compare`: LSM-GNN (2 devices) against Dist-DGL (2 x 2), mmap and direct loaders.
+"""`lsm-gnn bench compare`: every system of the harness at equal memory, replicated and interleaved.
 
 Every system runs the same model and sampler on the same timing window (the same warm-up and timed
-iterations per epoch, epoch time extrapolated from it as lsm-gnn's loop does); the ratios are
-steady-epoch times over LSM-GNN's: `distdgl_vs_lsm_epoch`, `mmap_vs_lsm_epoch`,
-`direct_vs_lsm_epoch` (above 1: LSM-GNN is faster). Each system's feature memory is reported
-beside it (`memory`): LSM-GNN's budget per device (cache.capacity_fraction, victim buffer included),
-the mmap page cache capped at the same total, the direct loader none, Dist-DGL every row in its
-servers' RAM.
+iterations per epoch, epoch time extrapolated from it as lsm-gnn's loop does). Each system's feature
+memory is reported beside it (`memory`): LSM-GNN's budget per device (cache.capacity_fraction,
+victim buffer included), the isolated caches the same per device, the mmap page cache capped at the
+same total, the direct loader none, the ideal and Dist-DGL every row in RAM.
+
+`--accelerator PROFILE` (a100, h200, or a YAML file) runs every system with emulated accelerators
+(lsm_gnn.accelerator, after MLPerf Storage): each train step is a wait of that GPU's step time for
+the batch, the data plane runs as it does, and each record reports accelerator utilisation (AU).
+Without it the model trains on the CPU (`real`).
+
+Replication (MLPerf Storage: replicated results within 5 %): `--repeats N` runs of every system,
+interleaved and rotated (round r starts at system r mod S: ABC, BCA, CAB, ...), so that a slow
+quarter hour of the shared VM falls on every system alike. Each figure is the median of its runs
+with min and max, and is flagged when its runs spread (max - min) / median more than 5 %. Before
+every run the feature file's pages are dropped from the page cache.
+
+Ratios (above 1: LSM-GNN is faster): `{system}_vs_lsm_epoch` = the median steady epoch over
+LSM-GNN's. With emulated accelerators also:
+- LSM-GNN's floor per iteration: max(the emulated step, storage reads of all devices / fio's
+  random 4 KiB IOPS at its best depth, one device's exchange bytes / the exchange link's bandwidth),
+  both devices' limits measured in the same run (fio over the feature file; `lsm_gnn.multidevice.
+  linkbench`); `lsm_vs_floor` = LSM-GNN's steady epoch over the floor's epoch.
+- `--sweep 1,8,32,...`: every system once more at each multiple of the profile's step time (a
+  slower accelerator); the fastest accelerator a system keeps at AU >= 90 % (MLPerf Storage's
+  threshold) is the smallest multiple that reaches it (`sustained_scale`).
 """
 
 from __future__ import annotations
 
 import json
+import statistics
+import sys
 from pathlib import Path
 
 import click
 
 COMPARED = ("lsm", "distdgl", "mmap", "direct")
+EMULATED = ("lsm", "isolated", "direct", "mmap", "memory", "distdgl")
+SPREAD_LIMIT = 0.05
+"""MLPerf Storage: replicated results must agree within 5 %."""
+FIO_DEPTHS = (32, 64, 128)
 
 
-def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, systems=COMPARED,
-            records_dir: str | None = None, progress: bool = False) -> dict:
-    from baselines.harness import run_system
+def spread_of(values: list[float]) -> dict:
+    """Median, min, max, (max - min) / median and whether that exceeds SPREAD_LIMIT."""
+    vals = [float(v) for v in values if v is not None]
+    if not vals:
+        return {"median": None, "min": None, "max": None, "spread": None, "flagged": None, "runs": 0}
+    med = statistics.median(vals)
+    sp = (max(vals) - min(vals)) / med if med else None
+    return {"median": med, "min": min(vals), "max": max(vals), "spread": sp,
+            "flagged": bool(sp is not None and sp > SPREAD_LIMIT), "runs": len(vals)}
 
-    out = {"devices": devices, "machines": machines, "trainers_per_machine": trainers,
-           "warmup_iters": cfg.train.warmup_iters, "timed_iters": cfg.train.timed_iters, "systems": {}}
-    for s in systems:
-        path = str(Path(records_dir) / f"{s}.json") if records_dir else None
-        rec = run_system(s, cfg, devices=devices, machines=machines, trainers=trainers, record_path=path,
-                         progress=progress)
-        t = rec["metrics"]["time"]
-        out["systems"][s] = {"epoch_steady_s": t.get("epoch_steady_s"), "epoch_cold_s": t.get("epoch_cold_s"),
-                             "first_epoch_s": t.get("first_epoch_s"), "preprocessing_s": t.get("preprocessing_s"),
-                             "per_iteration": t.get("per_iteration"),
-                             "storage_bytes": rec["metrics"]["traffic"].get("storage_bytes"),
-                             "network_bytes": rec["metrics"]["traffic"].get("network_bytes"),
-                             "memory": rec["metrics"].get("memory")}
-    lsm = out["systems"].get("lsm", {}).get("epoch_steady_s")
-    for s in ("distdgl", "mmap", "direct"):
-        v = out["systems"].get(s, {}).get("epoch_steady_s")
-        out[f"{s}_vs_lsm_epoch"] = (v / lsm) if (v and lsm) else None
+
+def rotated_order(systems: list[str], repeats: int) -> list[list[str]]:
+    """Round r runs the systems starting at r mod S: every system takes every place in turn."""
+    S = len(systems)
+    return [[systems[(r + i) % S] for i in range(S)] for r in range(repeats)]
+
+
+def bound_stage(rec: dict) -> str | None:
+    """The stage on the iteration's critical path that costs most (exposed times where the loop
+    reports them; Dist-DGL's stages run one after another)."""
+    t = rec["metrics"].get("time") or {}
+    stages = t.get("per_iteration_exposed") or t.get("per_iteration") or {}
+    stages = {k: v for k, v in stages.items() if v}
+    return max(stages, key=stages.get) if stages else None
+
+
+def _window_iterations(rec: dict) -> int:
+    """Timed iterations of one worker over every epoch: what metrics.rows and traffic sum over."""
+    win = (rec["metrics"].get("time") or {}).get("timing_window") or {}
+    warm = int(win.get("warmup_iters") or 0)
+    per_epoch = win.get("iterations_run_per_epoch") or ((win.get("timed_iters") or 0) + warm) \
+        or win.get("iterations_per_epoch") or 0
+    return max(1, len(rec.get("epochs") or []) * (int(per_epoch) - warm))
+
+
+def summarise_run(rec: dict) -> dict:
+    """One run's figures: steady epoch, AU, samples/s, stages, storage rows and reads per iteration
+    (all devices together), the accelerator's busy time per step."""
+    m = rec["metrics"]
+    t = m.get("time") or {}
+    acc = m.get("accelerator") or {}
+    its = _window_iterations(rec)
+    rows, traffic = m.get("rows") or {}, m.get("traffic") or {}
+    return {"epoch_steady_s": t.get("epoch_steady_s"), "epoch_cold_s": t.get("epoch_cold_s"),
+            "first_epoch_s": t.get("first_epoch_s"), "preprocessing_s": t.get("preprocessing_s"),
+            "au": acc.get("au"), "au_min": acc.get("au_min", acc.get("au")),
+            "samples_per_s": (m.get("throughput") or {}).get("samples_per_s"),
+            "per_iteration": t.get("per_iteration"), "per_iteration_wall": t.get("per_iteration_wall"),
+            "bound": bound_stage(rec),
+            "busy_s_per_iteration": (acc.get("busy_s") or 0.0) / max(1, int(acc.get("iterations") or 0)),
+            "storage_rows_per_iteration": rows.get("storage_rows", 0) / its,
+            "storage_io_ops_per_iteration": traffic.get("storage_io_ops", 0) / its,
+            "exchange_bytes_per_iteration": (m.get("multidevice") or {}).get("exchange_bytes_per_iteration"),
+            "storage_bytes": traffic.get("storage_bytes"), "network_bytes": traffic.get("network_bytes"),
+            "iterations_per_epoch": ((t.get("timing_window") or {}).get("iterations_per_epoch")),
+            "memory": m.get("memory"), "accelerator": {k: acc.get(k) for k in ("mode", "profile", "scale", "step")}}
+
+
+def summarise_system(runs: list[dict]) -> dict:
+    """A system's runs: each figure's median, min, max and spread; the median run's stages."""
+    steady = [r["epoch_steady_s"] for r in runs]
+    med = spread_of(steady)
+    mid = min(runs, key=lambda r: abs((r["epoch_steady_s"] or 0) - (med["median"] or 0)))
+    out = {"epoch_steady_s": med, "au": spread_of([r["au"] for r in runs]),
+           "samples_per_s": spread_of([r["samples_per_s"] for r in runs]),
+           "first_epoch_s": spread_of([r["first_epoch_s"] for r in runs]),
+           "runs": runs}
+    for k in ("per_iteration", "per_iteration_wall", "bound", "storage_rows_per_iteration",
+              "storage_io_ops_per_iteration", "exchange_bytes_per_iteration", "busy_s_per_iteration",
+              "iterations_per_epoch", "memory", "accelerator", "preprocessing_s"):
+        out[k] = mid.get(k)
     return out
+
+
+def device_limits(cfg, *, fio: str = "fio", fio_seconds: float = 3.0, exchange_bytes_per_rank: float | None,
+                  devices: int = 2) -> dict:
+    """The limits LSM-GNN's floor divides by, measured now: fio's best random 4 KiB IOPS over the
+    feature file (queue depths FIO_DEPTHS), the exchange link's bandwidth at LSM-GNN's size."""
+    from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.multidevice.linkbench import exchange_bandwidth
+    from lsm_gnn.storage.bench import FIO_RANDOM, run_fio
+    from lsm_gnn.storage.pagecache import drop_file_cache
+
+    lay = Dataset(cfg.dataset.path).features()
+    fio_runs = []
+    for qd in FIO_DEPTHS:
+        drop_file_cache(lay.path)
+        res = run_fio(fio, str(lay.path), lay.file_bytes, fio_seconds, dict(FIO_RANDOM, iodepth=qd))
+        fio_runs.append(res)
+        if not res["available"]:
+            break
+    best = max((r for r in fio_runs if r["available"]), key=lambda r: r["iops"], default=None)
+    out = {"fio": {"available": best is not None, "best_iops": best["iops"] if best else None,
+                   "best_depth": best["iodepth"] if best else None,
+                   "by_depth": {r.get("iodepth"): r.get("iops") for r in fio_runs if r["available"]},
+                   **({} if best else {"reason": fio_runs[-1].get("reason")})}}
+    out["exchange"] = exchange_bandwidth(cfg, exchange_bytes_per_rank, devices=devices) \
+        if exchange_bytes_per_rank else None
+    return out
+
+
+def lsm_floor(lsm: dict, limits: dict, devices: int) -> dict:
+    """LSM-GNN's floor per iteration and epoch: the slowest of its three limits."""
+    parts = {"accelerator_step_s": lsm["busy_s_per_iteration"]}
+    iops = limits["fio"]["best_iops"]
+    # the devices' reads (counted together) share one disk
+    parts["storage_s"] = lsm["storage_io_ops_per_iteration"] / iops if iops else None
+    ex, xb = limits.get("exchange"), lsm.get("exchange_bytes_per_iteration")
+    parts["exchange_s"] = (xb / devices) / ex["bytes_per_s"] if (ex and ex.get("bytes_per_s") and xb) else None
+    known = {k: v for k, v in parts.items() if v is not None}
+    it = max(known.values()) if known else None
+    P = lsm.get("iterations_per_epoch") or 0
+    return {**parts, "iteration_s": it, "bound": max(known, key=known.get) if known else None,
+            "epoch_s": it * P if it is not None else None,
+            "complete": all(v is not None for v in parts.values())}
+
+
+def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, systems=COMPARED, repeats: int = 1,
+            records_dir: str | None = None, sweep=(), limits: bool = False, fio: str = "fio",
+            progress: bool = False) -> dict:
+    """Run `systems` `repeats` times, interleaved and rotated; with `sweep`, once more at each step multiple."""
+    from tqdm import tqdm
+
+    from baselines.harness import run_system
+    from lsm_gnn.config import config_to_dict, parse_config
+    from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.storage.pagecache import drop_file_cache
+
+    systems = list(systems)
+    order = rotated_order(systems, repeats)
+    emulated = cfg.train.accelerator == "emulated"
+    scales = [float(s) for s in sweep] if emulated else []
+    feat = Dataset(cfg.dataset.path).features().path
+    runs: dict[str, list] = {s: [] for s in systems}
+    sweep_runs: dict[str, dict] = {s: {} for s in systems}
+    total = repeats * len(systems) + len(scales) * len(systems)
+    bar = tqdm(total=total, desc="bench compare", unit="run", disable=not progress or not sys.stderr.isatty())
+
+    def one(system, c, tag):
+        drop_file_cache(feat)  # every run starts with the feature file out of the page cache
+        path = str(Path(records_dir) / f"{system}-{tag}.json") if records_dir else None
+        rec = run_system(system, c, devices=devices, machines=machines, trainers=trainers, record_path=path,
+                         progress=False)
+        bar.update()
+        return summarise_run(rec)
+
+    for r, rnd in enumerate(order):
+        for s in rnd:
+            runs[s].append(one(s, cfg, f"r{r}"))
+    for scale in scales:
+        d = config_to_dict(cfg)
+        d["train"]["accelerator_scale"] = scale * cfg.train.accelerator_scale
+        c = parse_config(d, f"<sweep x{scale:g}>")
+        for s in systems:
+            sweep_runs[s][scale] = one(s, c, f"x{scale:g}")
+    bar.close()
+
+    out = {"benchmark": "compare", "devices": devices, "machines": machines, "trainers_per_machine": trainers,
+           "warmup_iters": cfg.train.warmup_iters, "timed_iters": cfg.train.timed_iters, "repeats": repeats,
+           "order": order, "spread_limit": SPREAD_LIMIT,
+           "accelerator": "real" if not emulated else
+           {"profile": cfg.train.accelerator_profile, "scale": cfg.train.accelerator_scale},
+           "systems": {s: summarise_system(v) for s, v in runs.items()}}
+    lsm = out["systems"].get("lsm", {}).get("epoch_steady_s", {}).get("median")
+    for s in systems:
+        if s == "lsm":
+            continue
+        v = out["systems"][s]["epoch_steady_s"]["median"]
+        out[f"{s}_vs_lsm_epoch"] = (v / lsm) if (v and lsm) else None
+    out["flagged"] = [f"{s}.{k}" for s, v in out["systems"].items() for k in ("epoch_steady_s", "au")
+                      if v[k]["flagged"]]
+    if emulated and "lsm" in out["systems"]:
+        L = out["systems"]["lsm"]
+        lim = device_limits(cfg, fio=fio, exchange_bytes_per_rank=(L["exchange_bytes_per_iteration"] or 0) / devices,
+                            devices=devices) if limits else None
+        if lim is not None:
+            out["limits"] = lim
+            out["lsm_floor"] = lsm_floor(L, lim, devices)
+            fe = out["lsm_floor"]["epoch_s"]
+            out["lsm_vs_floor"] = lsm / fe if (lsm and fe) else None
+        iso, di = out["systems"].get("isolated"), out["systems"].get("direct")
+        out["targets"] = {
+            "lsm_epoch_le_isolated": None if not iso else lsm <= iso["epoch_steady_s"]["median"],
+            "lsm_epoch_le_direct": None if not di else lsm <= di["epoch_steady_s"]["median"],
+            "lsm_au_ge_isolated": None if not iso else L["au"]["median"] >= iso["au"]["median"],
+            "every_spread_within_5pct": not any(v["epoch_steady_s"]["flagged"] for v in out["systems"].values()),
+            "lsm_within_1.25x_floor": None if out.get("lsm_vs_floor") is None else out["lsm_vs_floor"] <= 1.25}
+    if scales:
+        from lsm_gnn.accelerator import AU_TARGET
+
+        out["sweep"] = {s: {f"{k:g}": {"au": v["au"], "epoch_steady_s": v["epoch_steady_s"],
+                                       "busy_s_per_iteration": v["busy_s_per_iteration"], "bound": v["bound"]}
+                            for k, v in pts.items()} for s, pts in sweep_runs.items()}
+        out["sustained_scale"] = {s: min((k for k, v in pts.items() if (v["au"] or 0) >= AU_TARGET), default=None)
+                                  for s, pts in sweep_runs.items()}
+    return out
+
+
+def _fmt(v, spec=".1f", none="n/a"):
+    return none if v is None else format(v, spec)
+
+
+def print_compare(res: dict) -> None:
+    acc = res["accelerator"]
+    what = "real compute (the model trains on the CPU)" if acc == "real" else \
+        f"emulated accelerators: {acc['profile']}" + (f" x{acc['scale']:g}" if acc["scale"] != 1 else "")
+    click.echo(f"{what}; {res['repeats']} run(s) per system, interleaved and rotated; "
+               f"{res['warmup_iters']} warm-up + {res['timed_iters']} timed iterations per epoch, epoch extrapolated")
+    click.echo(f"{'system':9s}{'steady epoch s (median [min, max], spread)':>46s}{'AU':>8s}{'samples/s':>11s}"
+               f"{'storage rows/it':>17s}{'memory MiB':>12s}  bound")
+    for s, v in res["systems"].items():
+        e, mem = v["epoch_steady_s"], v.get("memory") or {}
+        flag = " !" if e["flagged"] else ""
+        click.echo(f"{s:9s}{_fmt(e['median']):>14s} [{_fmt(e['min'])}, {_fmt(e['max'])}], "
+                   f"{_fmt(e['spread'] and 100 * e['spread'])} %{flag:2s}".ljust(55)
+                   + f"{_fmt(v['au']['median'] and 100 * v['au']['median'], '.1f', '-'):>6s} %"
+                   f"{_fmt(v['samples_per_s']['median'], ',.0f'):>11s}{_fmt(v['storage_rows_per_iteration'], ',.0f'):>17s}"
+                   f"{mem.get('all_devices_bytes', 0) / 2**20:>12,.0f}  {v['bound']}")
+    for k, v in res.items():
+        if k.endswith("_vs_lsm_epoch"):
+            click.echo(f"{k}: {'n/a' if v is None else f'{v:.3f}x'}")
+    if res.get("lsm_floor"):
+        f = res["lsm_floor"]
+        click.echo(f"lsm floor per iteration: step {_fmt(f['accelerator_step_s'], '.4f')} s, storage "
+                   f"{_fmt(f['storage_s'], '.4f')} s, exchange {_fmt(f['exchange_s'], '.4f')} s -> "
+                   f"{_fmt(f['epoch_s'])} s per epoch ({f['bound']}); lsm_vs_floor {_fmt(res.get('lsm_vs_floor'), '.2f')}x")
+    if res.get("flagged"):
+        click.echo(f"spread above {res['spread_limit']:.0%}: {', '.join(res['flagged'])}")
+    if res.get("sustained_scale"):
+        for s, k in res["sustained_scale"].items():
+            pts = ", ".join(f"x{x}: {100 * (p['au'] or 0):.0f} %" for x, p in res["sweep"][s].items())
+            click.echo(f"{s}: AU {pts}; fastest accelerator at AU >= 90 %: "
+                       f"{'slower than every point' if k is None else f'x{k:g} the profile step'}")
+    if res.get("targets"):
+        click.echo("targets: " + ", ".join(f"{k} {'met' if v else ('n/a' if v is None else 'missed')}"
+                                          for k, v in res["targets"].items()))
+
+
+def _systems(text: str | None, emulated: bool) -> tuple[str, ...]:
+    from baselines.harness import SYSTEMS
+
+    if not text:
+        return EMULATED if emulated else COMPARED
+    out = tuple(s.strip() for s in text.split(",") if s.strip())
+    bad = [s for s in out if s not in SYSTEMS]
+    if bad or not out:
+        raise click.BadParameter(f"unknown system {bad[0] if bad else text!r}; choose from {', '.join(SYSTEMS)}",
+                                 param_hint="--systems")
+    return out
+
+
+def _scales(text: str | None) -> list[float]:
+    if not text:
+        return []
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated step multiples, found {text!r}", param_hint="--sweep") \
+            from None
+    if any(v <= 0 for v in vals):
+        raise click.BadParameter(f"step multiples must be positive, found {text!r}", param_hint="--sweep")
+    return vals
 
 
 @click.command("compare")
@@ -51,28 +316,45 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
 @click.option("--trainers", type=int, default=2, show_default=True)
 @click.option("--warmup", type=int, default=5, show_default=True, help="Warm-up iterations per epoch.")
 @click.option("--timed", type=int, default=10, show_default=True, help="Timed iterations per epoch.")
+@click.option("--accelerator", default=None, metavar="PROFILE",
+              help="Emulated accelerators (a100, h200 or a YAML profile); default: real compute on the CPU.")
+@click.option("--systems", default=None, help="Comma-separated systems (default: all six emulated, or "
+                                              "lsm,distdgl,mmap,direct with real compute).")
+@click.option("--repeats", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Runs of every system, interleaved and rotated (the figures are their medians).")
+@click.option("--sweep", default=None, metavar="K1,K2,...",
+              help="Emulated only: run every system once more at each multiple of the profile's step time.")
+@click.option("--limits/--no-limits", default=True, show_default=True,
+              help="Emulated only: measure fio's IOPS and the exchange bandwidth for LSM-GNN's floor.")
+@click.option("--fio", "fio_path", default="fio", show_default=True)
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
-@click.option("--records", "records_dir", default=None, help="Also write each system's run record here.")
+@click.option("--records", "records_dir", default=None, help="Also write each run's record here.")
+@click.option("--output", default=None, help="Also write the JSON object to this file (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_compare(config_path, dataset, devices, machines, trainers, warmup, timed, overrides, records_dir, as_json):
-    """Steady-epoch time of Dist-DGL, mmap and direct over LSM-GNN's, measured in one run."""
+def bench_compare(config_path, dataset, devices, machines, trainers, warmup, timed, accelerator, systems, repeats,
+                  sweep, limits, fio_path, overrides, records_dir, output, as_json):
+    """Every system at equal memory, replicated and interleaved; with --accelerator, AU and the floor."""
     from lsm_gnn.config import load_config
+    from lsm_gnn.utils.atomic import write_json
 
     sets = [f"train.warmup_iters={warmup}", f"train.timed_iters={timed}", "train.epochs=2", *overrides]
     if dataset:
         sets.append(f"dataset.path={dataset}")
-    res = compare(load_config(config_path, sets), devices=devices, machines=machines, trainers=trainers,
-                  records_dir=records_dir)
+    if accelerator:
+        sets += ["train.accelerator=emulated", f"train.accelerator_profile={accelerator}"]
+    cfg = load_config(config_path, sets)
+    scales = _scales(sweep)
+    if scales and cfg.train.accelerator != "emulated":
+        raise click.BadParameter("a sweep of the step time needs emulated accelerators (--accelerator)",
+                                 param_hint="--sweep")
+    if records_dir:
+        Path(records_dir).mkdir(parents=True, exist_ok=True)
+    res = compare(cfg, devices=devices, machines=machines, trainers=trainers,
+                  systems=_systems(systems, cfg.train.accelerator == "emulated"), repeats=repeats,
+                  records_dir=records_dir, sweep=scales, limits=limits, fio=fio_path, progress=not as_json)
+    if output:
+        write_json(output, res)
     if as_json:
-        click.echo(json.dumps(res))
+        click.echo(json.dumps(res, default=str))
         return
-    click.echo(f"same window on every system: {warmup} warm-up + {timed} timed iterations per epoch, "
-               "epoch time extrapolated")
-    for s, v in res["systems"].items():
-        mem = v.get("memory") or {}
-        click.echo(f"  {s:8s} steady epoch {v['epoch_steady_s']:.3f} s  first epoch (incl. preprocessing) "
-                   f"{v['first_epoch_s']:.3f} s  feature memory {mem.get('all_devices_bytes', 0) / 2**20:,.0f} MiB "
-                   f"({mem.get('all_devices_fraction', 0):.0%} of the features, all devices)")
-    for k in ("distdgl_vs_lsm_epoch", "mmap_vs_lsm_epoch", "direct_vs_lsm_epoch"):
-        v = res[k]
-        click.echo(f"{k}: {'n/a' if v is None else f'{v:.2f}x'}")
+    print_compare(res)

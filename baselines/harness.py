@@ -48,7 +48,9 @@ def system_config(system: str, cfg: RunConfig, devices: int) -> RunConfig:
         d["cache"]["enabled"], d["distributed"]["mode"] = False, "isolated"
         d["storage"]["reader"] = system
         if system == "mmap":
-            d["train"]["overlap_fetch"] = False  # the cap binds only while no train step allocates
+            # the cap binds only while no train step allocates: a real step's tensors would share the
+            # cgroup with the page cache; an emulated step allocates nothing and overlaps like the others
+            d["train"]["overlap_fetch"] = cfg.train.accelerator == "emulated"
             if cfg.baseline.page_cache_cap:
                 # under a page-cache cap as small as the caches' budget, readahead evicts the rows being
                 # gathered and the loader thrashes; a cache-aware mmap loader would madvise(RANDOM) too
@@ -139,7 +141,9 @@ def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progres
                 "weight_decay": tr.weight_decay, "seed": tr.seed, "epochs": tr.epochs,
                 "warmup_iters": tr.warmup_iters, "timed_iters": tr.timed_iters, "eval": tr.eval,
                 "eval_nodes": tr.eval_nodes, "threads": b.trainer_threads,
-                "pg_timeout_s": cfg.distributed.timeout_s, "die_at": b.fault_die_at or None}
+                "pg_timeout_s": cfg.distributed.timeout_s, "die_at": b.fault_die_at or None,
+                "accelerator": {"profile": tr.accelerator_profile, "scale": tr.accelerator_scale}
+                if tr.accelerator == "emulated" else None}
         spec = ClusterSpec(machines=machines, trainers=trainers, servers=b.servers, samplers=b.samplers,
                            network=b.network, timeout_s=b.timeout_s)
         with cpu_speed_around() as speed:
@@ -161,6 +165,7 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
     timed = metrics[0]["timed_iters"] is not None
     E = len(metrics[0]["epoch_walls"])
     epochs = []
+    all_losses = [x for m in metrics for x in m["losses"]]
     for e in range(E):
         win = [[it for it in m["iterations"] if it["epoch"] == e] for m in metrics]
         steady_win = [w[warm:] for w in win]
@@ -172,7 +177,7 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
                        "epoch_s": float(per_step.mean() * P) if timed else wall,
                        "cold_estimate_s": float(all_steps.mean() * P) if timed else wall,
                        "extrapolated": timed and len(win[0]) < P,
-                       "loss": float(np.mean([it for m in metrics for it in m["losses"]])) if e == 0 else None})
+                       "loss": float(np.mean(all_losses)) if (e == 0 and all_losses) else None})
     steady_idx = list(range(1, E)) if E > 1 else ([0] if timed and warm > 0 else [])
     cold = epochs[0]["epoch_s"] if (E > 1 or not timed or warm == 0) else epochs[0]["cold_estimate_s"]
     steady = float(np.mean([epochs[i]["epoch_s"] for i in steady_idx])) if steady_idx else None
@@ -195,7 +200,16 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
     startup = max(m["startup"]["initialize_s"] + m["startup"]["setup_s"] for m in metrics)
     from lsm_gnn.cache.budget import system_memory
     from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.records import accelerator_block, batch_window, merge_accelerators, throughput
 
+    accs = []
+    for m in metrics:  # each trainer's timed windows, as lsm-gnn's loop counts its own
+        win = [it for it in m["iterations"] if it["epoch"] in measured_epochs and it["step"] >= warm]
+        shapes = [(it.get("seeds", 0), it["input_rows"], it.get("edges", 0), it.get("busy", 0.0)) for it in win]
+        emu = m.get("accelerator")
+        overshoot = (m.get("overshoot_s_per_step") or 0.0) if emu else None
+        accs.append(accelerator_block(emu, "cpu", [batch_window(shapes, [it["total"] for it in win])], overshoot))
+    acc = merge_accelerators(accs)
     lay = Dataset(cfg.dataset.path).features()
     rec["epochs"] = epochs
     rec["metrics"] = {
@@ -210,7 +224,10 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
                  "timing_window": {"full_epoch": (not timed) or epochs[0]["iterations"] == P,
                                    "warmup_iters": warm, "timed_iters": metrics[0]["timed_iters"],
                                    "iterations_per_epoch": P, "steady_epochs": steady_idx}},
-        "accuracy": {"val": metrics[0]["accuracy"]["val"], "test": metrics[0]["accuracy"]["test"]},
+        "accuracy": {"val": metrics[0]["accuracy"]["val"], "test": metrics[0]["accuracy"]["test"],
+                     "trained": acc["mode"] == "real"},
+        "accelerator": acc,
+        "throughput": throughput(acc, per_worker=accs),
         "distdgl": {"machines": spec.machines, "trainers_per_machine": spec.trainers, "servers_per_machine":
                     spec.servers, "samplers_per_trainer": spec.samplers, "network": spec.network,
                     "network_bytes_over_epochs": measured_epochs if net is not None else None,

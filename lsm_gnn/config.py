@@ -145,6 +145,23 @@ class TrainConfig(Section):
     overlap_fetch: bool = True
     """Fetch the next batch's features in a thread while the current batch trains."""
     threads: int | None = Field(None, ge=1)
+    accelerator: Literal["real", "emulated"] = "real"
+    """real: the model trains on train.device. emulated: each train step is a wait of the
+    accelerator profile's step time for that batch (MLPerf Storage's emulated accelerators;
+    lsm_gnn.accelerator): the data plane runs unchanged, nothing is trained, no accuracy is reported."""
+    accelerator_profile: str = "a100"
+    """The emulated accelerator: a packaged profile (a100, h200) or a YAML file in its schema."""
+    accelerator_scale: float = Field(1.0, gt=0.0)
+    """Multiplies the profile's step time (a sweep of slower or faster accelerators)."""
+
+    @field_validator("accelerator_profile")
+    @classmethod
+    def _known_accelerator(cls, v):
+        from lsm_gnn.accelerator import PACKAGED
+
+        if v not in PACKAGED and not v.endswith((".yaml", ".yml")):
+            raise ValueError(f"unknown accelerator profile; expected one of {', '.join(PACKAGED)} or a .yaml path")
+        return v
 
 
 class DistributedConfig(Section):

@@ -62,6 +62,31 @@ def test_one_machine_run_through_harness_validates(random_dataset, tmp_path, mon
     assert m["distdgl"]["trainer_threads"] == {"torch": 1, "env": {k: "1" for k in THREAD_VARS}}
     speed = m["cpu_index_s"]  # the CPU speed index around the cluster's run, for the projection
     assert speed["before"] > 0 and speed["after"] > 0
+    assert m["accelerator"]["mode"] == "real" and m["accuracy"]["trained"] is True
+
+
+def test_dist_dgl_with_an_emulated_accelerator_pulls_the_same_rows_and_reports_au(random_dataset, tmp_path):
+    from baselines.harness import run_system
+    from lsm_gnn.accelerator import load_accelerator
+
+    ds = random_dataset(num_nodes=1500, dim=32)
+    cfg = load_config(None, [f"dataset.path={ds.root}", "sampler.batch_size=128", "sampler.fanouts=[5,5]",
+                             "model.hidden=16", "train.epochs=2", "train.eval_nodes=200",
+                             "train.accelerator=emulated", "train.accelerator_profile=a100",
+                             "train.accelerator_scale=2"])
+    rec = run_system("distdgl", cfg, machines=1, trainers=1, record_path=tmp_path / "r.json")
+    validate_record(rec)
+    m = rec["metrics"]
+    acc = m["accelerator"]
+    step = load_accelerator("a100").step.scaled(2)
+    assert acc["mode"] == "emulated" and acc["profile"] == "a100" and acc["scale"] == 2
+    n = acc["iterations"]
+    assert n > 0 and acc["busy_s"] == pytest.approx(step.fixed_s * n + step.row_s * acc["input_rows_per_iteration"] * n
+                                                    + step.edge_s * acc["edges_per_iteration"] * n)
+    assert 0 < acc["au"] <= 1 and acc["au_per_worker"] == [acc["au"]]
+    assert acc["input_rows_per_iteration"] > acc["seeds_per_iteration"] > 0
+    assert m["accuracy"]["trained"] is False and m["accuracy"]["val"] is None
+    assert m["throughput"]["samples_per_s"] > 0 and m["traffic"]["kvstore_feature_bytes"] > 0
 
 
 def test_two_machines_train_on_their_own_partitions_and_clean_up(random_dataset, tmp_path):

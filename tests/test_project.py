@@ -18,7 +18,7 @@ from lsm_gnn.utils.errors import ConfigError, DataError
 
 GPU = {
     "name": "test-gpu",
-    "compute": {"device": "gpu", "devices_per_node": 2, "train_step_s": 0.005, "reference_input_rows": 10000,
+    "compute": {"device": "gpu", "devices_per_node": 2, "step": {"row_s": 0.005 / 10000},
                 "memory_bandwidth": 1e12, "sample_rows_per_s": 1e7},
     "cpu": {"cores": 16, "cache_row_s": 0.0, "io_cpu_s": 1e-6, "fault_cpu_s": 0.0, "kvstore_row_s": 1e-6,
             "rpc_sample_rows_per_s": 1e7},
@@ -31,7 +31,7 @@ GPU = {
 
 CPU = {
     "name": "test-cpu",
-    "compute": {"device": "cpu", "devices_per_node": 2, "train_step_s": 0.1, "reference_input_rows": 10000,
+    "compute": {"device": "cpu", "devices_per_node": 2, "step": {"row_s": 0.1 / 10000},
                 "sample_rows_per_s": 1e7},
     "cpu": {"cores": 2, "cache_row_s": 1e-6, "io_cpu_s": 0.0, "fault_cpu_s": 0.0, "kvstore_row_s": 1e-6,
             "rpc_sample_rows_per_s": 1e7},
@@ -82,12 +82,12 @@ def test_storage_bound_iteration():
 
 
 def test_compute_bound_iteration():
-    pr = project(lsm_counts(), gpu(compute__train_step_s=0.05))
+    pr = project(lsm_counts(), gpu(compute__step={"row_s": 0.05 / 10000}))
     assert pr.iteration_s == pytest.approx(0.05 + AR)
     assert pr.bottleneck == "lane:train" and pr.bottleneck_stage == "train"
     assert pr.hidden_fetch_fraction == 1.0
     # the train step scales with the input rows of the batch
-    assert project(lsm_counts(rows=20000), gpu(compute__train_step_s=0.05)).iteration_s == pytest.approx(0.1 + AR)
+    assert project(lsm_counts(rows=20000), gpu(compute__step={"row_s": 0.05 / 10000})).iteration_s == pytest.approx(0.1 + AR)
 
 
 def test_more_ssds_relieve_storage():
@@ -135,16 +135,32 @@ def test_mmap_faults_one_at_a_time():
     assert pr.iteration_s == pytest.approx(0.1 + 2 * 4096 * 1000 / 1e10 + 0.005 * 1000 / 10000)
 
 
-def test_train_step_has_a_fixed_part_every_batch_pays():
-    """train_fixed_s is paid whatever the batch; only the rest scales with the input rows."""
+def test_train_step_is_a_fixed_part_plus_a_part_per_input_row_and_per_edge():
+    """fixed_s is paid whatever the batch; row_s and edge_s scale with the batch's rows and edges."""
     c = Counts(system="memory", workers=1, iterations_per_epoch=10, row_bytes=1000, rows=2500)
     assert project(c, gpu()).stages["train"]["seconds"] == pytest.approx(0.005 * 2500 / 10000)
-    fixed = gpu(compute__train_fixed_s=0.003)
-    assert project(c, fixed).stages["train"]["seconds"] == pytest.approx(0.003 + 0.002 * 2500 / 10000)
-    c.rows = 10000  # the reference batch costs train_step_s either way
-    assert project(c, fixed).stages["train"]["seconds"] == pytest.approx(0.005)
-    with pytest.raises(ConfigError, match="compute.train_fixed_s: at most compute.train_step_s"):
-        gpu(compute__train_fixed_s=0.006)
+    fixed = gpu(compute__step={"fixed_s": 0.003, "row_s": 2e-7, "edge_s": 1e-8})
+    assert "E not recorded" in project(c, fixed).stages["train"]["formula"]
+    assert project(c, fixed).stages["train"]["seconds"] == pytest.approx(0.003 + 2e-7 * 2500)
+    c.edges = 40000
+    assert project(c, fixed).stages["train"]["seconds"] == pytest.approx(0.003 + 2e-7 * 2500 + 1e-8 * 40000)
+
+
+def test_a_profile_names_an_accelerator_whose_step_is_the_emulated_one_and_may_override_a_constant():
+    from lsm_gnn.accelerator import load_accelerator
+
+    d = copy.deepcopy(GPU)
+    del d["compute"]["step"], d["compute"]["memory_bandwidth"]
+    d["compute"]["accelerator"] = "a100"
+    prof = parse_profile(d, "x.yaml")
+    a100 = load_accelerator("a100")
+    assert prof.compute.step == a100.step and prof.compute.memory_bandwidth == a100.memory_bandwidth
+    d["compute"]["step"] = {"fixed_s": 0.001}
+    over = parse_profile(d, "x.yaml").compute.step
+    assert over.fixed_s == 0.001 and over.row_s == a100.step.row_s and over.edge_s == a100.step.edge_s
+    del d["compute"]["step"], d["compute"]["accelerator"]
+    with pytest.raises(ConfigError, match="compute.step: required unless compute.accelerator"):
+        parse_profile(d, "x.yaml")
 
 
 def test_mmap_faults_queue_behind_the_other_workers_on_a_shared_ssd():
@@ -374,7 +390,10 @@ def test_cli_json_on_hand_made_record(tmp_path):
     assert lsm["stages"]["serve.storage"]["seconds"] == pytest.approx(1000 / 1.5e6)
     pcie = load_profile("paper").links.pcie   # no NVLink in the paper's profile: DDP's all-reduce over PCIe
     ar = gradient_bytes(counts_from_record(hand_record())) / pcie.bandwidth + pcie.latency_s
-    assert lsm["iteration_s"] == pytest.approx(0.008 + 0.004 * 10000 / 42730 + ar)
+    from lsm_gnn.accelerator import load_accelerator
+
+    step = load_accelerator("a100").step   # the paper profile's accelerator; the record has no edges
+    assert lsm["iteration_s"] == pytest.approx(step.fixed_s + step.row_s * 10000 + ar)
     assert lsm["bottleneck"] == "lane:train"
     # --set and --counts reach the model; --scale-nodes scales the iterations only
     res = CliRunner().invoke(cli, ["project", str(path), "--hardware", "paper", "--json",
@@ -464,7 +483,7 @@ def test_cpu_index_scales_the_cpu_figures_of_a_cpu_profile(tmp_path):
     sets, factor = speed_sets(prof, 0.03, skip={"cpu.io_cpu_s"})
     assert factor == pytest.approx(1.5)
     got = dict(item.split("=") for item in sets)
-    assert float(got["compute.train_step_s"]) == pytest.approx(0.15)                 # times x 1.5
+    assert float(got["compute.step.row_s"]) == pytest.approx(1.5e-5)                 # times x 1.5
     assert float(got["links.exchange.bandwidth"]) == pytest.approx(1e9 / 1.5)         # rates / 1.5
     assert float(got["compute.sample_rows_per_s"]) == pytest.approx(1e7 / 1.5)
     assert "cpu.io_cpu_s" not in got and "storage.ssd_iops" not in got               # skipped; devices untouched

@@ -429,3 +429,39 @@ def test_loader_passes_source_tensors_through(random_dataset):
         assert batch.h2d_bytes == 0
         np.testing.assert_array_equal(batch.features.numpy(), feats[batch.input_nodes])
 
+
+
+def test_an_emulated_accelerator_waits_the_profiles_step_and_leaves_the_data_plane_as_it_was(random_dataset):
+    from lsm_gnn.accelerator import load_accelerator
+
+    ds = random_dataset(num_nodes=600, dim=16, num_classes=4)
+    over = {"cache.enabled": True, "cache.capacity_fraction": 0.1, "cache.window": 4, "storage.reader": "buffered",
+            "storage.drop_page_cache": False, "train.warmup_iters": 1}
+    real = run_training(_cfg(ds, **over), progress=False)
+    emu = run_training(_cfg(ds, **over, **{"train.accelerator": "emulated", "train.accelerator_profile": "h200"}),
+                       progress=False)
+    validate_record(emu)
+    # the same batches through the same cache: every row count is the real run's
+    assert emu["metrics"]["rows"] == real["metrics"]["rows"]
+    assert [ep["rows"] for ep in emu["epochs"]] == [ep["rows"] for ep in real["epochs"]]
+    acc = emu["metrics"]["accelerator"]
+    step = load_accelerator("h200").step
+    assert acc["mode"] == "emulated" and acc["profile"] == "h200" and acc["step"] == step.model_dump()
+    # busy = the step model over the timed windows' batches (steady epoch: epoch 1 after its warm-up)
+    b = emu["epochs"][1]["batches"]
+    assert acc["busy_s"] == pytest.approx(step.fixed_s * b["iterations"] + step.row_s * b["input_rows"]
+                                          + step.edge_s * b["edges"])
+    assert b["input_rows"] == emu["epochs"][1]["rows"]["requests"] and b["edges"] > b["seeds"] > 0
+    assert acc["au"] == pytest.approx(acc["busy_s"] / acc["wall_s"]) and 0 < acc["au"] <= 1
+    assert emu["metrics"]["throughput"]["samples_per_s"] == pytest.approx(b["seeds"] / b["wall_s"])
+    # nothing trained: no losses, no accuracy presented as if it had
+    assert all(ep["losses"] == [] and ep["loss"] is None and ep["train_acc"] is None for ep in emu["epochs"])
+    assert emu["metrics"]["accuracy"]["trained"] is False and emu["metrics"]["accuracy"]["val"] is None
+    assert real["metrics"]["accelerator"]["mode"] == "real" and real["metrics"]["accelerator"]["au"] is None
+    assert real["metrics"]["accuracy"]["trained"] is True and real["metrics"]["accuracy"]["val"] is not None
+
+
+def test_an_unknown_accelerator_profile_is_a_config_error_naming_the_key(random_dataset):
+    ds = random_dataset(num_nodes=300, dim=8, num_classes=4)
+    with pytest.raises(ConfigError, match="train.accelerator_profile: .*expected one of a100, h200"):
+        _cfg(ds, **{"train.accelerator": "emulated", "train.accelerator_profile": "v100"})

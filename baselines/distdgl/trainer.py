@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from lsm_gnn.accelerator import batch_edges
 from lsm_gnn.utils.threads import THREAD_VARS
 
 if os.environ.get("FAKE_MACHINE_ID") is not None:
@@ -93,10 +94,19 @@ def train(args: dict) -> None:
     torch.manual_seed(int(args.get("seed", 0)))
     loader = dgl.dataloading.DistNodeDataLoader(g, train_nids, sampler, batch_size=batch_size,
                                                 shuffle=bool(args.get("shuffle", True)), drop_last=False)
-    model = bridge.build_model(args["model"], args["dataset"], len(fanouts))
-    model = DistributedDataParallel(model) if world > 1 else model
-    opt = torch.optim.Adam(model.parameters(), lr=float(args["lr"]), weight_decay=float(args.get("weight_decay", 0)))
-    loss_fn = torch.nn.CrossEntropyLoss()
+    accel = None
+    if args.get("accelerator"):  # emulated: the step is a wait; the all-reduce keeps the trainers in step
+        from lsm_gnn.accelerator import EmulatedAccelerator, load_accelerator
+
+        token = torch.zeros(1)
+        acc = args["accelerator"]
+        accel = EmulatedAccelerator(load_accelerator(acc["profile"]), scale=float(acc.get("scale", 1.0)),
+                                    sync=(lambda: tdist.all_reduce(token)) if world > 1 else None)
+    else:
+        model = bridge.build_model(args["model"], args["dataset"], len(fanouts))
+        model = DistributedDataParallel(model) if world > 1 else model
+        opt = torch.optim.Adam(model.parameters(), lr=float(args["lr"]), weight_decay=float(args.get("weight_decay", 0)))
+        loss_fn = torch.nn.CrossEntropyLoss()
     t_ready = time.perf_counter()
 
     iters_per_epoch = -(-len(train_nids) // batch_size)
@@ -124,21 +134,29 @@ def train(args: dict) -> None:
             ts = time.perf_counter()
             input_nodes, seeds, blocks = next(it)
             tc = time.perf_counter()
-            our_blocks = bridge.convert_blocks(blocks)
+            # lsm-gnn's model reads index blocks; an emulated step needs no model (a DGL model would
+            # take DGL's blocks as they are)
+            our_blocks = bridge.convert_blocks(blocks) if accel is None else None
             tf = time.perf_counter()
             x = g.ndata["feat"][input_nodes]
             y = g.ndata["label"][seeds].long()
             tt = time.perf_counter()
-            logits = bridge.forward(model, our_blocks, x)
-            loss = loss_fn(logits, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            edges = batch_edges(blocks)
+            busy = 0.0
+            if accel is not None:
+                busy = accel.step(len(input_nodes), edges)
+            else:
+                logits = bridge.forward(model, our_blocks, x)
+                loss = loss_fn(logits, y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(float(loss.detach()))
             te = time.perf_counter()
             iters.append({"epoch": epoch, "step": step, "sample": tc - ts, "convert": tf - tc, "fetch": tt - tf,
                           "train": te - tt, "total": te - ts, "input_rows": int(len(input_nodes)),
+                          "seeds": int(len(seeds)), "edges": edges, "busy": busy,
                           "feature_bytes": int(x.numel() * x.element_size())})
-            losses.append(float(loss.detach()))
             it_count += 1
             if die_at is not None and it_count >= int(die_at):
                 os.kill(os.getpid(), 9)
@@ -148,7 +166,7 @@ def train(args: dict) -> None:
     net_end = net_counters(enabled=measure_net)
 
     acc = {"val": None, "test": None}
-    if args.get("eval", True):
+    if args.get("eval", True) and accel is None:
         for split in ("val", "test"):
             nids = dgl.distributed.node_split(g.ndata[f"{split}_mask"], pb, force_even=True)
             if args.get("eval_nodes"):
@@ -163,6 +181,8 @@ def train(args: dict) -> None:
            "num_train_nids": int(len(train_nids)), "iters_per_epoch": iters_per_epoch,
            "warmup_iters": warmup, "timed_iters": int(timed) if timed else None, "planned_iters": planned,
            "iterations": iters, "epoch_walls": epoch_walls, "losses": losses,
+           "accelerator": accel.record() if accel is not None else None,
+           "overshoot_s_per_step": accel.overshoot_s / max(1, accel.steps) if accel is not None else None,
            "net_start": net_start, "net_end": net_end, "accuracy": acc,
            "startup": {"initialize_s": t_init - t0, "setup_s": t_ready - t_init},
            "threads": {"torch": torch.get_num_threads(), "env": {k: os.environ.get(k) for k in THREAD_VARS}}}

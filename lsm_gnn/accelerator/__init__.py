@@ -117,11 +117,12 @@ def batch_edges(blocks) -> int:
 class EmulatedAccelerator:
     """Waits the profile's step time for each batch and keeps the busy time for AU.
 
-    The busy time counted is the step time the model gives (what the GPU would be busy for), not the
-    sleep as it happened: the scheduler's overshoot of `time.sleep` is kept apart (`overshoot_s`) and
-    counts as idle, so AU is never inflated by a late wake-up. `sync`, when given, runs after each
-    wait (DDP's gradient all-reduce is a synchronisation point of every step: the emulated ranks meet
-    there too); its time is not busy.
+    The busy time counted is the step time the model gives (what the GPU would be busy for).
+    `time.sleep` wakes late under load (0.8 ms per 11 ms step on the 2-core VM with the data plane
+    running): the lateness is carried as a debt and taken off the next waits, so the accelerator's
+    timeline over a run keeps the model's total (`overshoot_s` is what is still owed at the end).
+    `sync`, when given, runs after each wait (DDP's gradient all-reduce is a synchronisation point
+    of every step: the emulated ranks meet there too); its time is not busy.
     """
 
     def __init__(self, profile: AcceleratorProfile, *, scale: float = 1.0, sync=None):
@@ -136,9 +137,11 @@ class EmulatedAccelerator:
     def step(self, rows: int, edges: int) -> float:
         """Wait one step of a batch of `rows` input rows and `edges` edges; return its step time."""
         t = self.model.seconds(rows, edges)
+        due = t - self.overshoot_s
         t0 = time.perf_counter()
-        time.sleep(t)
-        self.overshoot_s += max(0.0, time.perf_counter() - t0 - t)
+        if due > 0:
+            time.sleep(due)
+        self.overshoot_s = time.perf_counter() - t0 - due
         if self.sync is not None:
             self.sync()
         self.busy_s += t

@@ -74,6 +74,12 @@ def merge_records(cfg: RunConfig, results: list[dict], worker: str, wall_s: floa
             metrics.setdefault("time", {})[key] = max(vals) if all(v is not None for v in vals) else None
         metrics["ranks"] = {str(i): r["record"]["metrics"].get("ranks", {}).get(str(i), {})
                             for i, r in enumerate(results)}
+        accs = [rk.get("accelerator") for rk in metrics["ranks"].values()]
+        if all(accs):  # every device's accelerator: AU over all of them, samples/s summed
+            from lsm_gnn.records import merge_accelerators, throughput
+
+            metrics["accelerator"] = merge_accelerators(accs)
+            metrics["throughput"] = throughput(metrics["accelerator"], per_worker=accs)
         # each epoch's timed-window counts over all devices, as metrics.rows and traffic are (a
         # steady epoch can miss more than the cold one's window: lsm_gnn.project reads these)
         rank_epochs = [r["record"].get("epochs") or [] for r in results]

@@ -55,7 +55,7 @@ def cpu_index_seconds(reps: int = REPS, seed: int = 0) -> float:
 
 
 # profile keys that are CPU seconds (scale with the index) and CPU rates (scale inversely)
-CPU_TIMES = ("compute.train_step_s", "compute.train_fixed_s", "cpu.cache_row_s", "cpu.io_cpu_s", "cpu.fault_cpu_s",
+CPU_TIMES = ("compute.step.fixed_s", "compute.step.row_s", "compute.step.edge_s", "cpu.cache_row_s", "cpu.io_cpu_s", "cpu.fault_cpu_s",
              "cpu.kvstore_row_s")
 CPU_RATES = ("compute.sample_rows_per_s", "cpu.rpc_sample_rows_per_s", "links.exchange.bandwidth",
              "links.host_memory.bandwidth", "links.nic.bandwidth")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -60,6 +61,9 @@ class Counts:
     sample_ahead: int = 2            # batches sampled ahead in a thread (0: inline)
     distdgl_samplers: int = 0        # Dist-DGL sampler processes per trainer (0: sampling inline)
     servers: int = 0                 # Dist-DGL server processes over all machines
+    edges: float | None = None       # edges of the batch's blocks, E (None: not recorded)
+    emulated_step: dict | None = None  # the StepModel constants an emulated accelerator waited (None: real)
+    accelerator_profile: str | None = None  # its profile
     measured: dict = field(default_factory=dict)  # epoch_steady_s, per_iteration, ... (for validation)
 
     @property
@@ -169,6 +173,12 @@ def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
                   "cpu_index_s": _run_cpu_index(m)}
     if c.iterations_per_epoch <= 0:
         raise DataError(source, "metrics.time.timing_window.iterations_per_epoch is missing")
+    acc = m.get("accelerator") or {}
+    if acc.get("edges_per_iteration") is not None:
+        c.edges = float(acc["edges_per_iteration"])
+    if acc.get("mode") == "emulated":
+        c.emulated_step, c.accelerator_profile = dict(acc["step"]), acc.get("profile")
+    c.measured["au"] = acc.get("au")
 
     if system == "distdgl":
         d = m.get("distdgl") or {}
@@ -229,13 +239,13 @@ def load_counts(path: str | os.PathLike) -> Counts:
 
 # what must agree for records to be repeats of one run (the measured time is what may differ)
 _SAME_RUN = ("workers", "machines", "iterations_per_epoch", "batch_size", "fanouts", "model", "hidden", "row_bytes",
-             "num_rows", "overlap_fetch", "distdgl_samplers", "servers")
+             "num_rows", "overlap_fetch", "distdgl_samplers", "servers", "emulated_step")
 
 
 def merge_repeats(runs: list[Counts]) -> Counts:
     """Records of one system and configuration run again: their counts averaged, their measured
-    steady epochs averaged (the mean is what the projection is checked against; every run's time is
-    kept in `measured["runs_epoch_steady_s"]`). On a VM shared with other work repeat runs of one
+    steady epochs' median taken (what the projection is checked against, as the benchmarks report
+    the median of their runs; every run's time is kept in `measured["runs_epoch_steady_s"]`). On a VM shared with other work repeat runs of one
     command differ by up to 40 %: one run is not a measurement to check a model against."""
     first = runs[0]
     if len(runs) == 1:
@@ -250,10 +260,12 @@ def merge_repeats(runs: list[Counts]) -> Counts:
     for k in ("rows", "local_hits", "peer_hits", "victim_hits", "storage_rows", "storage_io_ops", "storage_bytes",
               "peer_rows", "exchange_bytes", "kvstore_bytes"):
         setattr(merged, k, sum(getattr(c, k) for c in runs) / len(runs))
+    if all(c.edges is not None for c in runs):
+        merged.edges = sum(c.edges for c in runs) / len(runs)
     if all(c.network_bytes_per_machine is not None for c in runs):
         merged.network_bytes_per_machine = sum(c.network_bytes_per_machine for c in runs) / len(runs)
     times = [c.measured.get("epoch_steady_s") for c in runs]
     merged.measured = {k: v for k, v in first.measured.items() if k != "cpu_index_s"}  # per record only
     merged.measured["runs_epoch_steady_s"] = times
-    merged.measured["epoch_steady_s"] = None if None in times else sum(times) / len(times)
+    merged.measured["epoch_steady_s"] = None if None in times else float(statistics.median(times))
     return merged

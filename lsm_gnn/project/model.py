@@ -7,8 +7,10 @@ S storage rows, IO storage reads, B_s storage bytes, V victim-buffer rows, P row
 peers, X exchange bytes of the worker, W workers (devices or trainers), n SSDs per device.
 
 1. Stage costs (seconds; the resource in brackets):
-   train     = fixed + (train_step_s - fixed) x R / reference_input_rows        [gpu | cpu]
-               (fixed = train_fixed_s: what every step pays whatever its size)
+   train     = fixed_s + row_s x R + edge_s x E (compute.step, or compute.accelerator's)  [gpu | cpu]
+               (lsm_gnn.accelerator.StepModel: the model the emulated accelerators wait; a record
+               whose run waited one, projected on a CPU profile, keeps its own constants: the
+               wait, no CPU)
    sample    = R / sample_rows_per_s                                             [gpu | cpu]
    storage   = max(F x IO / (n x iops), F x B_s / (n x bw), IO x latency / queue_depth)  [ssd]
                (F = W on a shared pool, whose workers read in step; else 1)
@@ -58,6 +60,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lsm_gnn.accelerator import StepModel
 from lsm_gnn.project.counts import PAGE, Counts
 from lsm_gnn.project.profiles import Profile
 
@@ -211,14 +214,21 @@ def _max(name: str, parts: list) -> Stage:
     return st
 
 
+def _waited(c: Counts, p: Profile) -> bool:
+    """The record's run waited an emulated accelerator and the profile is the machine it ran on:
+    the train step is that wait (no CPU, no contention), not the profile's step."""
+    return p.cpu_only and c.emulated_step is not None
+
+
 def _train(c: Counts, p: Profile) -> Stage:
-    cp = p.compute
-    fixed = cp.train_fixed_s
-    t = fixed + (cp.train_step_s - fixed) * c.rows / cp.reference_input_rows
-    f = f"{_fmt(cp.train_step_s)} s x R {_fmt(c.rows)} / {_fmt(cp.reference_input_rows)}" if not fixed else \
-        (f"{_fmt(fixed)} s + ({_fmt(cp.train_step_s)} - {_fmt(fixed)}) s x R {_fmt(c.rows)} / "
-         f"{_fmt(cp.reference_input_rows)}")
-    return _on(p, "train", t, f)
+    edges = c.edges or 0.0
+    if _waited(c, p):
+        sm = StepModel(**c.emulated_step)
+        return Stage("train", sm.seconds(c.rows, edges), "accelerator",
+                     f"emulated {c.accelerator_profile}: {sm.formula(c.rows, edges)}")
+    sm = p.compute.step
+    f = sm.formula(c.rows, edges) + ("" if c.edges is not None else " (E not recorded: 0)")
+    return _on(p, "train", sm.seconds(c.rows, edges), f)
 
 
 def _sample(c: Counts, p: Profile) -> Stage:
@@ -357,6 +367,8 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
                      cpu_seconds=sw + (net if emulated else 0.0))
         gb = gradient_bytes(c)
         ar_t = 2 * (W - 1) / W * gb / nic.bandwidth + 2 * nic.latency_s if W > 1 else 0.0
+        if _waited(c, p):  # the gradient all-reduce is inside the emulated step: the trainers only meet
+            ar_t = 2 * nic.latency_s if W > 1 else 0.0
         ar = Stage("allreduce", ar_t, "cpu" if emulated else "nic",
                    f"2 x ({W}-1)/{W} x {_fmt(gb)} B / {_fmt(nic.bandwidth)} B/s + 2 x {_fmt(nic.latency_s)} s",
                    cpu_seconds=ar_t if emulated else 0.0)
@@ -384,6 +396,8 @@ def _ddp_allreduce(c: Counts, p: Profile) -> Stage | None:
         return None
     gb = gradient_bytes(c)
     nbytes = 2 * (c.workers - 1) / c.workers * gb
+    if _waited(c, p):  # the gradient all-reduce is inside the emulated step: the ranks only meet
+        return _link(p, "allreduce", 0.0, p.links.exchange, "exchange")
     if p.cpu_only:
         return _link(p, "allreduce", nbytes, p.links.exchange, "exchange")
     link, res = (p.links.nvlink, "nvlink") if p.links.nvlink else (p.links.pcie, "pcie")

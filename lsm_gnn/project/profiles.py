@@ -15,10 +15,10 @@ import os
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from lsm_gnn.utils.errors import ConfigError
+from lsm_gnn.accelerator import StepModel
+from lsm_gnn.utils.yamlmodel import load_model, parse_model, yaml_path
 
 PACKAGED = ("this-machine", "paper", "h200x8")
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
@@ -37,14 +37,13 @@ class Compute(_S):
     device: Literal["cpu", "gpu"]
     """Where the train step runs: `cpu` shares the cores with sampling and fetching."""
     devices_per_node: int = Field(ge=1)
-    train_step_s: float = Field(gt=0)
-    """One train step (forward, backward, optimiser) of one worker on the reference batch."""
-    reference_input_rows: float = Field(gt=0)
-    """Input rows of the reference batch."""
-    train_fixed_s: float = Field(0.0, ge=0)
-    """The part of train_step_s every step pays whatever its size (kernel launches, optimiser,
-    framework): a batch of R rows costs train_fixed_s + (train_step_s - train_fixed_s) x R /
-    reference_input_rows."""
+    step: StepModel | None = None
+    """The train step of one worker: fixed_s + row_s x R + edge_s x E for a batch of R input rows and
+    E edges (lsm_gnn.accelerator: the same model the emulated accelerators wait). Required unless
+    `accelerator` is given; beside it, the constants set here override the accelerator's."""
+    accelerator: str | None = None
+    """An accelerator profile (lsm_gnn.accelerator: a100, h200, or a path) whose step model is the train
+    step; its memory bandwidth is the default of `memory_bandwidth`."""
     reference: str = ""
     """What the reference batch is (model, batch size, fan-outs): documentation only."""
     memory_bandwidth: float | None = Field(None, gt=0)
@@ -117,11 +116,20 @@ class Profile(_S):
 
     @model_validator(mode="after")
     def _consistent(self):
+        cp = self.compute
+        if cp.step is None and cp.accelerator is None:
+            raise ValueError("compute.step: required unless compute.accelerator names an accelerator profile")
+        if cp.accelerator is not None:
+            from lsm_gnn.accelerator import load_accelerator
+
+            acc = load_accelerator(cp.accelerator)
+            # constants given beside the accelerator (--set compute.step.fixed_s=...) override its own
+            given = cp.step.model_dump(include=cp.step.model_fields_set) if cp.step is not None else {}
+            cp.step = acc.step.model_copy(update=given)
+            if cp.memory_bandwidth is None:
+                cp.memory_bandwidth = acc.memory_bandwidth
         if self.compute.device == "gpu" and self.compute.memory_bandwidth is None:
             raise ValueError("compute.memory_bandwidth: required when compute.device is gpu")
-        if self.compute.train_fixed_s > self.compute.train_step_s:
-            raise ValueError(f"compute.train_fixed_s: at most compute.train_step_s ({self.compute.train_step_s}), "
-                             f"found {self.compute.train_fixed_s}")
         if (self.storage.fault_s is None) != (self.storage.fault_processes is None):
             raise ValueError("storage.fault_s: comes with storage.fault_processes (how many processes faulted "
                              "at once when it was measured)")
@@ -135,52 +143,13 @@ class Profile(_S):
 
 
 def profile_path(name_or_path: str | os.PathLike) -> Path:
-    p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.exists():
-        return p
-    return PROFILE_DIR / f"{name_or_path}.yaml"
-
-
-def _key(loc) -> str:
-    return ".".join(str(x) for x in loc if not (isinstance(x, str) and x.startswith("function-"))) or "(root)"
+    return yaml_path(name_or_path, PROFILE_DIR)
 
 
 def parse_profile(data, source: str) -> Profile:
-    if not isinstance(data, dict):
-        raise ConfigError(source, "(root)", f"a profile is a mapping of sections, found {type(data).__name__}")
-    try:
-        return Profile.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        key, msg = _key(err["loc"]), err["msg"]
-        if err["type"] == "missing":
-            msg = "required key is missing"
-        elif err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif err["type"] == "value_error" and msg.startswith("Value error, "):
-            # the cross-field checks put the key first: "compute.memory_bandwidth: required ..."
-            k, _, rest = msg[len("Value error, "):].partition(": ")
-            key, msg = k, rest
-        n = len(e.errors())
-        raise ConfigError(source, key, msg + (f" (and {n - 1} more problem{'s' if n > 2 else ''})" if n > 1 else "")) \
-            from None
+    return parse_model(Profile, data, source)
 
 
 def load_profile(name_or_path: str | os.PathLike) -> Profile:
     """A packaged profile by name, or a YAML file by path; validated."""
-    path = profile_path(name_or_path)
-    source = path.name if str(name_or_path) in PACKAGED else os.fspath(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(os.fspath(name_or_path), "(file)",
-                          f"no such profile file; packaged profiles: {', '.join(PACKAGED)}") from None
-    except OSError as e:
-        raise ConfigError(source, "(file)", f"cannot read: {e.strerror or e}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        raise ConfigError(source, "(yaml)", f"not valid YAML: {where}{getattr(e, 'problem', None) or e}") from None
-    return parse_profile(data, source)
+    return load_model(Profile, name_or_path, PROFILE_DIR, PACKAGED)

@@ -17,6 +17,11 @@ Timing (written to `metrics.time.timing_window`):
 share of fetch time hidden behind compute (waits for sampling count against it, so it is a
 lower bound).
 
+Accelerator (`metrics.accelerator`): `train.accelerator: real` trains the model on train.device;
+`emulated` replaces each train step by a wait of the profile's step time for that batch
+(lsm_gnn.accelerator, after MLPerf Storage): no model is built, nothing is evaluated, the record's
+accuracy is null with `trained: false`, and AU = busy time / wall time over the timed windows.
+
 Multi-device: with world_size > 1 and torch.distributed initialised, seeds are sharded, the model
 is wrapped in DDP, and the caller's feature source is used (lsm_gnn.multidevice). Only rank 0 writes a
 record; every rank returns its own, with `metrics.ranks[rank]`.
@@ -42,12 +47,13 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from lsm_gnn.accelerator import EmulatedAccelerator, batch_edges, load_accelerator
 from lsm_gnn.config import RunConfig, config_to_dict
 from lsm_gnn.datasets.format import Dataset
 from lsm_gnn.features import FeatureSource, MemoryFeatureSource, as_source, make_feature_source, numeric_stats, \
     system_name
 from lsm_gnn.models import build_model
-from lsm_gnn.records import ROW_KEYS, STAGES, new_record, write_record
+from lsm_gnn.records import ROW_KEYS, STAGES, accelerator_block, batch_window, new_record, throughput, write_record
 from lsm_gnn.sampling import NeighborSampler
 from lsm_gnn.train.evaluate import evaluate
 from lsm_gnn.train.loader import FeatureLoader
@@ -91,6 +97,22 @@ def _hit_rates(rows: dict) -> dict:
         return {}
     return {"local": rows["local_hits"] / req, "peer": rows["peer_hits"] / req,
             "victim": rows["victim_hits"] / req, "storage": rows["storage_rows"] / req}
+
+
+def _accelerator(cfg: RunConfig, distributed: bool):
+    """The emulated accelerator of `train.accelerator: emulated` (None: the model really trains).
+    With several ranks each wait ends in a one-number all-reduce: DDP's gradient all-reduce makes
+    every real step a meeting point of the ranks, and the emulated ranks keep that rhythm."""
+    tr = cfg.train
+    if tr.accelerator != "emulated":
+        return None
+    sync = None
+    if distributed:
+        token = torch.zeros(1)
+
+        def sync():
+            torch.distributed.all_reduce(token)
+    return EmulatedAccelerator(load_accelerator(tr.accelerator_profile), scale=tr.accelerator_scale, sync=sync)
 
 
 def run_training(cfg: RunConfig, *, rank: int = 0, world_size: int = 1, feature_source=None,
@@ -197,7 +219,10 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
     fanouts = list(cfg.sampler.fanouts)
     sampler = NeighborSampler(dataset, fanouts, cfg.sampler.batch_size, seed=cfg.train.seed,
                               shuffle=cfg.sampler.shuffle, rank=rank, world_size=world_size)
-    model = build_model(cfg.model, dataset, len(fanouts)).to(device)
+    tr = cfg.train
+    accel = _accelerator(cfg, distributed)
+    # an emulated accelerator trains nothing: no model, no optimiser, no evaluation
+    model = build_model(cfg.model, dataset, len(fanouts)).to(device) if accel is None else None
 
     t0 = time.perf_counter()
     source = feature_source if feature_source is not None else make_feature_source(cfg, dataset, rank, world_size)
@@ -210,15 +235,17 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
     opened["source"] = source
     preprocessing_s = time.perf_counter() - t0
 
-    net = model
-    if distributed:
-        from torch.nn.parallel import DistributedDataParallel as DDP
+    net = opt = None
+    if model is not None:
+        net = model
+        if distributed:
+            from torch.nn.parallel import DistributedDataParallel as DDP
 
-        net = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+            net = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+        opt = torch.optim.Adam(net.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+    evaluating = tr.eval and accel is None
 
     per_epoch = len(sampler)
-    tr = cfg.train
     timed = tr.timed_iters is not None
     planned = min(per_epoch, tr.warmup_iters + tr.timed_iters) if timed else per_epoch
     if tr.warmup_iters >= planned:
@@ -231,7 +258,8 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
               if (cfg.cache.enabled or feature_source is not None) else 0)
     loader = FeatureLoader(sampler, source, window=window, sample_ahead=cfg.sampler.prefetch_batches,
                            overlap_fetch=tr.overlap_fetch, device=device, max_iters=planned)
-    eval_features = source.features if isinstance(source, MemoryFeatureSource) else _eval_rows(dataset, opened)
+    eval_features = None if not evaluating else \
+        source.features if isinstance(source, MemoryFeatureSource) else _eval_rows(dataset, opened)
     # evaluation fetches nothing through the source: stamp the rank's heartbeat per batch instead
     eval_tick = source.heartbeat.beat if source.heartbeat is not None else None
     interactive = progress and sys.stderr.isatty()
@@ -240,25 +268,34 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
     h2d = 0
     opened["started"] = True
     for epoch in range(tr.epochs):
-        net.train()
+        if net is not None:
+            net.train()
         timer = StageTimer()
         losses, correct, seen = [], 0, 0
-        batch_counts = []
+        batch_counts, shapes = [], []   # shapes: (seeds, input rows, edges, accelerator busy s) per batch
         bar = tqdm(total=planned, desc=f"epoch {epoch}", unit="it", disable=not interactive, leave=False)
         t_epoch = t_iter = time.perf_counter()
         for step, batch in enumerate(loader.epoch(epoch)):
+            n_rows, n_edges = len(batch.input_nodes), batch_edges(batch.blocks)
+            busy = 0.0
             with timer.stage("train"):
-                x = batch.features if batch.features.dtype == torch.float32 else batch.features.float()
-                logits = net(batch.blocks, x)
-                loss = F.cross_entropy(logits, batch.labels)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                loss_v = float(loss.item())
+                if accel is not None:
+                    busy = accel.step(n_rows, n_edges)
+                    loss_v = None
+                else:
+                    x = batch.features if batch.features.dtype == torch.float32 else batch.features.float()
+                    logits = net(batch.blocks, x)
+                    loss = F.cross_entropy(logits, batch.labels)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    loss_v = float(loss.item())
             h2d += batch.h2d_bytes
-            losses.append(loss_v)
-            correct += int((logits.argmax(1) == batch.labels).sum())
-            seen += len(batch.labels)
+            shapes.append((len(batch.labels), n_rows, n_edges, busy))
+            if loss_v is not None:
+                losses.append(loss_v)
+                correct += int((logits.argmax(1) == batch.labels).sum())
+                seen += len(batch.labels)
             timer.add(batch.times)
             batch_counts.append(batch.counts)
             now = time.perf_counter()
@@ -270,7 +307,7 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
             if opened["interrupted"].is_set():
                 raise KeyboardInterrupt
             bar.update(1)
-            if step % 10 == 0:
+            if step % 10 == 0 and loss_v is not None:
                 bar.set_postfix(loss=f"{loss_v:.3f}")
         bar.close()
         wall = time.perf_counter() - t_epoch
@@ -283,13 +320,15 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
         ep = {"epoch": epoch, "iterations": len(its), "time_s": wall, "epoch_s": epoch_s,
               "extrapolated": timed and planned < per_epoch,
               "cold_estimate_s": StageTimer.mean(its)["wall"] * per_epoch if timed else wall,
-              "loss": float(np.mean(losses)), "losses": losses, "train_acc": correct / max(seen, 1),
+              "loss": float(np.mean(losses)) if losses else None, "losses": losses,
+              "train_acc": correct / seen if seen else None,
+              "batches": batch_window(shapes[tr.warmup_iters:], [it["wall"] for it in window_items]),
               "per_iteration": {k: mean[k] for k in STAGES + ("wall", "wait")},
               "per_iteration_exposed": _exposed(mean),
               "hidden_fetch_fraction": _hidden_fraction(window_items),
               "rows": {k: sum(c.get(k, 0) for c in batch_counts[tr.warmup_iters:]) for k in ROW_KEYS},
               "io": {k: sum(c.get(k, 0) for c in batch_counts[tr.warmup_iters:]) for k in ("bytes_read", "io_ops")}}
-        if tr.eval:
+        if evaluating:
             te = time.perf_counter()
             ep["val_acc"], ep["val_nodes"] = evaluate(
                 model, dataset, eval_features, split="val", fanouts=fanouts, batch_size=cfg.sampler.batch_size,
@@ -300,7 +339,7 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
         measured_items.append(window_items)
 
     test_acc = test_nodes = None
-    if tr.eval:
+    if evaluating:
         te = time.perf_counter()
         test_acc, test_nodes = evaluate(model, dataset, eval_features, split="test", fanouts=fanouts,
                                         batch_size=cfg.sampler.batch_size, seed=tr.seed,
@@ -341,12 +380,15 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
         "traffic": {"storage_bytes": int(io["bytes_read"]), "storage_io_ops": int(io["io_ops"]),
                     "device_exchange_bytes": 0, "host_to_device_bytes": int(h2d)},
         "time": time_metrics,
-        "accuracy": {"val": epochs[-1].get("val_acc"), "test": test_acc,
+        "accuracy": {"val": epochs[-1].get("val_acc"), "test": test_acc, "trained": accel is None,
                      "val_curve": [ep.get("val_acc") for ep in epochs],
                      "train_curve": [ep["train_acc"] for ep in epochs],
                      "eval_nodes": {"val": epochs[-1].get("val_nodes"), "test": test_nodes}},
         "source": {"kind": source.source_name, "window": window, "stats": source_stats,
                    "storage_path": source.storage_info()},
+        "accelerator": accelerator_block(accel.record() if accel is not None else None, cfg.train.device,
+                                         [epochs[i]["batches"] for i in (steady_idx or range(E))],
+                                         overshoot_s=accel.overshoot_s if accel is not None else None),
         "pipeline": {"sample_ahead": cfg.sampler.prefetch_batches, "overlap_fetch": tr.overlap_fetch,
                      "torch_threads": torch.get_num_threads()},
         "dataset": {"path": os.fspath(dataset.root), "name": dataset.name, "nodes": dataset.num_nodes(),
@@ -356,8 +398,10 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
     from lsm_gnn.cache.budget import for_devices
 
     metrics["memory"] = for_devices(source.memory(), world_size)  # what the source holds, per device
+    metrics["throughput"] = throughput(metrics["accelerator"])
     metrics["ranks"] = {str(rank): {"rows": rows, "time": {"epoch_cold_s": cold, "epoch_steady_s": steady,
                                                            "per_iteration": dict(time_metrics["per_iteration"])},
-                                    "storage_bytes": int(io["bytes_read"])}}
+                                    "storage_bytes": int(io["bytes_read"]),
+                                    "accelerator": metrics["accelerator"]}}
     record["metrics"] = metrics
     record["epochs"] = epochs

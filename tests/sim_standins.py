@@ -17,7 +17,8 @@ def lru_replay(batches, cfg, num_rows, static_scores, *, budget, num_owners=1, o
     hits are the rows resident when the batch starts."""
     sets, ways = set_geometry(budget.cache_rows, cfg.ways)
     cache = [OrderedDict() for _ in range(sets)]
-    out = SimpleNamespace(requests=0, distinct=0, hits=0, victim_hits=0, storage_rows=0, evictions=0, spills=0)
+    out = SimpleNamespace(requests=0, distinct=0, hits=0, victim_hits=0, storage_rows=0, evictions=0, spills=0,
+                          spill_dropped=0, prefetched=0)  # no victim buffer: nothing spilled or prefetched
     for batch in batches:
         batch = np.asarray(batch)
         assert np.all(batch % num_owners == owner), "replayed a row this owner does not own"

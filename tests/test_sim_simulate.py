@@ -157,3 +157,23 @@ def test_generate_trace_with_the_training_sampler(random_dataset):
     assert t.num_batches == len(s1) == len(expect)
     assert all(np.array_equal(t.batches[b][1], expect[b]) for b in range(t.num_batches))
     assert t.meta["sampler"].endswith("NeighborSampler")
+
+
+def test_simulate_reports_the_victim_buffers_spills_drops_and_prefetches_per_iteration():
+    """hybrid with a victim buffer whose queues are too shallow for its spills: the dropped spills
+    and the prefetched lines are in the result, per iteration and cache, and they add up."""
+    t = two_device_trace(seed=5, n=400, nb=30)
+    scores = np.random.default_rng(0).integers(0, 256, t.num_rows).astype(np.uint8)
+    shallow = CacheConfig(policy="hybrid", capacity_fraction=0.2, window=4, ways=4,
+                          victim_buffer=VictimBufferConfig(depth=1))
+    off = CacheConfig(policy="hybrid", capacity_fraction=0.2, window=4, ways=4,
+                      victim_buffer=VictimBufferConfig(enabled=False))
+    df = simulate(t, [shallow, off], static_scores=scores, mode="shared")
+    on, none = df.iloc[0], df.iloc[1]
+    assert on["spill_dropped"] > 0 and on["spills"] > 0 and on["prefetched"] > 0
+    per_it = t.num_batches * 2  # two caches (owners)
+    assert on["spill_attempts_per_iteration"] == pytest.approx((on["spills"] + on["spill_dropped"]) / per_it)
+    assert on["spill_dropped_per_iteration"] == pytest.approx(on["spill_dropped"] / per_it)
+    assert on["prefetched_per_iteration"] == pytest.approx(on["prefetched"] / per_it)
+    assert on["victim_hits"] <= on["prefetched"] <= on["spills"]
+    assert none["spills"] == none["spill_dropped"] == none["prefetched"] == none["victim_hits"] == 0

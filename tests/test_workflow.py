@@ -38,7 +38,7 @@ SMALL = [
     "train_epochs=2", "train_hidden=16", "train_warmup=1", "train_timed=2",
     "multidevice_batches=4", "multidevice_warmup=1", "multidevice_train_warmup=1", "multidevice_train_iters=2",
     "baselines_warmup=1", "baselines_timed=2", "baselines_cache=[0.2]", "baselines_systems=[lsm,mmap]",
-    "baselines_repeats=2",
+    "baselines_repeats=2", "baselines_real_runs=1",
 ]
 # The timed rules claim both cores so that timed runs never overlap; here nothing is compared, so
 # two of them may share the machine.
@@ -129,12 +129,24 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     assert all(r["cache_rows_per_iteration_rows"] > 0 for r in sim["results"])
     summary = (tmp_path / "results/ogbn-papers100M/baselines/summary.csv").read_text()
     assert "cache_rows_per_iteration_rows" in summary and "distdgl" in summary and "direct" not in summary
-    # every baseline ran twice (baselines_repeats=2): one row per configuration, the mean of its runs
+    # every baseline ran twice with emulated accelerators (baselines_repeats=2) and once really training
+    # (baselines_real_runs=1): one row per configuration and accelerator, the median of its runs
     import pandas as pd
 
     table = pd.read_csv(tmp_path / "results/ogbn-papers100M/baselines/summary.csv")
-    assert sorted(table.label) == ["distdgl 2x2", "lsm d2 c0.2", "mmap d2 c0.2"] and (table.runs == 2).all()
-    assert len(list((tmp_path / "results/ogbn-papers100M/baselines").glob("*-r[01].json"))) == 6
+    emu, real = table[table.accelerator == "a100"], table[table.accelerator == "real"]
+    assert sorted(emu.label) == sorted(real.label) == ["distdgl 2x2", "lsm d2 c0.2", "mmap d2 c0.2"]
+    assert (emu.runs == 2).all() and (real.runs == 1).all() and (emu.au > 0).all() and real.au.isna().all()
+    assert real.val_acc.notna().all() and emu.val_acc.isna().all()
+    runs = tmp_path / "results/ogbn-papers100M/baselines"
+    assert len(list(runs.glob("*-a100-r[01].json"))) == 6 and len(list(runs.glob("*-real-r0.json"))) == 3
+    # the runs ran interleaved and rotated: each one after the one before it in the chain
+    order = ["lsm-d2-c0.2", "mmap-d2-c0.2", "distdgl-m2-t2"]
+    chain = [runs / f"{order[(r + i) % 3]}-a100-r{r}.json" for r in range(2) for i in range(3)]
+    created = [json.loads(p.read_text())["created"] for p in chain]
+    assert created == sorted(created)
+    ratios = json.loads((runs / "ratios.json").read_text())
+    assert ratios["accelerator"] == "a100" and ratios["lsm_au"] > 0
     valid = json.loads((tmp_path / "results/ogbn-papers100M/projection/validate-this-machine.json").read_text())
     assert all(len(v["measured_runs_s"]) == 2 for v in valid["systems"].values())
     grid = pd.read_csv(tmp_path / "results/ogbn-papers100M/projection/igb_full_grid.csv")

@@ -34,7 +34,11 @@ from lsm_gnn.sim.trace import Trace
 from lsm_gnn.utils.errors import InputError
 
 MODES = ("shared", "isolated")
-RESULT_KEYS = ("requests", "distinct", "hits", "victim_hits", "storage_rows", "evictions", "spills")
+RESULT_KEYS = ("requests", "distinct", "hits", "victim_hits", "storage_rows", "evictions", "spills",
+               "spill_dropped", "prefetched")
+"""Counts every replay reports (lsm_gnn.cache.replay): spills = evicted lines with a known reuse put
+in their victim queue, spill_dropped = such lines whose queue was full (re-read from storage at
+their reuse), prefetched = lines the PVP moved to the landing buffer."""
 BOUND_KEYS = ("compulsory", "min_rows", "min_cache_rows", "min_set_rows", "opt_static_rows", "min_total_rows")
 
 
@@ -188,6 +192,12 @@ def simulate(trace: Trace, configs: Sequence[CacheConfig], *, static_scores: np.
                "mode": mode, "devices": trace.num_devices,
                "batches": trace.num_batches, "epochs": epochs, **counts, "bypassed": bypassed, **bnd}
         row["storage_rows_per_epoch"] = counts["storage_rows"] / epochs
+        # the victim buffer's regime per iteration and cache: spill attempts against its queue depth
+        per_it = max(1, trace.num_batches * max(1, len(calc.streams)))
+        row["spill_attempts_per_iteration"] = (counts["spills"] + counts["spill_dropped"]) / per_it
+        row["spill_dropped_per_iteration"] = counts["spill_dropped"] / per_it
+        row["prefetched_per_iteration"] = counts["prefetched"] / per_it
+        row["victim_hits_per_iteration"] = counts["victim_hits"] / per_it
         row["hit_rate"] = _ratio(counts["hits"] + counts["victim_hits"], counts["requests"])
         for name, key in (("min", "min_rows"), ("min_cache", "min_cache_rows"), ("min_set", "min_set_rows"),
                           ("opt_static", "opt_static_rows"), ("compulsory", "compulsory")):

@@ -48,7 +48,7 @@ def pct(v):
 
 
 # ---- validation and the paper's setting ------------------------------------------------------------
-rows = ["| system | measured steady epoch (s), mean of the runs | the runs (s) | projected (s) | error | bottleneck |",
+rows = ["| system | measured steady epoch (s), median of the runs | the runs (s) | projected (s) | error | bottleneck |",
         "|---|---|---|---|---|---|"]
 for name, s in sorted(valid["systems"].items()):
     runs = ", ".join(fmt(x, ".1f") for x in s.get("measured_runs_s") or [])

@@ -151,6 +151,7 @@ def _function_text(code: str, name: str) -> str:
 
 class _Module:
     def __init__(self, code: str, options=()):
+        code = re.sub(r"//[^\n]*", "", code)  # kernel parameter lists are read as plain declarations
         kernels = _KERNEL_RE.findall(code)
         names = [k for k, _ in kernels]
         launchers = []

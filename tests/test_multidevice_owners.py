@@ -1,6 +1,5 @@
 """Owner split, reorder and per-owner feature files (CPU engine; GPU engine against it)."""
 
-import re
 import shutil
 
 import numpy as np
@@ -98,9 +97,7 @@ def emulate_gpu_kernels(monkeypatch=None):
     from lsm_gnn.multidevice import gpu
 
     cp = fake_cupy()
-    # the emulator reads kernel parameter lists as plain declarations: drop the // comments
-    mods = {name: cp.RawModule(code=re.sub(r"//[^\n]*", "", (gpu.CUDA_DIR / name).read_text()))
-            for name in ("owner_split.cu", "reorder.cu")}
+    mods = {name: cp.RawModule(code=gpu.module_source(name)) for name in gpu.SOURCES}
     if monkeypatch is None:
         gpu._require, gpu._module = (lambda: cp), (lambda name: mods[name])
     else:

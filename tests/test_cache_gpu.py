@@ -2,8 +2,8 @@
 
 Every equality test runs on two backends:
 
-* ``cupy``: GpuCacheEngine on CuPy and a real GPU (marked ``gpu`` and ``requires_gpu``: skipped
-  cleanly without one; cuda/gpu_check.py runs them on a GPU machine);
+* ``cupy``: GpuCacheEngine on CuPy and a real GPU (marked ``gpu``: skipped cleanly without
+  one; `lsm-gnn check gpu` runs them on a GPU machine);
 * ``emulated``: the same engine and the same CUDA sources, compiled for the host by
   tests/cuda_emu.py (g++), so the kernels' logic and the engine's host code are checked on every
   machine; skipped without a C++ compiler.
@@ -20,7 +20,6 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import requires_gpu
 from lsm_gnn.cache.budget import budget_for_cache_rows
 from lsm_gnn.cache import engine as cpu_engine
 from lsm_gnn.cache import gpu_engine, policies, window
@@ -38,7 +37,7 @@ POLICIES = ("round_robin", "static", "dynamic", "hybrid", "lru", "sieve", "horiz
 
 _has_cxx = bool(shutil.which("g++") or shutil.which("c++"))
 BACKENDS = [
-    pytest.param("cupy", marks=[pytest.mark.gpu, requires_gpu]),
+    pytest.param("cupy", marks=pytest.mark.gpu),
     pytest.param("emulated", marks=pytest.mark.skipif(not _has_cxx, reason="needs g++ for the CUDA emulator")),
 ]
 # problem sizes: the emulator runs a warp as 32 coroutines, so it gets a small cache

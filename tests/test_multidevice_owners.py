@@ -5,7 +5,6 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import requires_gpu
 from lsm_gnn.multidevice.owner_files import ensure_owner_files, owner_num_rows, read_owner_rows
 from lsm_gnn.multidevice.owners import reorder, split_by_owner
 from lsm_gnn.utils.errors import InputError
@@ -67,7 +66,7 @@ def test_owner_files_hold_owned_rows_at_v_div_G(random_dataset, G):
     assert np.array_equal(read_owner_rows(again[0], np.arange(0, 301, G) // G), feats[0::G])
 
 
-@requires_gpu
+@pytest.mark.gpu
 @pytest.mark.parametrize("G", [2, 3, 8])
 def test_gpu_split_and_reorder_equal_cpu(G):
     import cupy as cp
@@ -138,11 +137,6 @@ def test_tensor_split_and_reorder_equal_cpu_emulated(G, monkeypatch):
 
 
 @pytest.mark.gpu
-@requires_gpu
 @pytest.mark.parametrize("G", [2, 3, 8])
 def test_gpu_tensor_split_and_reorder_equal_cpu(G):
-    import torch
-
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
     _tensor_split_and_reorder_equal_cpu("cuda", G, 200_003)

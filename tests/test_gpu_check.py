@@ -188,6 +188,21 @@ def test_a_step_runs_in_its_own_process_and_reports_its_duration(tmp_path):
     assert "AttributeError" in bad["error"] and Path(bad["log"]).is_file()
 
 
+@pytest.mark.slow
+def test_the_dataset_train_and_multidevice_steps_run_on_the_cpu(tmp_path):
+    """The plumbing of the steps that train (device="cpu" here; the check passes "cuda")."""
+    from lsm_gnn.multidevice.bench import two_ranks_one_gpu
+    from lsm_gnn.train.bench import on_device
+
+    ds = gc.make_dataset(str(tmp_path / "ds"), nodes=6000, feature_dim=16)
+    assert "error" not in ds and ds["nodes"] == 6000
+    tr = on_device(ds["path"], device="cpu", warmup=1, timed=2, threads=1)
+    assert tr["device"] == "cpu" and tr["steady_epoch_vs_memory"] > 0 and tr["reader"] in ("direct", "buffered")
+    md = two_ranks_one_gpu(ds["path"], warmup=1, timed=2, device="cpu")
+    assert "error" not in md, md.get("error")
+    assert md["status"] == "complete" and md["backend"] == "gloo" and md["devices"] == 2
+
+
 def test_atomic_json(tmp_path):
     gc.write_json_atomic(tmp_path / "a" / "x.json", {"v": 1.5})
     assert json.loads((tmp_path / "a" / "x.json").read_text()) == {"v": 1.5}

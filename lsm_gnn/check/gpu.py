@@ -81,7 +81,7 @@ STEPS = {
     "multidevice": Step("lsm_gnn.multidevice.bench:two_ranks_one_gpu", {"full": 100, "quick": 60},
                         {"full": dict(warmup=10, timed=20), "quick": dict(warmup=4, timed=6)},
                         needs=("torch", "numba", "pydantic", "yaml", "tqdm", "jsonschema", "psutil"), dataset=True,
-                        extra={"cache_fraction": CACHE_FRACTION}),
+                        extra={"device": "cuda", "cache_fraction": CACHE_FRACTION}),
 }
 # headline numbers: field -> (step, op, target)
 TARGETS = {

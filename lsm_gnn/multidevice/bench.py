@@ -228,17 +228,18 @@ def bench_multidevice(dataset, devices, cache_fraction, policy, window, batch_si
     click.echo(f"cross-device duplicate requests per iteration: {res['cross_device_duplicate_fraction']:.1%}")
 
 
-def two_ranks_one_gpu(dataset: str, warmup: int = 10, timed: int = 20, cache_fraction: float = 0.1) -> dict:
+def two_ranks_one_gpu(dataset: str, warmup: int = 10, timed: int = 20, cache_fraction: float = 0.1,
+                      device: str = "cuda") -> dict:
     """A step of `lsm-gnn check gpu`: 2 ranks sharing one cache, training on the one GPU. NCCL refuses
     two ranks on one GPU ("Duplicate GPU detected"), so the ranks use gloo: both train on cuda:0 and
-    exchange rows through host memory."""
+    exchange rows through host memory. (device="cpu": the same run without a GPU, for its test.)"""
     from lsm_gnn.config import load_config
     from lsm_gnn.multidevice.launch import run_multi_device
     from lsm_gnn.train.bench import auto_reader
 
     reader, notes = auto_reader(dataset)
     over = {"dataset.path": str(dataset), "distributed.devices": 2, "distributed.mode": "shared",
-            "distributed.backend": "gloo", "distributed.timeout_s": 120.0, "train.device": "cuda",
+            "distributed.backend": "gloo", "distributed.timeout_s": 120.0, "train.device": device,
             "train.epochs": 1, "train.warmup_iters": warmup, "train.timed_iters": timed,
             "train.eval": False, "storage.reader": reader, "cache.enabled": True,
             "cache.capacity_fraction": cache_fraction}

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from lsm_gnn.check.env import FEWER_DEVICES, NO_GPU, missing_modules
 
-BUDGET_S = {"full": 290, "quick": 180}   # the whole check, env and tests included
+BUDGET_S = {"full": 285, "quick": 180}   # the whole check, env and tests included
 TESTS_LIMIT_S = {"full": 130, "quick": 90}
 ENV_LIMIT_S = 60
 MIN_STEP_S = 10                            # a step is not started with less time left than this
@@ -68,18 +68,18 @@ STEPS = {
                          "quick": dict(batch_sizes=[128, 512, 1024], warmup=3, repeats=10)},
                         needs=("torch", "pydantic", "yaml"), extra={"device": "cuda"}),
     "engine": Step("lsm_gnn.cache.bench:gpu_engine_vs_cpu", {"full": 75, "quick": 45},
-                   {"full": dict(num_rows=4_000_000, batches=40, batch=200_000),
+                   {"full": dict(num_rows=2_000_000, batches=30, batch=100_000),
                     "quick": dict(num_rows=400_000, batches=12, batch=20_000)}, needs=("numba", "cupy")),
     "gather": Step("lsm_gnn.cache.bench:gather_vs_copy", {"full": 45, "quick": 30},
                    {"full": dict(rows=200_000, table=800_000, reps=10), "quick": dict(rows=50_000, table=200_000, reps=5)}),
     "dataset": Step("lsm_gnn.check.gpu:make_dataset", {"full": 60, "quick": 40},
-                    {"full": dict(nodes=200_000), "quick": dict(nodes=50_000)}, needs=("numba", "tqdm")),
+                    {"full": dict(nodes=150_000), "quick": dict(nodes=50_000)}, needs=("numba", "tqdm")),
     "train": Step("lsm_gnn.train.bench:on_device", {"full": 120, "quick": 75},
-                  {"full": dict(warmup=20, timed=40), "quick": dict(warmup=8, timed=16)},
+                  {"full": dict(warmup=15, timed=30), "quick": dict(warmup=8, timed=16)},
                   needs=("torch", "numba", "pydantic", "yaml", "tqdm", "jsonschema", "psutil"), dataset=True,
                   extra={"device": "cuda", "cache_fraction": CACHE_FRACTION}),
     "multidevice": Step("lsm_gnn.multidevice.bench:two_ranks_one_gpu", {"full": 100, "quick": 60},
-                        {"full": dict(warmup=10, timed=20), "quick": dict(warmup=4, timed=6)},
+                        {"full": dict(warmup=6, timed=12), "quick": dict(warmup=4, timed=6)},
                         needs=("torch", "numba", "pydantic", "yaml", "tqdm", "jsonschema", "psutil"), dataset=True,
                         extra={"device": "cuda", "cache_fraction": CACHE_FRACTION}),
 }

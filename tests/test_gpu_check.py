@@ -20,7 +20,7 @@ from lsm_gnn.check.env import FEWER_DEVICES, NO_GPU, gpu_presence, gpu_skip_reas
 
 REPO = Path(__file__).resolve().parents[1]
 GPU_HERE = gpu_presence()[0] > 0
-CLI = [sys.executable, "-c", "import sys; from lsm_gnn.cli import main; sys.argv[0] = 'lsm-gnn'; main()"]
+CLI = [sys.executable, "-m", "lsm_gnn.cli"]
 
 
 def _collect(*args) -> list[str]:

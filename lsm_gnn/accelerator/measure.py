@@ -17,8 +17,10 @@ distinct values among n uniform draws from U values, U(1 - exp(-n / U)), with on
 so that the reference batch (the h200 profile's: batch 1024 -> 42,730 input rows, 169,600 edges on
 the synthetic small graph) comes out with its measured sizes. So the input rows grow more slowly than
 the edges with the batch size, as on the graph, and the fit can tell the per-row cost from the
-per-edge one. Timing: torch.cuda.synchronize() around each step on CUDA, warm-up steps excluded,
-the median of the repeats.
+per-edge one. Timing: the features and blocks are on the device before the clock starts (as the
+loader delivers them), each step gets the blocks afresh (their CSR is built inside the step, as for a
+new batch), torch.cuda.synchronize() around each step on CUDA, warm-up steps excluded, the median
+of the repeats.
 """
 
 from __future__ import annotations
@@ -130,9 +132,10 @@ def measure_step(device: str = "cuda", batch_sizes=BATCH_SIZES, *, hidden: int |
         labels = torch.randint(0, num_classes, (int(b),), generator=gen).to(dev)
         times = []
         for r in range(warmup + repeats):
+            fresh = [blk.to(dev) for blk in blocks]  # a new batch's blocks: their CSR is built in the step
             sync()
             t0 = time.perf_counter()
-            logits = model(blocks, x)          # the train stage of lsm_gnn.train.loop
+            logits = model(fresh, x)           # the train stage of lsm_gnn.train.loop
             loss = F.cross_entropy(logits, labels)
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -22,7 +22,7 @@ tools:
 	  { apt-get install -y -qq fio >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq fio >/dev/null 2>&1; }; }; } || \
 	  echo "note: fio is not installed (Debian/Ubuntu: apt-get install fio); the storage benchmark will report the device limit as not measured" >&2
 
-$(VENV)/.installed: requirements.txt pyproject.toml
+$(VENV)/.installed: requirements.txt pyproject.toml setup.py
 	@command -v python3.11 >/dev/null || { echo "python3.11 is required" >&2; exit 1; }
 	@test -x $(PY) || python3.11 -m venv $(VENV)
 	@echo "installing pinned dependencies into $(VENV) (first time: about 2 minutes)"

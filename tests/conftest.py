@@ -1,4 +1,5 @@
-"""Shared test fixtures. Tests are seeded, download nothing and need no GPU."""
+"""Shared test fixtures and the GPU marker. Tests are seeded, download nothing and need no GPU
+(GPU-only tests are `@pytest.mark.gpu` and skip here)."""
 
 from __future__ import annotations
 
@@ -51,13 +52,17 @@ def random_dataset(tmp_path):
     return make
 
 
-def gpu_available() -> bool:
-    try:
-        import cupy
+def pytest_collection_modifyitems(config, items):
+    """GPU tests (`@pytest.mark.gpu`, `gpu(devices=N)` for N devices) skip, with one reason, where
+    torch.cuda and CuPy see no GPU (lsm_gnn.check.env: the rule `lsm-gnn check gpu` applies too)."""
+    marked = [(item, item.get_closest_marker("gpu")) for item in items]
+    marked = [(item, m) for item, m in marked if m is not None]
+    if not marked:
+        return
+    from lsm_gnn.check.env import gpu_presence, gpu_skip_reason
 
-        return bool(cupy.is_available())
-    except Exception:
-        return False
-
-
-requires_gpu = pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU with CuPy (none here)")
+    presence = gpu_presence()
+    for item, m in marked:
+        reason = gpu_skip_reason(int(m.kwargs.get("devices", 1)), presence)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))

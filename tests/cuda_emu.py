@@ -12,7 +12,7 @@ C++ compiler after a small prelude that maps the CUDA built-ins to host code:
 * everything runs on one host thread, so atomics are plain read-modify-writes.
 
 It checks the kernels' logic and the engine's host code (launch arguments, scans, sorts); it
-does not check CUDA's memory model, occupancy or speed: the requires_gpu tests do that on a GPU.
+does not check CUDA's memory model, occupancy or speed: the GPU tests (`@pytest.mark.gpu`) do that on a GPU.
 """
 
 from __future__ import annotations
@@ -151,6 +151,7 @@ def _function_text(code: str, name: str) -> str:
 
 class _Module:
     def __init__(self, code: str, options=()):
+        code = re.sub(r"//[^\n]*", "", code)  # kernel parameter lists are read as plain declarations
         kernels = _KERNEL_RE.findall(code)
         names = [k for k, _ in kernels]
         launchers = []

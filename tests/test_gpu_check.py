@@ -1,10 +1,12 @@
-"""cuda/gpu_check.py on a machine without a GPU: the scan finds every expected GPU test file, the
-test runner fails a skipped test, a file with no GPU test (pytest exit 5) and an import error,
-and the check itself stops with a clear "no GPU" (exit 2 and a JSON that says so)."""
+"""`lsm-gnn check gpu` on a machine without a GPU: `pytest -m gpu` is the whole GPU selection and
+skips here with one reason; the check's verdict on a pytest run fails a skipped test, a run that
+collects no GPU test and an import error; each step's function takes the check's arguments; and
+the check itself stops with a clear "no GPU" (exit 2 and a JSON that says so)."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
+import inspect
 import json
 import subprocess
 import sys
@@ -13,88 +15,71 @@ from pathlib import Path
 
 import pytest
 
+from lsm_gnn.check import gpu as gc
+from lsm_gnn.check.env import FEWER_DEVICES, NO_GPU, gpu_presence, gpu_skip_reason
+
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "cuda" / "gpu_check.py"
-# marker text built from parts: this file holds no GPU test and must not look like one to the scan
-GPU_MARK = "pytest.mark." + "gpu"
+GPU_HERE = gpu_presence()[0] > 0
+CLI = [sys.executable, "-m", "lsm_gnn.cli"]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("gpu_check_under_test", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def _collect(*args) -> list[str]:
+    p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args,
+                        str(REPO / "tests")], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return [ln for ln in p.stdout.splitlines() if "::" in ln]
 
 
-gc = _load()
+# ---- one marker --------------------------------------------------------------------------------
+def test_pytest_m_gpu_selects_the_gpu_tests_and_only_they_need_a_gpu():
+    gpu_ids = _collect("-m", "gpu")
+    cpu_ids = _collect("-m", "not gpu")
+    # the GPU tests of every area are in the selection (a file that lost its marker shows here)
+    for part in ("test_cache_gpu.py::", "[cupy", "test_cache_device_source.py::test_cuda_source",
+                 "test_multidevice_owners.py::test_gpu_split", "test_multidevice_owners.py::test_gpu_tensor",
+                 "test_multidevice_exchange.py::test_device_plane_over_nccl_one_gpu",
+                 "test_multidevice_exchange.py::test_device_plane_over_nccl_two_gpus",
+                 "test_multidevice_launch.py::test_shared_cache_on_gpus", "test_storage_gpu.py::test_gpu_rows"):
+        assert any(part in i for i in gpu_ids), part
+    assert not any("[cupy" in i for i in cpu_ids)
+    assert not set(gpu_ids) & set(cpu_ids)
+    # nothing else decides which tests need a GPU: no other skip on torch.cuda / CuPy being there
+    needles = ("requires_gpu", "skipif(not torch.cuda", "skipif(not gpu", "skipif(not cupy", "skipif(_cuda_devices")
+    for f in sorted((REPO / "tests").glob("test_*.py")):
+        if f.name != Path(__file__).name:
+            text = f.read_text()
+            assert not [n for n in needles if n in text], f.name
 
 
-def _gpu_here() -> bool:
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            return True
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        import cupy
-
-        return bool(cupy.is_available())
-    except Exception:  # noqa: BLE001
-        return False
+@pytest.mark.skipif(GPU_HERE, reason="checks the behaviour on a machine without a GPU")
+def test_without_a_gpu_every_gpu_test_skips_with_one_reason(tmp_path):
+    r = gc.run_gpu_tests(REPO / "tests", tmp_path, timeout=600)
+    c = r["counts"]
+    assert c["tests"] > 0 and c["skipped"] == c["tests"], r
+    reasons = {s.split(": ", 1)[1].split(":")[0] for s in c["skip_reasons"]}
+    assert reasons == {NO_GPU}, reasons
+    assert not r["ok"] and any("skipped" in p for p in r["problems"])  # the check's verdict: a skip fails
 
 
-# ---- the scan ---------------------------------------------------------------------------------
-def test_scan_finds_every_expected_gpu_test_file_that_exists():
-    found = gc.scan_gpu_test_files()
-    present = {rel for rel in gc.EXPECTED_GPU_TESTS if (REPO / rel).is_file()}
-    assert {"tests/test_cache_gpu.py", "tests/test_storage_gpu.py", "tests/test_multidevice_owners.py"} <= present
-    assert present <= set(found), present - set(found)
-    # an expected file that is missing (renamed) is a problem; found ones are not
-    problems = gc.check_expected(found)
-    assert set(problems) == set(gc.EXPECTED_GPU_TESTS) - present
-    # the renamed multi-device file is the one in the list, and the old name is gone
-    assert "tests/test_multidevice_owners.py" in gc.EXPECTED_GPU_TESTS
-    assert not any("test_dist_" in rel for rel in gc.EXPECTED_GPU_TESTS)
-    assert "tests/test_gpu_check.py" not in found and "tests/test_gpu_imports.py" not in found
+def test_skip_reasons_of_the_gpu_marker():
+    assert gpu_skip_reason(1, (0, "torch.cuda.is_available() is False")).startswith(NO_GPU)
+    assert gpu_skip_reason(2, (1, "")) == f"needs 2 {FEWER_DEVICES} 1"
+    assert gpu_skip_reason(2, (2, "")) is None and gpu_skip_reason(1, (1, "")) is None
 
 
-def test_scan_recognises_each_kind_of_gpu_marker(tmp_path):
-    files = {
-        "test_a.py": "from conftest import requires_gpu\n@requires_gpu\ndef test_x(): pass\n",
-        "test_b.py": f"import pytest\n@{GPU_MARK}\ndef test_x(): pass\n",
-        "test_c.py": "import pytest\nB = [pytest.param('cu' 'py'), pytest.param(\"cupy\")]\n",
-        "test_d.py": "import pytest\n@pytest.fixture(params=['cpu', 'cuda'])\ndef dev(request): return request.param\n",
-        "test_e.py": "import pytest, torch\n@pytest.mark.skipif(not torch.cuda.is_available(), reason='x')\n"
-                     "def test_x(): pass\n",
-        "test_f.py": "import torch\ndef test_x():\n    if not torch.cuda.is_available():\n        pass\n",
-        "test_g.py": "def test_plain(): pass\n",
-        "helper.py": f"import pytest\n@{GPU_MARK}\ndef test_x(): pass\n",
-    }
-    for name, text in files.items():
-        (tmp_path / name).write_text(text)
-    found = {Path(p).name: m for p, m in gc.scan_gpu_test_files(tmp_path).items()}
-    assert set(found) == {"test_a.py", "test_b.py", "test_c.py", "test_d.py", "test_e.py"}
-    assert found["test_a.py"] == ["requires_gpu"]
+# ---- the verdict on a pytest run -----------------------------------------------------------------
+GPU_MARK = "pytest.mark.gpu"
 
 
-def test_check_expected_names_a_renamed_file():
-    expected = {"tests/test_renamed_away.py": ["-m", "gpu"], "tests/test_cache_gpu.py": ["-m", "gpu"]}
-    problems = gc.check_expected(gc.scan_gpu_test_files(), expected)
-    assert list(problems) == ["tests/test_renamed_away.py"]
-    assert "does not exist" in problems["tests/test_renamed_away.py"]
+def _run(tmp_path, body: str, timeout=120) -> dict:
+    tests = tmp_path / "tests"
+    tests.mkdir(exist_ok=True)
+    (tests / "test_it.py").write_text(textwrap.dedent(body))
+    return gc.run_gpu_tests(tests, tmp_path / "out", timeout=timeout)
 
 
-# ---- the runner and its verdicts ----------------------------------------------------------------
-def _run(tmp_path, name: str, body: str, selection=("-m", "gpu")) -> dict:
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(body))
-    return gc.run_test_file(path, list(selection), tmp_path / "out", timeout=120)
-
-
-def test_runner_passes_a_passing_gpu_test(tmp_path):
-    r = _run(tmp_path, "test_pass.py", f"""
+def test_runner_passes_a_passing_gpu_test_and_runs_nothing_else(tmp_path):
+    r = _run(tmp_path, f"""
         import pytest
         @{GPU_MARK}
         def test_ok():
@@ -104,65 +89,50 @@ def test_runner_passes_a_passing_gpu_test(tmp_path):
         """)
     assert r["ok"], r
     assert r["rc"] == 0 and r["counts"]["passed"] == 1 and r["counts"]["tests"] == 1
-    assert Path(r["junit"]).is_file() and Path(r["log"]).is_file()
+    assert Path(r["junit"]).is_file() and Path(r["log"]).is_file() and r["seconds"] >= 0
 
 
-def test_runner_fails_a_skipped_gpu_test(tmp_path):
-    r = _run(tmp_path, "test_skip.py", f"""
+def test_runner_fails_a_skipped_gpu_test_but_lists_one_needing_more_gpus(tmp_path):
+    r = _run(tmp_path, f"""
         import pytest
         @{GPU_MARK}
         def test_ok():
             pass
         @{GPU_MARK}
-        @pytest.mark.skipif(True, reason="needs a CUDA GPU (none here)")
+        @pytest.mark.skip(reason="needs 2 {FEWER_DEVICES} 1")
+        def test_two_gpus():
+            pass
+        @{GPU_MARK}
+        @pytest.mark.skipif(True, reason="needs g++")
         def test_skipped():
             pass
         """)
     assert r["rc"] == 0  # pytest itself is happy with a skip: the check is not
-    assert not r["ok"]
-    assert r["counts"]["skipped"] == 1
-    assert any("skipped" in p and "needs a CUDA GPU" in p for p in r["problems"]), r["problems"]
+    assert not r["ok"] and r["counts"]["skipped"] == 2
+    assert len(r["problems"]) == 1 and "1 GPU test(s) skipped" in r["problems"][0] and "needs g++" in r["problems"][0]
+    assert len(r["needs_more_gpus"]) == 1 and "test_two_gpus" in r["needs_more_gpus"][0]
 
 
-def test_runner_fails_a_file_that_collects_no_gpu_test(tmp_path):
-    r = _run(tmp_path, "test_none.py", """
-        def test_cpu():
-            pass
-        """)
-    assert r["rc"] == 5
-    assert not r["ok"]
+def test_runner_fails_a_run_that_collects_no_gpu_test(tmp_path):
+    r = _run(tmp_path, "def test_cpu():\n    pass\n")
+    assert r["rc"] == 5 and not r["ok"]
     assert any("collected no GPU test" in p for p in r["problems"]), r["problems"]
 
 
 def test_runner_fails_an_import_error(tmp_path):
-    r = _run(tmp_path, "test_broken.py", f"""
-        import pytest
-        import lsm_gnn_module_that_does_not_exist
-        @{GPU_MARK}
-        def test_ok():
-            pass
-        """)
-    assert not r["ok"]
-    assert r["rc"] == 2
-    text = " ".join(r["problems"])
-    assert "collection or import error" in text and "error" in text, r["problems"]
+    r = _run(tmp_path, f"import pytest\nimport lsm_gnn_module_that_does_not_exist\n@{GPU_MARK}\ndef test_ok():\n    pass\n")
+    assert not r["ok"] and r["rc"] == 2
+    assert "collection or import error" in " ".join(r["problems"]), r["problems"]
 
 
 def test_runner_fails_a_failing_test_and_names_it(tmp_path):
-    r = _run(tmp_path, "test_fail.py", f"""
-        import pytest
-        @{GPU_MARK}
-        def test_wrong():
-            assert 1 == 2
-        """)
+    r = _run(tmp_path, f"import pytest\n@{GPU_MARK}\ndef test_wrong():\n    assert 1 == 2\n")
     assert not r["ok"] and r["counts"]["failed"] == 1
     assert any("test_wrong" in p for p in r["problems"])
 
 
-def test_runner_kills_a_test_that_runs_past_its_limit(tmp_path):
-    path = tmp_path / "test_slow.py"
-    path.write_text(f"import pytest, time\n@{GPU_MARK}\ndef test_slow():\n    time.sleep(60)\n")
-    r = gc.run_test_file(path, ["-m", "gpu"], tmp_path / "out", timeout=3)
+def test_runner_kills_a_run_past_its_limit(tmp_path):
+    r = _run(tmp_path, f"import pytest, time\n@{GPU_MARK}\ndef test_slow():\n    time.sleep(60)\n", timeout=3)
     assert r["timed_out"] and not r["ok"]
     assert any("timed out" in p for p in r["problems"])
 
@@ -170,12 +140,12 @@ def test_runner_kills_a_test_that_runs_past_its_limit(tmp_path):
 def test_judge_verdicts():
     ok = {"tests": 3, "passed": 3, "failed": 0, "errors": 0, "skipped": 0,
           "failed_tests": [], "error_tests": [], "skip_reasons": []}
-    assert gc.judge_test_run(0, ok) == []
-    assert gc.judge_test_run(5, {**ok, "tests": 0, "passed": 0})
-    assert any("pytest is not installed" in p for p in gc.judge_test_run(1, None, log_tail="No module named pytest"))
-    assert gc.judge_test_run(1, None)                          # no JUnit XML at all
-    assert gc.judge_test_run(0, ok, timed_out=True, timeout=5)
-    assert gc.judge_test_run(1, {**ok, "failed": 1, "passed": 2, "failed_tests": ["t::x: boom"]})
+    assert gc.judge_test_run(0, ok) == ([], [])
+    assert gc.judge_test_run(5, {**ok, "tests": 0, "passed": 0})[0]
+    assert any("pytest is not installed" in p for p in gc.judge_test_run(1, None, log_tail="No module named pytest")[0])
+    assert gc.judge_test_run(1, None)[0]                          # no JUnit XML at all
+    assert gc.judge_test_run(0, ok, timed_out=True, timeout=5)[0]
+    assert gc.judge_test_run(1, {**ok, "failed": 1, "passed": 2, "failed_tests": ["t::x: boom"]})[0]
 
 
 def test_junit_counts_reads_pytest_xml(tmp_path):
@@ -191,13 +161,46 @@ def test_junit_counts_reads_pytest_xml(tmp_path):
     assert gc.junit_counts(tmp_path / "missing.xml") is None
 
 
-def test_targets_and_steps_are_consistent():
-    assert set(gc.TARGETS) == {"gpu_vs_cpu_requests_ratio", "gpu_gather_vs_copy_bw", "steady_epoch_vs_memory"}
-    for field, (step, op, value) in gc.TARGETS.items():
+# ---- the steps -------------------------------------------------------------------------------------
+def test_every_step_function_takes_the_checks_arguments_in_both_modes(tmp_path):
+    for name, s in gc.STEPS.items():
+        module, attr = s.target.split(":")
+        fn = getattr(importlib.import_module(module), attr)
+        for mode in ("full", "quick"):
+            kwargs = {**s.kwargs[mode], **s.extra}
+            kwargs.update({"accelerator": {"out_dir": "x"}, "dataset": {"root": "x"}}.get(name, {}))
+            if s.dataset:
+                kwargs["dataset"] = "x"
+            inspect.signature(fn).bind(**kwargs)
+        assert set(s.limit_s) == {"full", "quick"}
+    assert sum(s.limit_s["quick"] for s in gc.STEPS.values()) > 0
+    for fname, (step, op, value) in gc.TARGETS.items():
         assert step in gc.STEPS and op in (">=", "<=") and value > 0
-    assert set(gc.BENCH_STEPS) <= set(gc.STEPS)
-    for mode in ("full", "quick"):
-        assert set(gc.STEP_LIMIT_S[mode]) == {"env", *gc.BENCH_STEPS}
+
+
+def test_a_step_runs_in_its_own_process_and_reports_its_duration(tmp_path):
+    res = gc.run_step("accelerator", gc.STEPS["accelerator"].target,
+                      dict(device="cpu", batch_sizes=[4, 8], hidden=4, feature_dim=8, warmup=1, repeats=1,
+                           out_dir=str(tmp_path)), 300, tmp_path / "steps")
+    assert "error" not in res, res
+    assert res["seconds"] > 0 and Path(res["profile_path"]).is_file() and set(res["step"]) == {"fixed_s", "row_s", "edge_s"}
+    bad = gc.run_step("bad", "lsm_gnn.cache.bench:no_such_function", {}, 60, tmp_path / "steps")
+    assert "AttributeError" in bad["error"] and Path(bad["log"]).is_file()
+
+
+@pytest.mark.slow
+def test_the_dataset_train_and_multidevice_steps_run_on_the_cpu(tmp_path):
+    """The plumbing of the steps that train (device="cpu" here; the check passes "cuda")."""
+    from lsm_gnn.multidevice.bench import two_ranks_one_gpu
+    from lsm_gnn.train.bench import on_device
+
+    ds = gc.make_dataset(str(tmp_path / "ds"), nodes=6000, feature_dim=16)
+    assert "error" not in ds and ds["nodes"] == 6000
+    tr = on_device(ds["path"], device="cpu", warmup=1, timed=2, threads=1)
+    assert tr["device"] == "cpu" and tr["steady_epoch_vs_memory"] > 0 and tr["reader"] in ("direct", "buffered")
+    md = two_ranks_one_gpu(ds["path"], warmup=1, timed=2, device="cpu")
+    assert "error" not in md, md.get("error")
+    assert md["status"] == "complete" and md["backend"] == "gloo" and md["devices"] == 2
 
 
 def test_atomic_json(tmp_path):
@@ -206,18 +209,18 @@ def test_atomic_json(tmp_path):
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["x.json"]
 
 
-# ---- the whole check, without a GPU ---------------------------------------------------------------
-@pytest.mark.skipif(_gpu_here(), reason="checks the behaviour on a machine without a GPU")
-def test_without_a_gpu_the_check_says_so_and_fails(tmp_path):
+# ---- the whole check, without a GPU -------------------------------------------------------------------
+@pytest.mark.skipif(GPU_HERE, reason="checks the behaviour on a machine without a GPU")
+def test_without_a_gpu_the_check_says_so_and_exits_2(tmp_path):
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--quick"], cwd=REPO,
+    p = subprocess.run(CLI + ["check", "gpu", "--out", str(out), "--quick"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=180)
     assert p.returncode == 2, p.stdout + p.stderr
-    assert "no GPU" in p.stderr
+    assert f"no GPU: {NO_GPU}" in p.stderr
     rep = json.loads((out / "gpu_check.json").read_text())
     assert rep["ok"] is False and rep["exit_status"] == 2 and rep["complete"] is True
     assert rep["error"].startswith("no GPU")
-    assert {u["what"] for u in rep["unverified"]} >= {"tests", "engine", "gather", "train", "multidevice"}
-    assert rep["versions"]["python"] and "torch" in rep["versions"]
+    assert {u["what"] for u in rep["unverified"]} >= {"tests", *gc.STEPS}
+    assert rep["versions"]["python"] and "torch" in rep["versions"] and rep["durations_s"]["env"] > 0
     for key in ("ok", "tests", "benchmarks", "targets", "elapsed_s", "versions", "unverified"):
         assert key in rep

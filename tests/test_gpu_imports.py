@@ -1,10 +1,10 @@
 """The GPU path imports no dgl, snakemake or asv (the GPU machine's image has none of them).
 
 Each check runs in a fresh interpreter whose import system refuses those packages (a meta-path
-finder raising ImportError), imports the modules cuda/gpu_check.py drives, and fails if one of
+finder raising ImportError), imports the modules `lsm-gnn check gpu` drives, and fails if one of
 them, or anything it imports, needs a refused package. pydantic stays allowed for the training
 path (lsm_gnn.config validates every run's config with it); the cache engines, storage, the
-dataset generator, the device row pool and gpu_check itself must import without it too.
+dataset generator, the device row pool and the check itself must import without it too.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ GPU_PATH = [
     "lsm_gnn.cache.gpu_engine", "lsm_gnn.cache.engine", "lsm_gnn.cache.budget", "lsm_gnn.cache.fetcher",
     "lsm_gnn.storage", "lsm_gnn.storage.open", "lsm_gnn.train.loop", "lsm_gnn.train.bench",
     "lsm_gnn.train.sources", "lsm_gnn.multidevice.source", "lsm_gnn.multidevice.exchange",
-    "lsm_gnn.multidevice.launch", "lsm_gnn.datasets.synthetic",
+    "lsm_gnn.multidevice.launch", "lsm_gnn.datasets.synthetic", "lsm_gnn.accelerator.measure", "lsm_gnn.cache.bench",
+    "lsm_gnn.multidevice.bench", "lsm_gnn.check.cli", "lsm_gnn.check.gpu", "lsm_gnn.check.env",
 ]
 # modules being written while this test was: checked once their file exists
 OPTIONAL = ["lsm_gnn.cache.device_pool", "lsm_gnn.cache.device_source"]
@@ -30,6 +31,7 @@ OPTIONAL = ["lsm_gnn.cache.device_pool", "lsm_gnn.cache.device_source"]
 NO_CONFIG = [
     "lsm_gnn.cache.gpu_engine", "lsm_gnn.cache.engine", "lsm_gnn.cache.budget", "lsm_gnn.cache.fetcher",
     "lsm_gnn.storage", "lsm_gnn.multidevice.source", "lsm_gnn.multidevice.exchange", "lsm_gnn.datasets.synthetic",
+    "lsm_gnn.check.cli", "lsm_gnn.check.gpu", "lsm_gnn.check.env", "lsm_gnn.check.nvrtc", "lsm_gnn.cache.bench",
 ]
 BLOCKED = ["dgl", "snakemake", "asv"]
 
@@ -50,14 +52,10 @@ IMPORTS = PRELUDE + textwrap.dedent("""
     failures = {}
     for name in json.loads(sys.argv[2]):
         try:
-            if name.endswith(".py"):
-                spec = importlib.util.spec_from_file_location("gpu_check_import_test", name)
-                spec.loader.exec_module(importlib.util.module_from_spec(spec))
-            else:
-                importlib.import_module(name)
+            importlib.import_module(name)
         except BaseException as e:
             failures[name] = traceback.format_exc()[-1500:]
-    from lsm_gnn.storage import open_feature_store            # the names gpu_check uses
+    from lsm_gnn.storage import open_feature_store            # the names the check's steps use
     from lsm_gnn.datasets.synthetic import generate
     leaked = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
     print(json.dumps({"failures": failures, "leaked": leaked}))
@@ -75,7 +73,7 @@ def _run(code: str, blocked: list[str], *args: str, timeout: float = 300) -> dic
 
 def _modules(names: list[str]) -> list[str]:
     present = [m for m in OPTIONAL if (REPO / (m.replace(".", "/") + ".py")).is_file()]
-    return names + present + [str(REPO / "cuda" / "gpu_check.py")]
+    return names + present
 
 
 def test_gpu_path_imports_without_dgl_snakemake_asv():
@@ -110,7 +108,7 @@ RUN = PRELUDE + textwrap.dedent("""
 
 
 def test_generate_and_bench_train_run_without_dgl_snakemake_asv(tmp_path):
-    """What gpu_check's dataset and train steps run (on the CPU here), with the packages refused:
+    """What the check's dataset and train steps run (on the CPU here), with the packages refused:
     catches an import done lazily inside a function, which the import test cannot see."""
     res = _run(RUN, BLOCKED, str(tmp_path))
     assert res["leaked"] == []

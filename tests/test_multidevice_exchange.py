@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch.multiprocessing as mp
 
-from conftest import requires_gpu
 from lsm_gnn.features import MemoryFeatureSource
 
 N, DIM, W = 997, 7, 3
@@ -179,7 +178,7 @@ def test_device_plane_gives_the_host_planes_rows_counts_and_bytes(tmp_path):
         assert res["cache-device"]["rows"]["storage_rows"] > 0
 
 
-# ---- on GPUs (NCCL): cuda/gpu_check.py runs these on a GPU machine ---------------------------------
+# ---- on GPUs (NCCL): `lsm-gnn check gpu` runs these on a GPU machine -------------------------
 def _nccl_rank(rank, G, port, outdir):
     """The device plane over NCCL: DeviceCachedFeatureSource on this rank's GPU, the real kernels,
     counts, ids and rows as CUDA tensors; rows checked against the features."""
@@ -219,12 +218,6 @@ def _nccl_rank(rank, G, port, outdir):
     dist.destroy_process_group()
 
 
-def _cuda_devices() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 def _over_nccl(tmp_path, G):
     from lsm_gnn.multidevice.group import pick_free_port
 
@@ -234,13 +227,11 @@ def _over_nccl(tmp_path, G):
 
 
 @pytest.mark.gpu
-@requires_gpu
 def test_device_plane_over_nccl_one_gpu(tmp_path):
     """One rank exchanging with itself over NCCL: every step of the device plane on one GPU."""
     _over_nccl(tmp_path, 1)
 
 
-# not marked gpu: cuda/gpu_check.py runs on one GPU, where this would only skip
-@pytest.mark.skipif(_cuda_devices() < 2, reason="needs 2 CUDA devices (NCCL refuses two ranks on one GPU)")
+@pytest.mark.gpu(devices=2)  # NCCL refuses two ranks on one GPU
 def test_device_plane_over_nccl_two_gpus(tmp_path):
     _over_nccl(tmp_path, 2)

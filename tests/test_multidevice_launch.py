@@ -112,14 +112,7 @@ def test_failed_rank_stops_the_others_and_is_named(setup, monkeypatch, kind):
         assert "no progress" in rec["failure"]["message"]
 
 
-def _cuda_devices() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-# not marked gpu: cuda/gpu_check.py runs on one GPU, where this would only skip
-@pytest.mark.skipif(_cuda_devices() < 2, reason="needs 2 CUDA devices (NCCL refuses two ranks on one GPU)")
+@pytest.mark.gpu(devices=2)  # NCCL refuses two ranks on one GPU
 def test_shared_cache_on_gpus_makes_the_cpu_runs_decisions(setup):
     """train.device=cuda: NCCL, DeviceCachedFeatureSource and the device data plane in every rank;
     every row verified, and the same storage rows and exchange bytes as the run on the CPU."""

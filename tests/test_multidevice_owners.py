@@ -1,12 +1,10 @@
 """Owner split, reorder and per-owner feature files (CPU engine; GPU engine against it)."""
 
-import re
 import shutil
 
 import numpy as np
 import pytest
 
-from conftest import requires_gpu
 from lsm_gnn.multidevice.owner_files import ensure_owner_files, owner_num_rows, read_owner_rows
 from lsm_gnn.multidevice.owners import reorder, split_by_owner
 from lsm_gnn.utils.errors import InputError
@@ -68,7 +66,7 @@ def test_owner_files_hold_owned_rows_at_v_div_G(random_dataset, G):
     assert np.array_equal(read_owner_rows(again[0], np.arange(0, 301, G) // G), feats[0::G])
 
 
-@requires_gpu
+@pytest.mark.gpu
 @pytest.mark.parametrize("G", [2, 3, 8])
 def test_gpu_split_and_reorder_equal_cpu(G):
     import cupy as cp
@@ -98,9 +96,7 @@ def emulate_gpu_kernels(monkeypatch=None):
     from lsm_gnn.multidevice import gpu
 
     cp = fake_cupy()
-    # the emulator reads kernel parameter lists as plain declarations: drop the // comments
-    mods = {name: cp.RawModule(code=re.sub(r"//[^\n]*", "", (gpu.CUDA_DIR / name).read_text()))
-            for name in ("owner_split.cu", "reorder.cu")}
+    mods = {name: cp.RawModule(code=gpu.module_source(name)) for name in gpu.SOURCES}
     if monkeypatch is None:
         gpu._require, gpu._module = (lambda: cp), (lambda name: mods[name])
     else:
@@ -141,11 +137,6 @@ def test_tensor_split_and_reorder_equal_cpu_emulated(G, monkeypatch):
 
 
 @pytest.mark.gpu
-@requires_gpu
 @pytest.mark.parametrize("G", [2, 3, 8])
 def test_gpu_tensor_split_and_reorder_equal_cpu(G):
-    import torch
-
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
     _tensor_split_and_reorder_equal_cpu("cuda", G, 200_003)

@@ -23,7 +23,7 @@ def test_no_gpu_is_a_clear_error(ds):
     assert ok is False and why
 
 
-@pytest.mark.skipif(not gpu.cuda_available(), reason="needs a CUDA GPU (none here)")
+@pytest.mark.gpu
 def test_gpu_rows_equal_host_rows(ds):  # pragma: no cover - runs on GPU machines only
     ids = np.random.default_rng(0).integers(0, 256, 300)
     truth = np.array(ds.feature_array())[ids]

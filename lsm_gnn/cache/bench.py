@@ -143,3 +143,126 @@ def bench_cache(trace_path, device, static_path, rows, batches, batch_size, skew
         click.echo(f"{name:<12} {r['requests_per_s_per_core'] / 1e6:>12.2f} {r['reference_requests_per_s'] / 1e6:>11.4f} "
                    f"{r['speedup_vs_reference']:>8.0f}x {r['hit_rate']:>7.3f} {r['victim_hit_rate']:>7.3f}")
     click.echo(f"requests_per_s_per_core (hybrid + PVP): {headline / 1e6:.2f} M")
+
+
+# ---- on a GPU (steps of `lsm-gnn check gpu`) ---------------------------------------------------
+# the paper's policy with and without its victim buffer, two baselines, and horizon (its long
+# lookahead ring: K = 128 batches, no host tier)
+ENGINE_CASES = (("hybrid", True), ("hybrid", False), ("lru", False), ("sieve", False), ("horizon", False))
+
+
+def gpu_engine_vs_cpu(num_rows: int = 4_000_000, batches: int = 40, batch: int = 200_000,
+                      cases=ENGINE_CASES) -> dict:
+    """GpuCacheEngine vs CpuCacheEngine (numba, one core) replaying the same generated trace (10 %
+    capacity); their per-batch counts must be equal. Headline: hybrid + PVP (LSM-GNN's)."""
+    import cupy as cp
+
+    from lsm_gnn.cache.engine import COUNT_NAMES, CpuCacheEngine
+    from lsm_gnn.cache.gpu_engine import GpuCacheEngine
+
+    trace, static = synthetic_trace(num_rows, batches, batch)
+    flat = np.concatenate(trace)
+    offsets = np.concatenate([[0], np.cumsum([len(b) for b in trace])]).astype(np.int64)
+    capacity = num_rows // 10
+    warm = min(5000, num_rows)
+    small, _ = synthetic_trace(warm, 3, warm // 10, seed=1)
+    small_flat = np.concatenate(small)
+    small_off = np.concatenate([[0], np.cumsum([len(b) for b in small])]).astype(np.int64)
+    flat_dev = cp.asarray(flat)
+    rows = []
+    for policy, pvp in cases:
+        kw = dict(ways=32, policy=policy, window=8, pvp=pvp, victim_depth=32768)
+        # warm-up: numba compilation, NVRTC compilation, CuPy's scan/sort kernels
+        CpuCacheEngine(warm // 10, warm, static[:warm], **kw).replay(small_flat, small_off)
+        GpuCacheEngine(warm // 10, warm, static[:warm], **kw).replay(small_flat, small_off)
+        t0 = time.perf_counter()
+        out_c = CpuCacheEngine(capacity, num_rows, static, **kw).replay(flat, offsets)
+        t_cpu = time.perf_counter() - t0
+        gpu = GpuCacheEngine(capacity, num_rows, static, **kw)
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        out_g = gpu.replay(flat_dev, offsets)
+        cp.cuda.Device().synchronize()
+        t_gpu = time.perf_counter() - t0
+        same = bool(np.array_equal(out_c, out_g))
+        tot = dict(zip(COUNT_NAMES, out_c.sum(axis=0).tolist()))
+        c = {"policy": gpu.policy_name, "pvp": pvp, "cpu_requests_per_s": len(flat) / t_cpu,
+             "gpu_requests_per_s": len(flat) / t_gpu, "gpu_vs_cpu_requests_ratio": t_cpu / t_gpu,
+             "gpu_ms_per_batch": 1e3 * t_gpu / batches, "cpu_ms_per_batch": 1e3 * t_cpu / batches,
+             "hit_rate": tot["hits"] / max(tot["distinct"], 1), "counts_equal": same}
+        if not same:
+            bad = int(np.flatnonzero((out_c != out_g).any(axis=1))[0])
+            c.update(first_differing_batch=bad, cpu_counts=dict(zip(COUNT_NAMES, out_c[bad].tolist())),
+                     gpu_counts=dict(zip(COUNT_NAMES, out_g[bad].tolist())))
+        rows.append(c)
+        print(f"[engine] {c['policy']:<10} cpu {c['cpu_requests_per_s'] / 1e6:8.2f} M req/s  gpu "
+              f"{c['gpu_requests_per_s'] / 1e6:8.2f} M req/s  ratio {c['gpu_vs_cpu_requests_ratio']:6.1f}x  "
+              f"counts {'equal' if same else 'DIFFER'}", flush=True)
+    head = rows[0]
+    out = {"gpu_requests_per_s": head["gpu_requests_per_s"], "cpu_requests_per_s": head["cpu_requests_per_s"],
+           "gpu_vs_cpu_requests_ratio": head["gpu_vs_cpu_requests_ratio"], "headline_case": head["policy"],
+           "min_gpu_vs_cpu_requests_ratio": min(c["gpu_vs_cpu_requests_ratio"] for c in rows),
+           "counts_equal": all(c["counts_equal"] for c in rows),
+           "trace": {"rows": num_rows, "batches": batches, "batch": batch, "requests": int(len(flat)),
+                     "generated": "synthetic_trace (distinct ids per batch, Zipf 0.9)",
+                     "capacity_lines": capacity, "ways": 32, "window": 8, "victim_depth": 32768},
+           "cases": rows}
+    if not out["counts_equal"]:
+        out["error"] = "GPU and CPU engines' per-batch counts differ: " + ", ".join(
+            c["policy"] for c in rows if not c["counts_equal"])
+    return out
+
+
+def cuda_ms(fn, reps: int, warmup: int = 3) -> float:
+    """Median milliseconds of fn() over `reps` runs timed with CUDA events, after a warm-up."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return float(np.median(times))
+
+
+def gather_vs_copy(rows: int = 200_000, table: int = 800_000, row_bytes: int = 4096, reps: int = 10) -> dict:
+    """The cached source's hit path (device_pool.gather_rows, random rows of a table) vs one
+    contiguous device-to-device copy of the same bytes, on the same device, in this run."""
+    import torch
+
+    from lsm_gnn.cache.device_pool import gather_rows, word_dtype
+
+    dev = torch.device("cuda")
+    word = word_dtype(row_bytes)   # the row pool's view of a row
+    words = row_bytes // torch.empty(0, dtype=word).element_size()
+    src = torch.randint(-2**31, 2**31 - 1, (table, words), dtype=torch.int64, device=dev).to(word)
+    index = torch.randperm(table, device=dev)[:rows].contiguous()
+    dst = torch.empty((rows, words), dtype=word, device=dev)
+    copy_dst = torch.empty_like(dst)
+    copy_ms = cuda_ms(lambda: copy_dst.copy_(src[:rows]), reps)
+    select_ms = cuda_ms(lambda: torch.index_select(src, 0, index, out=dst), reps)
+    dst.zero_()
+    gather_rows(src, index, dst)
+    torch.cuda.synchronize()
+    correct = bool(torch.equal(dst, src.index_select(0, index)))
+    gather_ms = cuda_ms(lambda: gather_rows(src, index, dst), reps)
+    gb = rows * row_bytes / 1e9
+    out = {"rows": rows, "row_bytes": row_bytes, "table_rows": table, "bytes": rows * row_bytes, "word_dtype": str(word),
+           "index": "random rows of the table (a permutation's prefix: no repeats)",
+           "timing": f"CUDA events, median of {reps} runs after 3 warm-up runs",
+           "bandwidth_convention": "payload bytes (rows x row bytes) per second",
+           "copy_ms": copy_ms, "copy_gb_per_s": gb / (copy_ms / 1e3),
+           "torch_index_select_ms": select_ms, "torch_index_select_gb_per_s": gb / (select_ms / 1e3),
+           "gather_ms": gather_ms, "gather_gb_per_s": gb / (gather_ms / 1e3),
+           "gpu_gather_vs_copy_bw": copy_ms / gather_ms, "gather_correct": correct}
+    print(f"[gather] copy {out['copy_gb_per_s']:.0f} GB/s, gather_rows {out['gather_gb_per_s']:.0f} GB/s "
+          f"-> ratio {out['gpu_gather_vs_copy_bw']:.2f}", flush=True)
+    if not correct:
+        out["error"] = "gather_rows returned rows different from src[index]"
+    return out

@@ -27,9 +27,7 @@ The module imports without CuPy; constructing an engine without CuPy and a usabl
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
@@ -38,9 +36,9 @@ from lsm_gnn.cache.engine import COUNT_NAMES, StepResult
 from lsm_gnn.cache.policies import STATE_ORDER, state_arrays
 from lsm_gnn.cache.geometry import local_rows
 from lsm_gnn.cache.window import NO_REUSE, TAG_DTYPE
+from lsm_gnn.utils import cuda_sources
 from lsm_gnn.utils.errors import InputError
 
-CUDA_DIR = Path(__file__).resolve().parents[2] / "cuda"
 COMMON_HEADER = "cache_common.cuh"
 POLICY_DIR = "policies"          # one header of device hooks per policy
 HOOKS_HEADER = "policy_hooks.cuh"  # the dispatch by policy code
@@ -59,7 +57,6 @@ KERNELS = (
     "cache_land_clear", "cache_land_gather", "cache_land_finish", "cache_copy_rows_words",
     "cache_copy_rows_bytes", "cache_hz_next", "cache_hz_tags", "cache_hz_clear",
 )
-_KERNEL_RE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
 
 
 def available() -> bool:
@@ -96,26 +93,27 @@ def constant_defines() -> str:
     return f"#define TAG_T {tag_t}\n" + "".join(f"#define {k} {v}\n" for k, v in values.items())
 
 
-def header_paths() -> list[Path]:
+def header_names() -> list[str]:
     """The headers every cache source needs, in order: the common header, each policy's hooks
-    (cuda/policies/*.cuh, name order), the dispatch by policy code (cuda/check_compile.py
-    assembles the same list)."""
-    return ([CUDA_DIR / COMMON_HEADER] + sorted((CUDA_DIR / POLICY_DIR).glob("*.cuh"))
-            + [CUDA_DIR / HOOKS_HEADER])
+    (cuda/policies/*.cuh, name order), the dispatch by policy code."""
+    return [COMMON_HEADER] + cuda_sources.names(POLICY_DIR) + [HOOKS_HEADER]
+
+
+def module_files() -> list[str]:
+    """The files of the one translation unit, in order: the headers, then every cuda/cache_*.cu."""
+    return header_names() + [n for n in cuda_sources.names() if n.startswith("cache_") and n.endswith(".cu")]
 
 
 def module_source() -> str:
     """The one translation unit the engine compiles: the constants, the headers, then every
     cuda/cache_*.cu in name order (prepended rather than #included, so that CuPy's kernel cache,
     keyed on the source text, sees a change of a header)."""
-    parts = [constant_defines()] + [p.read_text() for p in header_paths()]
-    parts += [p.read_text() for p in sorted(CUDA_DIR.glob("cache_*.cu"))]
-    return "\n".join(parts)
+    return "\n".join([constant_defines()] + [cuda_sources.read(n) for n in module_files()])
 
 
 def defined_kernels() -> set[str]:
     """Names of the `extern "C" __global__` kernels in the cache sources."""
-    return set(_KERNEL_RE.findall(module_source()))
+    return set(cuda_sources.kernels(module_source()))
 
 
 @lru_cache(maxsize=None)

@@ -18,6 +18,7 @@ COMMANDS = {
     "simulate": "lsm_gnn.cli.simulate:simulate",
     "bench": "lsm_gnn.cli.bench:bench",
     "project": "lsm_gnn.project.cli:project",
+    "check": "lsm_gnn.check.cli:check",
 }
 
 

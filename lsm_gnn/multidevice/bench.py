@@ -226,3 +226,35 @@ def bench_multidevice(dataset, devices, cache_fraction, policy, window, batch_si
     click.echo(f"storage rows / MIN at the same memory: shared {res['shared_vs_min_storage_rows']:.3f}, "
                f"isolated {res['isolated_vs_min_storage_rows']:.3f}, one device {res['one_device_vs_min_storage_rows']:.3f}")
     click.echo(f"cross-device duplicate requests per iteration: {res['cross_device_duplicate_fraction']:.1%}")
+
+
+def two_ranks_one_gpu(dataset: str, warmup: int = 10, timed: int = 20, cache_fraction: float = 0.1,
+                      device: str = "cuda") -> dict:
+    """A step of `lsm-gnn check gpu`: 2 ranks sharing one cache, training on the one GPU. NCCL refuses
+    two ranks on one GPU ("Duplicate GPU detected"), so the ranks use gloo: both train on cuda:0 and
+    exchange rows through host memory. (device="cpu": the same run without a GPU, for its test.)"""
+    from lsm_gnn.config import load_config
+    from lsm_gnn.multidevice.launch import run_multi_device
+    from lsm_gnn.train.bench import auto_reader
+
+    reader, notes = auto_reader(dataset)
+    over = {"dataset.path": str(dataset), "distributed.devices": 2, "distributed.mode": "shared",
+            "distributed.backend": "gloo", "distributed.timeout_s": 120.0, "train.device": device,
+            "train.epochs": 1, "train.warmup_iters": warmup, "train.timed_iters": timed,
+            "train.eval": False, "storage.reader": reader, "cache.enabled": True,
+            "cache.capacity_fraction": cache_fraction}
+    rec = run_multi_device(load_config(None, over), progress=False)
+    m = rec.get("metrics", {})
+    md = m.get("multidevice", {})
+    out = {"ran": "2 ranks (torch.multiprocessing spawn), shared cache (owner v % 2), backend gloo, both ranks' "
+                  "models on cuda:0, rows exchanged through host memory; NCCL refuses two ranks on one GPU",
+           "status": rec.get("status"), "config": over, "notes": notes,
+           "backend": md.get("backend"), "devices": md.get("devices"), "wall_s": md.get("wall_s"),
+           "epoch_steady_s": m.get("time", {}).get("epoch_steady_s"), "hit_rate": m.get("hit_rate"),
+           "exchange_bytes_per_iteration": md.get("exchange_bytes_per_iteration"),
+           "exchange_seconds_per_iteration": md.get("exchange_seconds_per_iteration"),
+           "rows": m.get("rows"), "traffic": m.get("traffic")}
+    if rec.get("status") != "complete":
+        out["error"] = f"run record status {rec.get('status')!r}: {rec.get('failure')}"
+    print(f"[multidevice] steady epoch {out['epoch_steady_s']} s, hit rate {out['hit_rate']}", flush=True)
+    return out

@@ -1,4 +1,4 @@
-"""GPU engine of the owner split and the reorder (CuPy RawModule over `cuda/*.cu`).
+"""GPU engine of the owner split and the reorder (CuPy RawModule over `cuda/owner_split.cu`, `cuda/reorder.cu`).
 
 Import-safe without CuPy or a GPU: `available()` says whether the engine can run, and the
 functions raise `InputError` when it cannot. Decisions are identical to `lsm_gnn.multidevice.owners`:
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from functools import lru_cache
-from pathlib import Path
 
+from lsm_gnn.utils import cuda_sources
 from lsm_gnn.utils.errors import InputError
 
-CUDA_DIR = Path(__file__).resolve().parents[2] / "cuda"
+SOURCES = ("owner_split.cu", "reorder.cu")   # each its own program
 CHUNK = 256          # ids per thread in the split: bounds the serial work per thread
 THREADS = 128
 MAX_OWNERS = 64      # must match cuda/owner_split.cu
@@ -33,12 +33,16 @@ def available() -> bool:
         return False
 
 
+def module_source(name: str) -> str:
+    """The program of one of SOURCES: the file as it is."""
+    return cuda_sources.read(name)
+
+
 @lru_cache(maxsize=None)
 def _module(name: str):
     import cupy
 
-    src = (CUDA_DIR / name).read_text()
-    return cupy.RawModule(code=src, options=("-std=c++11",))
+    return cupy.RawModule(code=module_source(name), options=("-std=c++11",))
 
 
 def _require():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import click
 
@@ -156,3 +157,39 @@ def _thread_counts(text: str) -> list[int]:
     if not counts or counts[0] < 1:
         raise click.BadParameter(f"thread counts must be positive, found {text!r}", param_hint="--threads")
     return counts
+
+
+def on_device(dataset: str, device: str = "cuda", cache_fraction: float = 0.10, reader: str = "auto",
+              warmup: int = 20, timed: int = 40, threads: int | None = None) -> dict:
+    """`bench train --json` with train.device=`device` (a step of `lsm-gnn check gpu`): LSM-GNN at
+    `cache_fraction` of the feature memory vs the in-memory ideal. reader "auto": O_DIRECT where the
+    filesystem allows it, else the page cache (said in `notes`)."""
+    import contextlib
+    import io
+
+    reader, notes = auto_reader(dataset) if reader == "auto" else (reader, [])
+    threads = threads or max(1, min(16, (os.cpu_count() or 2) - 1))
+    argv = [str(dataset), "--cache-fraction", str(cache_fraction), "--reader", reader, "--warmup", str(warmup),
+            "--timed", str(timed), "--threads", str(threads), "--set", f"train.device={device}", "--json", "--quiet"]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        bench_train.main(argv, standalone_mode=False)
+    res = json.loads(buf.getvalue())
+    keys = ("steady_epoch_vs_memory", "hidden_fetch_fraction", "memory_epoch_steady_s", "lsm_epoch_steady_s",
+            "lsm_hit_rate", "lsm_memory", "lsm_storage_bytes_per_iter")
+    out = {"dataset": str(dataset), "device": device, "reader": reader, "cache_fraction": cache_fraction,
+           "threads": threads, "warmup_iters": warmup, "timed_iters": timed, "notes": notes, "argv": argv,
+           **{k: res.get(k) for k in keys}, "bench": res}
+    print(f"[train] steady_epoch_vs_memory {out['steady_epoch_vs_memory']:.3f}, "
+          f"hidden_fetch_fraction {out['hidden_fetch_fraction']}", flush=True)
+    return out
+
+
+def auto_reader(dataset: str) -> tuple[str, list[str]]:
+    """("direct", []) where the dataset's filesystem allows O_DIRECT, else ("buffered", [why])."""
+    from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.utils.machine import o_direct_works
+
+    if o_direct_works(Path(Dataset(dataset).features().path)):
+        return "direct", []
+    return "buffered", [f"{dataset}: the filesystem refuses O_DIRECT; the cached runs read through the page cache"]

@@ -1,0 +1,61 @@
+"""`lsm-gnn check gpu` and `lsm-gnn check compile`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from lsm_gnn.check.gpu import BUDGET_S, STEPS
+
+
+@click.group("check")
+def check():
+    """Checks of the installed package on this machine (GPU tests and benchmarks, kernel compiles)."""
+
+
+@check.command("gpu")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for gpu_check.json, the logs and the measured accelerator profile.")
+@click.option("--quick", is_flag=True, help="Smaller sizes and a shorter budget.")
+@click.option("--budget", type=float, default=None,
+              help=f"Seconds for the whole check (default {BUDGET_S['full']}, quick {BUDGET_S['quick']}).")
+@click.option("--tests", "tests_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The repository's tests/ folder (default: ./tests).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the synthetic graph is generated (O_DIRECT wanted; default ./data/gpu-check, removed after).")
+@click.option("--keep-data", is_flag=True, help="Keep the generated graph.")
+@click.option("--skip", multiple=True, type=click.Choice(list(STEPS)), help="Skip a step (repeatable).")
+@click.option("--skip-tests", is_flag=True, help="Do not run pytest -m gpu.")
+def gpu(out, quick, budget, tests_dir, data_dir, keep_data, skip, skip_tests):
+    """Every GPU test and GPU benchmark, time-boxed, into OUT/gpu_check.json.
+
+    Exit status: 0 all passed and every target met, 1 a test or step failed, 2 no GPU, 3 all passed
+    but a target was missed."""
+    from lsm_gnn.check.gpu import run_check
+
+    sys.exit(run_check(out, quick=quick, budget=budget, tests_dir=tests_dir, data_dir=data_dir, keep_data=keep_data,
+                       skip=skip, skip_tests=skip_tests))
+
+
+@check.command("compile")
+@click.option("--arch", default="compute_80", show_default=True, help="Virtual architecture.")
+def compile_(arch):
+    """Compile every CUDA program of the GPU engines with NVRTC (no GPU needed). Exit 2 without NVRTC."""
+    from lsm_gnn.check.nvrtc import compile_source, nvrtc_version
+    from lsm_gnn.utils import cuda_sources
+
+    version, why = nvrtc_version()
+    if version is None:
+        click.echo(f"check compile: NVRTC is not usable here ({why})", err=True)
+        sys.exit(2)
+    click.echo(f"NVRTC {version[0]}.{version[1]}, -arch={arch}, sources: {cuda_sources.where()}")
+    units = cuda_sources.translation_units()
+    failed = 0
+    for name, (src, _) in units.items():
+        ok, msg = compile_source(name, src, arch)
+        failed += not ok
+        click.echo(f"{'ok  ' if ok else 'FAIL'} {name}: {msg}")
+    click.echo(f"{len(units) - failed} of {len(units)} compiled")
+    sys.exit(1 if failed else 0)

@@ -1,0 +1,440 @@
+"""`lsm-gnn check gpu --out DIR`: every GPU check of the project in one time-boxed run.
+
+On a machine with a CUDA GPU (torch.cuda and CuPy), from the repository root (the GPU tests are in
+tests/), in order, each in its own process with a time limit (a step that fails or runs out of time
+records {"error": ...} and the later steps still run):
+
+1. env: versions and the GPU (lsm_gnn.check.env); without a GPU the check stops here, exit 2.
+2. tests: `pytest -m gpu` over tests/ with a JUnit XML. A skipped GPU test, no GPU test collected
+   or a collection/import error fails the check; a test that needs more GPUs than the machine has
+   (`gpu(devices=2)`) is listed as unverified.
+3. the steps, each a function beside the module it measures:
+   accelerator  lsm_gnn.accelerator.measure.measure_step: the real train step at several batch
+                sizes, the step model fitted to it, DIR/<gpu>-measured.yaml (a measured profile);
+   engine       lsm_gnn.cache.bench.gpu_engine_vs_cpu: GpuCacheEngine vs CpuCacheEngine;
+   gather       lsm_gnn.cache.bench.gather_vs_copy: the hit path vs a contiguous device copy;
+   dataset      a synthetic graph under --data-dir (removed at the end unless --keep-data);
+   train        lsm_gnn.train.bench.on_device: `bench train` with train.device=cuda;
+   multidevice  lsm_gnn.multidevice.bench.two_ranks_one_gpu: 2 ranks sharing one cache (gloo).
+
+DIR/gpu_check.json (rewritten atomically after every step, so a killed run still leaves one): ok,
+complete, exit_status, versions, tests, benchmarks (each with its `seconds`), targets,
+durations_s, elapsed_s, unverified. DIR/tests.log and tests.junit.xml; DIR/steps/<step>.log, .json.
+
+Exit status: 0 everything ran, every test passed and every target was met; 1 a test or a step
+failed (or ran out of time); 2 no GPU; 3 everything ran and passed but a target was missed.
+Imports only the standard library at module level.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lsm_gnn.check.env import FEWER_DEVICES, NO_GPU, missing_modules
+
+BUDGET_S = {"full": 285, "quick": 180}   # the whole check, env and tests included
+TESTS_LIMIT_S = {"full": 130, "quick": 90}
+ENV_LIMIT_S = 60
+MIN_STEP_S = 10                            # a step is not started with less time left than this
+CACHE_FRACTION = 0.10
+
+
+@dataclass(frozen=True)
+class Step:
+    target: str                      # "module:function", called with the step's keyword arguments
+    limit_s: dict                    # per mode
+    kwargs: dict                     # per mode
+    needs: tuple = ("torch",)        # modules it imports
+    dataset: bool = False            # gets dataset= the dataset step's graph
+    extra: dict = field(default_factory=dict)
+
+
+STEPS = {
+    "accelerator": Step("lsm_gnn.accelerator.measure:measure_step", {"full": 60, "quick": 45},
+                        {"full": dict(batch_sizes=[128, 256, 512, 1024], warmup=5, repeats=20),
+                         "quick": dict(batch_sizes=[128, 512, 1024], warmup=3, repeats=10)},
+                        needs=("torch", "pydantic", "yaml"), extra={"device": "cuda"}),
+    "engine": Step("lsm_gnn.cache.bench:gpu_engine_vs_cpu", {"full": 75, "quick": 45},
+                   {"full": dict(num_rows=2_000_000, batches=30, batch=100_000),
+                    "quick": dict(num_rows=400_000, batches=12, batch=20_000)}, needs=("numba", "cupy")),
+    "gather": Step("lsm_gnn.cache.bench:gather_vs_copy", {"full": 45, "quick": 30},
+                   {"full": dict(rows=200_000, table=800_000, reps=10), "quick": dict(rows=50_000, table=200_000, reps=5)}),
+    "dataset": Step("lsm_gnn.check.gpu:make_dataset", {"full": 60, "quick": 40},
+                    {"full": dict(nodes=150_000), "quick": dict(nodes=50_000)}, needs=("numba", "tqdm")),
+    "train": Step("lsm_gnn.train.bench:on_device", {"full": 120, "quick": 75},
+                  {"full": dict(warmup=15, timed=30), "quick": dict(warmup=8, timed=16)},
+                  needs=("torch", "numba", "pydantic", "yaml", "tqdm", "jsonschema", "psutil"), dataset=True,
+                  extra={"device": "cuda", "cache_fraction": CACHE_FRACTION}),
+    "multidevice": Step("lsm_gnn.multidevice.bench:two_ranks_one_gpu", {"full": 100, "quick": 60},
+                        {"full": dict(warmup=6, timed=12), "quick": dict(warmup=4, timed=6)},
+                        needs=("torch", "numba", "pydantic", "yaml", "tqdm", "jsonschema", "psutil"), dataset=True,
+                        extra={"device": "cuda", "cache_fraction": CACHE_FRACTION}),
+}
+# headline numbers: field -> (step, op, target)
+TARGETS = {
+    "gpu_vs_cpu_requests_ratio": ("engine", ">=", 50.0),
+    "gpu_gather_vs_copy_bw": ("gather", ">=", 0.5),
+    "steady_epoch_vs_memory": ("train", "<=", 1.15),
+}
+INSTALL_HINT = ('pip install ".[gpu,test]" (offline: pip install --no-index --find-links WHEELS ".[gpu,test]"; '
+                "README, Running on GPUs)")
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+def write_json_atomic(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=2, default=lambda o: float(o) if hasattr(o, "__float__") else repr(o))
+            f.write("\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def run_limited(cmd: list[str], timeout: float, log_path: Path, cwd=None) -> tuple[int, bool, float]:
+    """Run `cmd` in its own process group, stdout+stderr to `log_path`; kill the whole group
+    (spawned ranks included) after `timeout` s. Returns (exit code, timed out, seconds)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, DGLBACKEND=os.environ.get("DGLBACKEND", "pytorch"), PYTHONUNBUFFERED="1")
+    t0 = time.perf_counter()
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+        try:
+            rc, timed_out = p.wait(timeout=max(1.0, timeout)), False
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            rc, timed_out = p.wait(), True
+            log.write(f"\n[check gpu] killed after {timeout:.0f} s (time limit)\n")
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(p.pid, signal.SIGKILL)  # leftovers of a step that exited (e.g. orphaned ranks)
+    return rc, timed_out, time.perf_counter() - t0
+
+
+def _tail(path: Path, n: int = 15) -> str:
+    try:
+        return "\n".join([ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()][-n:])
+    except OSError:
+        return ""
+
+
+# ---- the GPU tests: pytest -m gpu, judged strictly ----------------------------------------------
+def junit_counts(path: Path) -> dict | None:
+    """Counts of a pytest JUnit XML: tests, passed, failed, errors, skipped (+ names, reasons)."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return None
+    out = {"tests": 0, "passed": 0, "failed": 0, "errors": 0, "skipped": 0,
+           "failed_tests": [], "error_tests": [], "skip_reasons": []}
+    for case in root.iter("testcase"):
+        out["tests"] += 1
+        name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
+        kinds = {child.tag: child for child in case}
+        for tag, key, lst in (("error", "errors", "error_tests"), ("failure", "failed", "failed_tests"),
+                              ("skipped", "skipped", "skip_reasons")):
+            if tag in kinds:
+                out[key] += 1
+                out[lst].append(f"{name}: {kinds[tag].get('message', '')}"[:300])
+                break
+        else:
+            out["passed"] += 1
+    return out
+
+
+def judge_test_run(rc: int, counts: dict | None, timed_out: bool = False, timeout: float | None = None,
+                   log_tail: str = "") -> tuple[list[str], list[str]]:
+    """(problems, unverified) of the GPU tests' pytest run. Strict: a skip, no GPU test collected
+    (exit 5), a collection or import error, a failure, a timeout all fail; a test skipped for
+    needing more GPUs than the machine has is unverified."""
+    problems: list[str] = []
+    if timed_out:
+        problems.append(f"timed out after {timeout:.0f} s" if timeout else "timed out")
+    if counts is None:
+        if "No module named pytest" in log_tail:
+            problems.append(f"pytest is not installed in this Python; {INSTALL_HINT}")
+        elif not timed_out:
+            problems.append(f"pytest wrote no JUnit XML (exit {rc}); see the log")
+        return problems, []
+    if rc == 5 or counts["tests"] == 0:
+        problems.append("collected no GPU test (pytest exit 5): the selection matched nothing")
+    if rc in (2, 3, 4):
+        problems.append(f"pytest exit {rc}: " + {2: "interrupted (collection or import error)", 3: "internal error",
+                                                 4: "usage error"}[rc])
+    if counts["errors"]:
+        problems.append(f"{counts['errors']} error(s): " + "; ".join(counts["error_tests"][:3]))
+    if counts["failed"]:
+        problems.append(f"{counts['failed']} failed: " + "; ".join(counts["failed_tests"][:5]))
+    devices = [s for s in counts["skip_reasons"] if FEWER_DEVICES in s]
+    other = [s for s in counts["skip_reasons"] if FEWER_DEVICES not in s]
+    if other:
+        problems.append(f"{len(other)} GPU test(s) skipped: " + "; ".join(other[:3]))
+    if rc not in (0, 2, 3, 4, 5) and not (counts["failed"] or counts["errors"] or timed_out):
+        problems.append(f"pytest exit {rc}")
+    return problems, devices
+
+
+def run_gpu_tests(tests_dir: Path, out_dir: Path, timeout: float, selection=("-m", "gpu")) -> dict:
+    """One pytest run of `selection` over `tests_dir` (from its parent, the repository root), with
+    a JUnit XML and a log in out_dir."""
+    tests_dir, out_dir = Path(tests_dir).resolve(), Path(out_dir)
+    junit, log = out_dir / "tests.junit.xml", out_dir / "tests.log"
+    junit.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *selection,
+           f"--junitxml={junit}", str(tests_dir)]
+    rc, timed_out, secs = run_limited(cmd, timeout, log, cwd=tests_dir.parent)
+    counts = junit_counts(junit)
+    tail = _tail(log, 40)
+    problems, devices = judge_test_run(rc, counts, timed_out, timeout, tail)
+    lines = tail.splitlines()
+    return {"selection": " ".join(selection), "tests_dir": str(tests_dir), "rc": rc, "timed_out": timed_out,
+            "seconds": round(secs, 1), "counts": counts, "ok": not problems, "problems": problems,
+            "needs_more_gpus": devices, "summary": lines[-1] if lines else "", "log": str(log), "junit": str(junit)}
+
+
+# ---- a step in its own process --------------------------------------------------------------------
+def make_dataset(root: str, nodes: int, feature_dim: int = 1024) -> dict:
+    """The synthetic graph the train steps read (IGB-like, 1024-dim float32 rows)."""
+    from lsm_gnn.datasets.synthetic import generate
+    from lsm_gnn.utils.machine import o_direct_works
+
+    root = Path(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    need = 2.2 * nodes * feature_dim * 4  # features + the 2 owners' files of the multidevice step
+    free = shutil.disk_usage(root.parent).free
+    if free < need:
+        return {"error": f"{root.parent}: {free / 2**30:.1f} GiB free, need {need / 2**30:.1f} GiB (--data-dir)"}
+    ds = generate(root, nodes, seed=0, feature_dim=feature_dim, progress=False, overwrite=True)
+    lay = ds.features()
+    return {"path": str(root), "nodes": ds.num_nodes(), "edges": ds.num_edges(),
+            "feature_bytes": lay.num_rows * lay.row_bytes, "o_direct": o_direct_works(Path(lay.path)),
+            "via": "lsm_gnn.datasets.synthetic.generate (what `lsm-gnn dataset generate` calls)"}
+
+
+def _child(target: str, kwargs_json: str, result: str) -> int:
+    """In the step's process: call target(**kwargs), write its result (or its error) as JSON."""
+    import importlib
+
+    t0 = time.perf_counter()
+    try:
+        module, attr = target.split(":")
+        res = dict(getattr(importlib.import_module(module), attr)(**json.loads(kwargs_json)))
+    except BaseException as e:  # noqa: BLE001 - every failure becomes the step's error
+        traceback.print_exc()
+        res = {"error": f"{type(e).__name__}: {e}".strip()[:2000], "traceback": traceback.format_exc()[-4000:]}
+        if isinstance(e, ModuleNotFoundError):
+            res["missing_module"] = e.name
+    res["seconds"] = round(time.perf_counter() - t0, 1)
+    write_json_atomic(Path(result), res)
+    return 1 if res.get("error") else 0
+
+
+def run_step(name: str, target: str, kwargs: dict, limit: float, steps_dir: Path) -> dict:
+    res_path, log = steps_dir / f"{name}.json", steps_dir / f"{name}.log"
+    res_path.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "lsm_gnn.check.gpu", target, json.dumps(kwargs), str(res_path)]
+    rc, timed_out, secs = run_limited(cmd, limit, log)
+    try:
+        res = json.loads(res_path.read_text())
+    except (OSError, ValueError):
+        res = {}
+    if timed_out:
+        res["error"] = f"timed out after {limit:.0f} s (step limit); log: {log}"
+    elif not res:
+        res = {"error": f"step exited {rc} without a result; last lines:\n{_tail(log)}"}
+    res.update(seconds=round(secs, 1), log=str(log))
+    return res
+
+
+# ---- the check ---------------------------------------------------------------------------------------
+class Check:
+    def __init__(self, out: Path, *, quick=False, budget=None, tests_dir=None, data_dir=None, skip=(),
+                 skip_tests=False):
+        self.out, self.mode = Path(out), "quick" if quick else "full"
+        self.tests_dir = Path(tests_dir) if tests_dir else Path.cwd() / "tests"
+        self.data_dir = Path(data_dir) if data_dir else Path.cwd() / "data" / "gpu-check"
+        self.skip, self.skip_tests = set(skip), skip_tests
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + (budget or BUDGET_S[self.mode])
+        self.report: dict = {
+            "ok": False, "complete": False, "exit_status": None, "mode": self.mode,
+            "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "argv": sys.argv[1:], "out": str(self.out), "versions": {}, "environment": {}, "tests": {},
+            "benchmarks": {}, "targets": {}, "durations_s": {}, "unverified": [], "elapsed_s": 0.0}
+
+    def save(self) -> None:
+        self.report["elapsed_s"] = round(time.monotonic() - self.t0, 1)
+        write_json_atomic(self.out / "gpu_check.json", self.report)
+
+    def unverified(self, what: str, why: str) -> None:
+        self.report["unverified"].append({"what": what, "why": why})
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def dataset_root(self) -> Path:
+        return self.data_dir / f"synthetic-{STEPS['dataset'].kwargs[self.mode]['nodes']}"
+
+    def dataset_ok(self) -> bool:
+        d = self.report["benchmarks"].get("dataset") or {}
+        return bool(d) and not d.get("error") and not d.get("skipped")
+
+    def env(self) -> bool:
+        res = run_step("env", "lsm_gnn.check.env:report", {}, min(ENV_LIMIT_S, self.left()), self.out / "steps")
+        self.report["versions"] = res.get("versions", {})
+        self.report["durations_s"]["env"] = res["seconds"]
+        needed = sorted({m for s in STEPS.values() for m in s.needs} | {"pytest", "click"})
+        self.report["environment"] = {"missing_modules": missing_modules(needed), "gpu_devices": res.get("devices", 0),
+                                      "kernel_sources": res.get("kernel_sources")}
+        if self.report["environment"]["missing_modules"]:
+            self.report["environment"]["missing_hint"] = INSTALL_HINT
+        v = self.report["versions"]
+        print(f"[env] python {v.get('python')}, torch {v.get('torch')} (CUDA {v.get('torch_cuda')}), "
+              f"cupy {v.get('cupy')}, GPU {v.get('gpu_name')}", flush=True)
+        if res.get("devices"):
+            return True
+        self.report["error"] = f"no GPU: {NO_GPU}: {res.get('why') or res.get('error', 'unknown')}"
+        for what in ["tests", *STEPS]:
+            self.unverified(what, "no GPU on this machine")
+        return False
+
+    def tests(self) -> None:
+        if self.skip_tests:
+            self.unverified("tests", "--skip-tests")
+            return
+        if not self.tests_dir.is_dir():
+            r = {"ok": False, "problems": [f"no tests folder at {self.tests_dir}: run the check from the repository "
+                                           "root or pass --tests"]}
+        elif missing_modules(["pytest"]):
+            r = {"ok": False, "problems": [f"pytest is not installed; {INSTALL_HINT}"]}
+        else:
+            print("[tests] pytest -m gpu ...", flush=True)
+            r = run_gpu_tests(self.tests_dir, self.out, min(TESTS_LIMIT_S[self.mode], self.left()))
+            self.report["durations_s"]["tests"] = r["seconds"]
+            for s in r["needs_more_gpus"]:
+                self.unverified(s.split(":")[0], s.split(": ", 1)[-1])
+        self.report["tests"] = r
+        c = r.get("counts") or {}
+        print(f"[tests] {'PASS' if r['ok'] else 'FAIL'} {c.get('passed', 0)} passed, {c.get('failed', 0)} failed, "
+              f"{c.get('skipped', 0)} skipped, {c.get('errors', 0)} errors"
+              + ("" if r["ok"] else " -- " + "; ".join(r["problems"])), flush=True)
+        if not r["ok"]:
+            self.unverified("GPU tests", "; ".join(r["problems"]))
+
+    def steps(self) -> None:
+        for name, s in STEPS.items():
+            limit = min(s.limit_s[self.mode], self.left())
+            need = missing_modules(s.needs)
+            if name in self.skip:
+                res = {"skipped": "--skip"}
+            elif limit < MIN_STEP_S:
+                res = {"error": f"not run: the check's time budget was spent ({self.left():.0f} s left)"}
+            elif need:
+                res = {"error": f"not run: missing module(s) {', '.join(need)}; {INSTALL_HINT}"}
+            elif s.dataset and not self.dataset_ok():
+                res = {"error": "not run: the dataset step failed or was skipped"}
+            else:
+                kwargs = {**s.kwargs[self.mode], **s.extra}
+                if name == "accelerator":
+                    kwargs["out_dir"] = str(self.out)
+                if name == "dataset":
+                    kwargs["root"] = str(self.dataset_root())
+                if s.dataset:
+                    kwargs["dataset"] = str(self.dataset_root())
+                print(f"[{name}] running (limit {limit:.0f} s) ...", flush=True)
+                res = run_step(name, s.target, kwargs, limit, self.out / "steps")
+                self.report["durations_s"][name] = res["seconds"]
+            self.report["benchmarks"][name] = res
+            if res.get("error"):
+                print(f"[{name}] ERROR {res['error'].splitlines()[0][:300]}", flush=True)
+                self.unverified(name, res["error"].splitlines()[0][:500])
+            elif res.get("skipped"):
+                self.unverified(name, "--skip")
+            self.save()
+        self.unverified("multidevice over NCCL", "one GPU: NCCL refuses two ranks on one GPU (Duplicate GPU "
+                                                 "detected); the 2-rank run used gloo with both ranks on cuda:0")
+
+    def finish(self) -> int:
+        b = self.report["benchmarks"]
+        for fname, (step, op, target) in TARGETS.items():
+            value = (b.get(step) or {}).get(fname)
+            met = None if not isinstance(value, (int, float)) else (value >= target if op == ">=" else value <= target)
+            self.report["targets"][fname] = {"step": step, "value": value, "op": op, "target": target, "met": met}
+            if met is None:
+                self.unverified(f"target {fname} {op} {target}", f"not measured (step {step} did not produce it)")
+        tests_ok = self.skip_tests or bool(self.report["tests"].get("ok"))
+        self.report["ok"] = tests_ok and all(not r.get("error") for r in b.values())
+        met = all(t["met"] for t in self.report["targets"].values())
+        self.report["all_targets_met"] = met
+        code = 1 if not self.report["ok"] else 0 if met else 3
+        self.report.update(exit_status=code, complete=True)
+        acc = b.get("accelerator") or {}
+        if acc.get("profile_path"):
+            self.report["accelerator_profile"] = {"path": acc["profile_path"], "step": acc.get("step")}
+        self.save()
+        self.summary(code)
+        return code
+
+    def summary(self, code: int) -> None:
+        print("=" * 100)
+        print(f"check gpu ({self.mode}, {self.report['elapsed_s']:.0f} s, GPU {self.report['versions'].get('gpu_name')}):")
+        t = self.report["tests"]
+        if t:
+            print(f"  tests -m gpu  {'PASS' if t['ok'] else 'FAIL'}  {(t.get('counts') or {}).get('passed', 0)} passed"
+                  + ("" if t["ok"] else "  -- " + "; ".join(t["problems"])[:400]))
+        for name, r in self.report["benchmarks"].items():
+            state = "ERROR " + r["error"].splitlines()[0][:200] if r.get("error") else \
+                "SKIPPED" if r.get("skipped") else "ok"
+            heads = [f"{f} = {self.report['targets'][f]['value']} (target {op} {tv})"
+                     for f, (step, op, tv) in TARGETS.items() if step == name]
+            print(f"  {name:<12}  {state}  {r.get('seconds', '-')} s  " + "; ".join(heads))
+        if self.report.get("accelerator_profile"):
+            print(f"  measured accelerator profile: {self.report['accelerator_profile']['path']}")
+        verdict = {0: "ALL OK", 1: "FAILURES", 2: "NO GPU", 3: "OK BUT TARGETS MISSED"}[code]
+        print(f"[summary] {verdict} (exit {code}); JSON: {self.out / 'gpu_check.json'}", flush=True)
+
+
+def run_check(out: Path, *, keep_data: bool = False, **kw) -> int:
+    """The whole check; returns its exit status (0, 1, 2, 3)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    check = Check(out, **kw)
+    check.save()
+    try:
+        if not check.env():
+            check.report.update(exit_status=2, complete=True)
+            check.save()
+            print(f"lsm-gnn check gpu: {check.report['error']}", file=sys.stderr)
+            print(f"[summary] NO GPU (exit 2); JSON: {out / 'gpu_check.json'}", flush=True)
+            return 2
+        check.save()
+        check.tests()
+        check.save()
+        check.steps()
+        return check.finish()
+    finally:
+        if not keep_data:  # the graph this check generated (and the owners' files beside it)
+            shutil.rmtree(check.dataset_root(), ignore_errors=True)
+            with contextlib.suppress(OSError):
+                check.data_dir.rmdir()
+
+
+if __name__ == "__main__":
+    sys.exit(_child(*sys.argv[1:4]))

@@ -1,0 +1,44 @@
+"""Compile every program of the GPU engines with NVRTC; no GPU or driver needed.
+
+Needs CuPy and the NVRTC library (e.g. `pip install cupy-cuda13x nvidia-cuda-nvrtc` in a scratch
+venv): CuPy's RawModule cannot compile without a driver, but its low-level NVRTC binding can. The
+programs are lsm_gnn.utils.cuda_sources.translation_units(), exactly what the engines compile; each
+`extern "C" __global__` kernel must appear as an entry in the PTX.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lsm_gnn.utils import cuda_sources
+
+
+def nvrtc_version() -> tuple[tuple[int, int] | None, str]:
+    """(NVRTC version, "") or (None, why it is not usable here)."""
+    try:
+        from cupy.cuda import nvrtc
+
+        return tuple(nvrtc.getVersion()), ""
+    except Exception as exc:  # noqa: BLE001 - no CuPy, or no libnvrtc
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def compile_source(name: str, src: str, arch: str) -> tuple[bool, str]:
+    from cupy.cuda import nvrtc
+
+    prog = nvrtc.createProgram(src, name, (), ())
+    try:
+        try:
+            nvrtc.compileProgram(prog, ["-std=c++11", f"-arch={arch}"])
+        except nvrtc.NVRTCError as exc:
+            return False, f"{exc}\n{nvrtc.getProgramLog(prog)}"
+        ptx = nvrtc.getPTX(prog)
+        ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+        entries = set(re.findall(r"\.entry\s+(\w+)", ptx))
+        missing = [k for k in cuda_sources.kernels(src) if k not in entries]
+        if missing:
+            return False, f"kernels missing from the PTX: {missing}"
+        log = nvrtc.getProgramLog(prog).strip()
+        return True, f"{len(entries)} kernels, {len(ptx)} bytes of PTX" + (f"; log: {log}" if log else "")
+    finally:
+        nvrtc.destroyProgram(prog)

@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 
 # The threshold this machine's noise supports: docs/benchmarks.md (A/A spread of the medians).
@@ -46,6 +47,7 @@ class Entry:
     value: float | None  # asv's result: the median of the samples for time_, the value for track_
     samples: list | None = None
     stats: dict | None = None
+    started_at: int = 0  # ms since the epoch (asv's column)
 
 
 @dataclass
@@ -87,7 +89,7 @@ def load_results(path: str) -> dict[str, Entry]:
                 stats = {"ci_99_a": rec["stats_ci_99_a"][i], "ci_99_b": rec["stats_ci_99_b"][i],
                          "repeat": (rec.get("stats_repeat") or [0] * len(values))[i]}
             out[key] = Entry(values[i] if i < len(values) else None,
-                             samples[i] if i < len(samples) else None, stats)
+                             samples[i] if i < len(samples) else None, stats, int(rec.get("started_at") or 0))
     return out
 
 
@@ -118,11 +120,17 @@ def _different(a: Entry, b: Entry) -> tuple[bool, float | None]:
     return bool(_stats.is_different(a.samples, b.samples, a.stats, b.stats)), p
 
 
-def compare(a: dict[str, Entry], b: dict[str, Entry], factor: float) -> tuple[list[Change], list[Change], list[Change]]:
-    """(behaviour changes, slower, faster) between result sets a and b."""
+def compare(a: dict[str, Entry], b: dict[str, Entry], factor: float, timings: list | None = None,
+            since: int = 0) -> tuple[list[Change], list[Change], list[Change]]:
+    """(behaviour changes, slower, faster) between result sets a and b; every timing's Change is
+    appended to `timings` when given (the noise of an A/A pair). Only benchmarks stored at both
+    commits and, with `since` (ms since the epoch), measured at both since then are compared: a
+    benchmark that did not run (-b) or ran in an earlier, interrupted run is no change."""
     behaviour, slower, faster = [], [], []
-    for key in sorted(set(a) | set(b)):
-        ea, eb = a.get(key, Entry(None)), b.get(key, Entry(None))
+    for key in sorted(set(a) & set(b)):
+        ea, eb = a[key], b[key]
+        if ea.started_at < since or eb.started_at < since:
+            continue
         if _is_missing(ea.value) or _is_missing(eb.value):
             if not (_is_missing(ea.value) and _is_missing(eb.value)):
                 behaviour.append(Change(key, ea.value, eb.value, note="failed or missing at one commit"))
@@ -138,6 +146,8 @@ def compare(a: dict[str, Entry], b: dict[str, Entry], factor: float) -> tuple[li
         low_ratio = low[1] / low[0]
         different, p = _different(ea, eb)
         change = Change(key, ea.value, eb.value, ratio, p, f"fastest sample x{low_ratio:.2f}")
+        if timings is not None:
+            timings.append(change)
         if different and ratio > factor and low_ratio > factor:
             slower.append(change)
         elif different and ratio < 1 / factor and low_ratio < 1 / factor:
@@ -162,6 +172,11 @@ def _seconds(v) -> str:
     return f"{v * 1e9:.3g} ns"
 
 
+def _timing_line(c: Change, digits: int = 2) -> str:
+    p = f"p = {c.p:.2g}" if c.p is not None else "p n/a"
+    return f"x{c.ratio:.{digits}f}  {c.name}: {_seconds(c.a)} -> {_seconds(c.b)}  ({p}, {c.note})"
+
+
 def report(behaviour: list[Change], slower: list[Change], faster: list[Change], factor: float,
            out=None) -> int:
     """Print the two sections; return the exit status (PERFORMANCE | BEHAVIOUR bits)."""
@@ -173,9 +188,7 @@ def report(behaviour: list[Change], slower: list[Change], faster: list[Change], 
           f"{len(slower)} slower, {len(faster)} faster", file=out)
     for label, changes in (("slower", slower), ("faster", faster)):
         for c in changes:
-            p = f"p = {c.p:.2g}" if c.p is not None else "p n/a"
-            print(f"  {label} x{c.ratio:.2f}  {c.name}: {_seconds(c.a)} -> {_seconds(c.b)}  ({p}, {c.note})",
-                  file=out)
+            print(f"  {label} {_timing_line(c)}", file=out)
     return (BEHAVIOUR if behaviour else 0) | (PERFORMANCE if slower or faster else 0)
 
 
@@ -203,16 +216,18 @@ def main(argv=None) -> int:
     ap.add_argument("--asv", default=os.path.join(os.path.dirname(sys.executable), "asv"), help="the asv command")
     ap.add_argument("--machine", default=socket.gethostname(), help="asv machine name")
     ap.add_argument("--no-run", action="store_true", help="compare the stored results only")
+    ap.add_argument("--all", action="store_true", help="also list every timing's ratio (the noise of an A/A pair)")
     args = ap.parse_args(argv)
     a = _git("rev-parse", "--verify", f"{args.a}^{{commit}}")
+    since = 0 if args.no_run else int(time.time() * 1000)
     others = [_git("rev-parse", "--verify", f"{b}^{{commit}}") for b in args.b]
     if not args.no_run:
         subprocess.run([args.asv, "machine", "--yes", "--machine", args.machine], check=True,
                        stdout=subprocess.DEVNULL)
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
             f.write("".join(f"{c}\n" for c in [a, *others]))
-        cmd = [args.asv, "run", "--machine", args.machine, "--interleave-rounds", "--cpu-affinity", args.cpu,
-               "--show-stderr", f"HASHFILE:{f.name}"]
+        cmd = [args.asv, "run", "--machine", args.machine, "--interleave-rounds", "--record-samples",
+               "--cpu-affinity", args.cpu, "--show-stderr", f"HASHFILE:{f.name}"]
         for pattern in args.bench:
             cmd += ["-b", pattern]
         try:
@@ -225,7 +240,12 @@ def main(argv=None) -> int:
     for name, b in zip(args.b, others):
         rb = load_results(result_file(results_dir, args.machine, b))
         print(f"\nasv comparison {a[:8]} (A, {args.a}) -> {b[:8]} (B, {name}) on {args.machine}")
-        status |= report(*compare(ra, rb, args.factor), args.factor)
+        timings: list[Change] = []
+        status |= report(*compare(ra, rb, args.factor, timings, since), args.factor)
+        if args.all:
+            print("All timings (B / A):")
+            for c in timings:
+                print(f"  {_timing_line(c, 3)}")
     return status
 
 

@@ -56,9 +56,11 @@ def files(tmp_path):
 
 def test_a_result_file_is_read_into_one_entry_per_parameter_combination(files):
     r = files("a.json", "a" * 40)
-    assert sorted(r) == ["bench_cache.CacheReplay.time_replay('hybrid')", "bench_cache.CacheReplay.time_replay('lru')",
+    assert sorted(r) == ["bench_cache.CacheReplay.time_replay('hybrid')",
+                         "bench_cache.CacheReplay.time_replay('lru')",
                          "bench_figures.PolicyFigures.track_storage_rows('hybrid')",
-                         "bench_figures.PolicyFigures.track_storage_rows('lru')", "bench_sim.BoundsSuite.time_belady_min"]
+                         "bench_figures.PolicyFigures.track_storage_rows('lru')",
+                         "bench_sim.BoundsSuite.time_belady_min"]
     assert r["bench_figures.PolicyFigures.track_storage_rows('lru')"].value == 400
     assert len(r["bench_cache.CacheReplay.time_replay('lru')"].samples) == 10
 
@@ -95,7 +97,8 @@ def test_a_speedup_beyond_the_factor_is_reported_as_faster(files):
 def test_a_count_that_differs_by_one_is_a_behaviour_change(files):
     a, b = files("a.json", "a" * 40), files("b.json", "b" * 40, rows=(501, 400))
     behaviour, slower, faster = compare(a, b, 1.15)
-    assert [(c.name, c.a, c.b) for c in behaviour] == [("bench_figures.PolicyFigures.track_storage_rows('hybrid')", 500, 501)]
+    assert [(c.name, c.a, c.b) for c in behaviour] == [
+        ("bench_figures.PolicyFigures.track_storage_rows('hybrid')", 500, 501)]
     out = io.StringIO()
     assert report(behaviour, slower, faster, 1.15, out=out) == BEHAVIOUR
     assert "Behaviour changes (track_ figures must be exactly equal): 1" in out.getvalue()
@@ -130,6 +133,8 @@ def test_the_stored_results_of_two_commits_are_compared_without_running_asv(tmp_
     assert main(["A", "B", "--no-run", "--machine", "box"]) == BEHAVIOUR | PERFORMANCE
     out = capsys.readouterr().out
     assert "track_storage_rows('lru'): 4 -> 3" in out and "slower x1.50  bench_sim.BoundsSuite.time_belady_min" in out
+    assert main(["A", "B", "--no-run", "--machine", "box", "--all"]) == BEHAVIOUR | PERFORMANCE
+    assert "All timings (B / A):\n  x1.000  bench_cache.CacheReplay.time_replay('hybrid')" in capsys.readouterr().out
     shutil.rmtree(machine)
     with pytest.raises(FileNotFoundError, match="no asv result for commit 11111111"):
         main(["A", "B", "--no-run", "--machine", "box"])

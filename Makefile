@@ -10,7 +10,7 @@ CORES ?= 2
 ASV_ARGS ?=
 export DGLBACKEND := pytorch
 
-.PHONY: env tools reproduce test bench clean-results
+.PHONY: env tools reproduce test bench bench-compare clean-results
 
 env: $(VENV)/.installed tools
 
@@ -40,8 +40,19 @@ test: env
 
 # asv builds the project at the benchmarked commit in its own virtualenv (asv.conf.json; the first
 # run creates it: a few minutes), runs the tip of main, and writes the HTML to .asv/html.
-# Compare two commits: .venv/bin/asv continuous HEAD~1 HEAD (README, Usage).
+# Compare two commits: make bench-compare A=<commit> B=<commit> (below; docs/benchmarks.md).
 bench: env
 	$(VENV)/bin/asv machine --yes >/dev/null
 	$(VENV)/bin/asv run --show-stderr $(ASV_ARGS)
 	$(VENV)/bin/asv publish
+
+# Behaviour changes (track_ counts not exactly equal) and performance changes (time_ medians past
+# the factor, with asv's significance test) of B against A, measured in one interleaved asv run on
+# one CPU. B may list several commits (each compared with A). Exit status 1 performance, 2
+# behaviour, 3 both. COMPARE_ARGS: e.g. --factor 1.3, --cpu 0, -b bench_cache (docs/benchmarks.md).
+A ?=
+B ?=
+COMPARE_ARGS ?=
+bench-compare: env
+	@test -n "$(A)" && test -n "$(B)" || { echo "usage: make bench-compare A=<commit> B=<commit>" >&2; exit 2; }
+	$(PY) benchmarks/compare.py $(A) $(B) $(COMPARE_ARGS)

@@ -1,19 +1,16 @@
 """asv: the dataset layer. Topology generation and PageRank at 100k nodes (the tiny graph's
-topology), a whole small generation (20k nodes x 256-dim features), and verification."""
-
-import shutil
-import tempfile
+topology). A whole generation and verification write and read files: timed by the tests and
+`lsm-gnn dataset`, not here (docs/benchmarks.md)."""
 
 import numpy as np
 
 from lsm_gnn.datasets.pagerank import csc_from_edges, pagerank, percentile_byte
-from lsm_gnn.datasets.synthetic import community_graph, generate
-from lsm_gnn.datasets.verify import verify
+from lsm_gnn.datasets.synthetic import community_graph
+
+from ._timing import Timed
 
 
-class TopologySuite:
-    timeout = 120
-
+class TopologySuite(Timed):
     def setup(self):
         self.lo, self.hi, _ = community_graph(100_000, np.random.default_rng(0))
         n = 100_000
@@ -26,23 +23,3 @@ class TopologySuite:
 
     def time_pagerank_100k(self):
         percentile_byte(pagerank(*self.csc))
-
-
-class GenerateSuite:
-    timeout = 120
-
-    def setup(self):
-        self.tmp = tempfile.mkdtemp(prefix="asv-datasets-")
-        self.ds = generate(f"{self.tmp}/base", 20_000, feature_dim=256, progress=False)
-
-    def teardown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def time_generate_20k_256d(self):
-        generate(f"{self.tmp}/again", 20_000, feature_dim=256, overwrite=True, progress=False)
-
-    def time_verify_full(self):
-        verify(self.ds.root)
-
-    def time_verify_quick(self):
-        verify(self.ds.root, quick=True)

@@ -55,6 +55,7 @@ class Figures:
     timeout = 600
     number = 1
     repeat = 1
+    rounds = 1
 
     def setup_cache(self):
         with tempfile.TemporaryDirectory(prefix="asv-figures-") as tmp:

@@ -5,8 +5,10 @@ import numpy as np
 
 from lsm_gnn.multidevice.owners import reorder, split_by_owner
 
+from ._timing import Timed
 
-class OwnerRoutingSuite:
+
+class OwnerRoutingSuite(Timed):
     params = [2, 4]
     param_names = ["devices"]
 

@@ -5,12 +5,12 @@ MIN should cost no more than a few policy replays (the cache engine's target is 
 
 import numpy as np
 
-from lsm_gnn.sim.bounds import RequestSequence, belady_min, belady_min_per_set, optimal_static
+from lsm_gnn.sim.bounds import RequestSequence, belady_min, optimal_static
+
+from ._timing import Timed
 
 
-class BoundsSuite:
-    timeout = 120
-
+class BoundsSuite(Timed):
     def setup(self):
         rng = np.random.default_rng(0)
         self.num_rows = 200_000
@@ -25,17 +25,5 @@ class BoundsSuite:
     def time_belady_min(self):
         belady_min(self.seq, self.capacity)
 
-    def time_belady_min_per_set(self):
-        belady_min_per_set(self.seq, 32, self.capacity // 32)
-
     def time_optimal_static(self):
         optimal_static(self.seq, self.capacity)
-
-    def track_min_requests_per_s(self):
-        import time
-
-        t = time.perf_counter()
-        belady_min(self.seq, self.capacity)
-        return len(self.seq) / (time.perf_counter() - t)
-
-    track_min_requests_per_s.unit = "requests/s"

@@ -51,20 +51,22 @@ def _step(ms: float):
     return step
 
 
-def _timed(batches, iters: int, step, features_of) -> float:
-    """Mean seconds per iteration spent in next(batches), with `step` between batches."""
+def _timed(batches, warmup: int, iters: int, step, features_of) -> float:
+    """Mean seconds per iteration spent in next(batches), with `step` between batches, over the
+    `iters` iterations after `warmup` (the pipeline's start: the window sampled ahead)."""
     it = iter(batches)
     inside = 0.0
     n = 0
     try:
-        for _ in range(iters):
+        for k in range(warmup + iters):
             t0 = time.perf_counter()
             try:
                 b = next(it)
             except StopIteration:
                 break
-            inside += time.perf_counter() - t0
-            n += 1
+            if k >= warmup:
+                inside += time.perf_counter() - t0
+                n += 1
             step(features_of(b))
     finally:
         close = getattr(it, "close", None)
@@ -73,7 +75,8 @@ def _timed(batches, iters: int, step, features_of) -> float:
     return inside / max(n, 1)
 
 
-def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, native_dgl: bool = True) -> dict:
+def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, warmup: int = 5,
+            native_dgl: bool = True) -> dict:
     import torch
 
     from lsm_gnn.features import make_feature_source
@@ -88,18 +91,18 @@ def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, native_dgl
     step = _step(step_ms)
 
     def own(src, e):
-        return FeatureLoader(NeighborSampler(dataset, fan, bs, seed=seed), src, window=W, max_iters=iters,
+        return FeatureLoader(NeighborSampler(dataset, fan, bs, seed=seed), src, window=W, max_iters=warmup + iters,
                              **common).epoch(e), lambda b: b.features
 
     def dgl_loader(src, e):
-        ld = DGLDataLoader(dataset, None, NeighborSampler(dataset, fan, bs), src, cfg=cfg, max_iters=iters)
+        ld = DGLDataLoader(dataset, None, NeighborSampler(dataset, fan, bs), src, cfg=cfg, max_iters=warmup + iters)
         ld.set_epoch(e)
         return ld, lambda b: b[3]
 
     def dgl_native(src, e):
         import dgl
 
-        ld = DGLDataLoader(dataset, None, dgl.dataloading.NeighborSampler(fan), src, cfg=cfg, max_iters=iters)
+        ld = DGLDataLoader(dataset, None, dgl.dataloading.NeighborSampler(fan), src, cfg=cfg, max_iters=warmup + iters)
         ld.set_epoch(e)
         return ld, lambda b: b[3]
 
@@ -108,7 +111,7 @@ def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, native_dgl
         from lsm_gnn.integrations.pyg import LsmFeatureStore, LsmSampler, PyGLoader
 
         def pyg_loader(src, e):
-            ld = PyGLoader(LsmFeatureStore(src, dataset), LsmSampler(dataset, fan), cfg=cfg, max_iters=iters)
+            ld = PyGLoader(LsmFeatureStore(src, dataset), LsmSampler(dataset, fan), cfg=cfg, max_iters=warmup + iters)
             ld.set_epoch(e)
             return ld, lambda b: b.x
 
@@ -119,13 +122,15 @@ def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, native_dgl
         loaders["dgl_native_sampler"] = dgl_native
     per: dict = {k: [] for k in loaders}
     names = list(loaders)
-    for r in range(repeat):
+    for r in range(-1, repeat):   # round -1: every loader once, not counted (JIT compiles, page cache)
         order = names if r % 2 == 0 else names[::-1]
         for name in order:
             with make_feature_source(cfg, dataset) as src:
                 batches, feats = loaders[name](src, 0)
-                per[name].append(_timed(batches, iters, step, feats))
-    out = {"iters": iters, "repeat": repeat, "step_ms": step_ms, "window": W, "batch_size": bs, "fanouts": fan,
+                t = _timed(batches, warmup, iters, step, feats)
+            if r >= 0:
+                per[name].append(t)
+    out = {"iters": iters, "warmup": warmup, "repeat": repeat, "step_ms": step_ms, "window": W, "batch_size": bs, "fanouts": fan,
            "torch_threads": torch.get_num_threads(), "per_iteration_s": per, "vs_own": {}}
     for name in names:
         if name == "own":
@@ -143,13 +148,14 @@ def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, native_dgl
 @click.option("--batch-size", type=int, default=1024, show_default=True)
 @click.option("--fanouts", default="10,15", show_default=True)
 @click.option("--iters", type=int, default=30, show_default=True, help="Iterations per loader and repeat.")
+@click.option("--warmup", type=int, default=5, show_default=True, help="Iterations before the timed ones.")
 @click.option("--repeat", type=int, default=5, show_default=True)
 @click.option("--step-ms", "steps", default="0,20", show_default=True,
               help="Train-step lengths to measure at, in ms (0: no step, the loader's whole cost).")
 @click.option("--threads", type=int, default=None, help="torch threads (default: torch's).")
 @click.option("--no-native-dgl", is_flag=True, help="Skip DGL's own NeighborSampler run.")
 @click.option("--json", "as_json", is_flag=True)
-def bench_loader(dataset, reader, cache_fraction, batch_size, fanouts, iters, repeat, steps, threads,
+def bench_loader(dataset, reader, cache_fraction, batch_size, fanouts, iters, warmup, repeat, steps, threads,
                  no_native_dgl, as_json):
     """The DGL/PyG loaders' time per iteration outside the train step vs lsm-gnn's FeatureLoader."""
     import torch
@@ -164,7 +170,8 @@ def bench_loader(dataset, reader, cache_fraction, batch_size, fanouts, iters, re
     cfg = load_config(None, {"dataset.path": os.fspath(ds.root), "storage.reader": reader,
                              "cache.capacity_fraction": cache_fraction, "sampler.batch_size": batch_size,
                              "sampler.fanouts": [int(f) for f in fanouts.split(",")]})
-    results = [measure(cfg, ds, iters=iters, repeat=repeat, step_ms=float(s), native_dgl=not no_native_dgl)
+    results = [measure(cfg, ds, iters=iters, repeat=repeat, step_ms=float(s), warmup=warmup,
+                       native_dgl=not no_native_dgl)
                for s in steps.split(",")]
     if as_json:
         click.echo(json.dumps({"dataset": os.fspath(ds.root), "reader": reader, "results": results}, indent=1))
@@ -172,7 +179,8 @@ def bench_loader(dataset, reader, cache_fraction, batch_size, fanouts, iters, re
     for res in results:
         own = res["per_iteration_s"]["own"]
         click.echo(f"step {res['step_ms']:g} ms, batch {res['batch_size']}, window {res['window']}, "
-                   f"{res['iters']} iterations x {res['repeat']} repeats; time per iteration outside the step:")
+                   f"{res['iters']} iterations (after {res['warmup']}) x {res['repeat']} repeats; "
+                   "time per iteration outside the step:")
         click.echo(f"  {'own (FeatureLoader)':28s} {1e3 * np.median(own):8.2f} ms (median)")
         for name, v in res["vs_own"].items():
             t = 1e3 * np.median(res["per_iteration_s"][name])

@@ -130,7 +130,8 @@ def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, warmup: in
                 t = _timed(batches, warmup, iters, step, feats)
             if r >= 0:
                 per[name].append(t)
-    out = {"iters": iters, "warmup": warmup, "repeat": repeat, "step_ms": step_ms, "window": W, "batch_size": bs, "fanouts": fan,
+    out = {"iters": iters, "warmup": warmup, "repeat": repeat, "step_ms": step_ms, "window": W, "batch_size": bs,
+           "fanouts": fan,
            "torch_threads": torch.get_num_threads(), "per_iteration_s": per, "vs_own": {}}
     for name in names:
         if name == "own":

@@ -11,6 +11,7 @@ BENCHES = {
     "train": "lsm_gnn.train.bench:bench_train",
     "multidevice": "lsm_gnn.multidevice.bench:bench_multidevice",
     "compare": "baselines.bench:bench_compare",
+    "loader": "lsm_gnn.integrations.bench:bench_loader",
 }
 
 

@@ -43,6 +43,14 @@ class MiniBatch:
         return int(self.input_nodes.shape[0])
 
 
+def deal_seeds(ids: np.ndarray, epoch: int, *, seed: int, shuffle: bool, rank: int, world_size: int) -> np.ndarray:
+    """Rank `rank`'s seeds of `epoch`, in batch order: `ids` permuted with a generator seeded by
+    (seed, epoch) (the same on every rank), dealt round-robin, cut to len(ids) // world_size."""
+    if shuffle:
+        ids = ids[np.random.default_rng([seed, epoch]).permutation(len(ids))]
+    return ids[rank::world_size][: len(ids) // world_size]
+
+
 class NeighborSampler:
     def __init__(self, dataset: Dataset, fanouts, batch_size: int, seed: int = 0, shuffle: bool = True,
                  rank: int = 0, world_size: int = 1, split: str = "train", *, seed_ids=None):
@@ -97,10 +105,8 @@ class NeighborSampler:
 
     def epoch_seeds(self, epoch: int) -> np.ndarray:
         """This rank's seeds for `epoch`, in batch order."""
-        ids = self.seed_ids
-        if self.shuffle:
-            ids = ids[np.random.default_rng([self.seed, epoch]).permutation(len(ids))]
-        return ids[self.rank::self.world_size][: self.per_rank]
+        return deal_seeds(self.seed_ids, epoch, seed=self.seed, shuffle=self.shuffle, rank=self.rank,
+                          world_size=self.world_size)
 
     def epoch(self, epoch: int) -> Iterator[MiniBatch]:
         seeds = self.epoch_seeds(epoch)

@@ -1,0 +1,303 @@
+"""What the DGL and PyG integrations share: seeds per rank, the windowed loader, stats, the record.
+
+`SeedBatches(seeds, batch_size, sample, ...)` is the sampler side of
+lsm_gnn.train.loader.FeatureLoader for any per-batch sampling function: each epoch it deals the
+seeds to the ranks exactly as lsm-gnn's own sampler does (lsm_gnn.sampling.deal_seeds), cuts them
+into batches and calls `sample(seeds, epoch, step) -> MiniBatch`.
+
+`WindowedLoader` runs FeatureLoader over it, so an integration samples the lookahead window
+ahead (W batches, K for horizon: `window_for(cfg)`), calls the source's `advance(window)` before
+each `fetch`, overlaps sampling and fetching with the user's train step, and times every stage
+as `lsm-gnn train` does. The user's step is the time between a yield and the next request (the
+record's "train"; "other" is the loader's own work in the training thread). Every `iter(loader)`
+is the next epoch (0, 1, ...: reshuffled with the seed), unless `set_epoch(e)` names one.
+
+`loader.stats()` is the run record's metrics block so far (rows per tier, hit rates, storage
+traffic, seconds per iteration and stage); `loader.record(path)` the whole record, in the schema
+of `lsm-gnn train` (lsm_gnn.records), merged over the ranks under torch.distributed
+(lsm_gnn.multidevice.merge, as the torchrun entry does) and written by rank 0.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import torch
+
+from lsm_gnn.features import as_source, numeric_stats
+from lsm_gnn.records import ROW_KEYS, STAGES, new_record, write_record
+from lsm_gnn.sampling import deal_seeds
+from lsm_gnn.train.loader import FeatureLoader
+from lsm_gnn.train.timers import StageTimer, StageTimes
+from lsm_gnn.utils.errors import InputError
+
+IO_KEYS = ("bytes_read", "io_ops")
+
+
+def process_rank() -> tuple[int, int]:
+    """(rank, world size) of this process: torch.distributed's when a group is up, else (0, 1)."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def window_for(cfg) -> int:
+    """Batches the loader samples ahead for the source: the policy's lookahead (W, or K for a
+    long-lookahead policy) with the cache on, none without it (lsm_gnn.cache.policies)."""
+    from lsm_gnn.cache.policies import lookahead_batches
+
+    c = cfg.cache
+    return lookahead_batches(c.policy, c.window, c.lookahead) if c.enabled else 0
+
+
+def require_homogeneous(dataset) -> None:
+    """InputError unless the lsm-gnn dataset has one node type and one edge type."""
+    if len(dataset.node_types) != 1 or len(dataset.edge_types) != 1:
+        raise InputError(f"{dataset.root}: the DGL and PyG integrations take homogeneous datasets; this one has "
+                         f"node types {list(dataset.node_types)} and edge types {list(dataset.edge_types)}")
+
+
+def seed_array(seeds, what: str = "seeds") -> np.ndarray:
+    """`seeds` (a tensor, array or list of node ids, or a boolean mask) as a 1-D int64 array."""
+    if isinstance(seeds, torch.Tensor):
+        seeds = seeds.detach().cpu().numpy()
+    arr = np.asarray(seeds)
+    if arr.dtype == bool:
+        arr = np.flatnonzero(arr)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise InputError(f"{what}: expected a 1-D array of node ids or a boolean mask, "
+                         f"found shape {arr.shape} dtype {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+class SeedBatches:
+    """Batches of an epoch's seeds for this rank, each sampled by `sample(seeds, epoch, step)`."""
+
+    def __init__(self, seeds, batch_size: int, sample, *, seed: int = 0, shuffle: bool = True, rank: int = 0,
+                 world_size: int = 1, drop_last: bool = False):
+        self.seeds = seed_array(seeds)
+        if batch_size < 1:
+            raise InputError(f"batch_size must be >= 1, found {batch_size}")
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise InputError(f"rank must lie in [0, world_size), found rank={rank} world_size={world_size}")
+        self.per_rank = len(self.seeds) // world_size
+        if self.per_rank == 0:
+            raise InputError(f"{len(self.seeds)} seeds are fewer than world_size={world_size}")
+        self.batch_size, self.sample, self.seed, self.shuffle = int(batch_size), sample, int(seed), bool(shuffle)
+        self.rank, self.world_size, self.drop_last = rank, world_size, bool(drop_last)
+        if len(self) == 0:
+            raise InputError(f"drop_last leaves no batch: {self.per_rank} seeds per rank, batch_size {batch_size}")
+
+    def __len__(self) -> int:
+        return self.per_rank // self.batch_size if self.drop_last else -(-self.per_rank // self.batch_size)
+
+    def epoch_seeds(self, epoch: int) -> np.ndarray:
+        return deal_seeds(self.seeds, epoch, seed=self.seed, shuffle=self.shuffle, rank=self.rank,
+                          world_size=self.world_size)
+
+    def epoch(self, epoch: int):
+        seeds = self.epoch_seeds(epoch)
+        for step in range(len(self)):
+            yield self.sample(seeds[step * self.batch_size:(step + 1) * self.batch_size], epoch, step)
+
+
+def setting(explicit, cfg, section: str, key: str):
+    """An explicit argument, else the config's value, else the config's default (lsm_gnn.config)."""
+    if explicit is not None:
+        return explicit
+    if cfg is not None:
+        return getattr(getattr(cfg, section), key)
+    from lsm_gnn.config import RunConfig
+
+    return getattr(RunConfig.model_fields[section].default, key)
+
+
+class WindowedLoader:
+    """FeatureLoader over SeedBatches, with the stats and the run record (see the module docstring).
+    Subclasses give `kind` and `_batch(item) -> what the user's loop receives`."""
+
+    kind = "custom"
+
+    def __init__(self, batches: SeedBatches, source, *, cfg=None, window: int | None = None, dataset=None,
+                 sample_ahead: int | None = None, overlap_fetch: bool | None = None, device=None,
+                 max_iters: int | None = None, warmup_iters: int | None = None):
+        self.cfg, self.dataset, self.batches = cfg, dataset, batches
+        self.source = as_source(source)
+        if window is None:
+            window = window_for(cfg) if cfg is not None else 0
+        self.window = int(window)
+        self.warmup_iters = int(setting(warmup_iters, cfg, "train", "warmup_iters"))
+        if max_iters is None and cfg is not None and cfg.train.timed_iters is not None:
+            max_iters = cfg.train.warmup_iters + cfg.train.timed_iters
+        self.device = torch.device(setting(device, cfg, "train", "device"))
+        self.sample_ahead = int(setting(sample_ahead, cfg, "sampler", "prefetch_batches"))
+        self.overlap_fetch = bool(setting(overlap_fetch, cfg, "train", "overlap_fetch"))
+        self.loader = FeatureLoader(batches, self.source, window=self.window, sample_ahead=self.sample_ahead,
+                                    overlap_fetch=self.overlap_fetch, device=self.device, max_iters=max_iters)
+        self.epochs: list[dict] = []
+        self._next_epoch = 0
+        self._current: dict | None = None
+
+    # ---- the user's loop ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next `iter(loader)` runs (as torch's DistributedSampler.set_epoch)."""
+        self._next_epoch = int(epoch)
+
+    def __iter__(self):
+        epoch, self._next_epoch = self._next_epoch, self._next_epoch + 1
+        return self._run(epoch)
+
+    def _batch(self, item):
+        return item
+
+    def log_loss(self, loss) -> None:
+        """Note the current iteration's loss for the record (a tensor or a number; optional)."""
+        if self._current is None:
+            raise InputError("log_loss: no epoch is running (call it inside the loop over the loader)")
+        self._current["losses"].append(float(loss))
+
+    def _run(self, epoch: int):
+        cur = self._current = {"epoch": epoch, "items": [], "counts": [], "losses": [], "h2d": 0}
+        gen = self.loader.epoch(epoch)
+        t_start = t_prev = time.perf_counter()
+        try:
+            for item in gen:
+                out = self._batch(item)
+                t_yield = time.perf_counter()
+                try:
+                    yield out
+                finally:  # also when the user's loop stops here (break)
+                    now = time.perf_counter()
+                    st = StageTimes(item.times)
+                    st["train"], st["wall"] = now - t_yield, now - t_prev
+                    st["other"] = max(0.0, st["wall"] - st["train"] - st["wait"])
+                    cur["items"].append(st)
+                    cur["counts"].append(item.counts)
+                    cur["h2d"] += item.h2d_bytes
+                    t_prev = now
+        finally:
+            gen.close()
+            cur["time_s"] = time.perf_counter() - t_start
+            self.epochs.append(cur)
+            self._current = None
+
+    # ---- what it did ----------------------------------------------------------------------------
+    def stats(self) -> dict:
+        """The run record's metrics over the epochs run so far (this rank)."""
+        return _metrics(self)[0]
+
+    def record(self, path: str | os.PathLike | None = None) -> dict:
+        """The run record (kind train) of the epochs run so far: this rank's, or under
+        torch.distributed the ranks' merged (every rank must call it); rank 0 writes `path`."""
+        rec = _record(self)
+        rank, world = process_rank()
+        if world > 1:
+            rec = _merged(self, rec, world)
+        if path is not None and rank == 0:
+            write_record(path, rec)
+        return rec
+
+    def close(self) -> None:
+        """Close the feature source (the loader does not own it otherwise)."""
+        self.source.close()
+
+
+# ---- the record (the vocabulary of lsm_gnn.train.loop) -----------------------------------------------
+def _epoch_entry(ep: dict, per_epoch: int, warmup: int) -> dict:
+    from lsm_gnn.train.loop import _exposed, _hidden_fraction
+
+    its = ep["items"]
+    timed = its[warmup:] or its
+    mean = StageTimer.mean(timed)
+    full = len(its) >= per_epoch
+    counts = ep["counts"][warmup:] if len(its) > warmup else ep["counts"]
+    out = {"epoch": ep["epoch"], "iterations": len(its), "time_s": ep["time_s"],
+           "epoch_s": ep["time_s"] if full else mean["wall"] * per_epoch, "extrapolated": not full,
+           "per_iteration": {k: mean[k] for k in STAGES + ("wall", "wait")},
+           "per_iteration_exposed": _exposed(mean), "hidden_fetch_fraction": _hidden_fraction(timed),
+           "rows": {k: int(sum(c.get(k, 0) for c in counts)) for k in ROW_KEYS},
+           "io": {k: int(sum(c.get(k, 0) for c in counts)) for k in IO_KEYS}}
+    if ep["losses"]:
+        out["loss"], out["losses"] = float(np.mean(ep["losses"])), list(ep["losses"])
+    return out, timed
+
+
+def _metrics(loader: WindowedLoader) -> dict:
+    from lsm_gnn.cache.budget import for_devices
+    from lsm_gnn.train.loop import _exposed, _hidden_fraction, _hit_rates
+
+    rank, world = process_rank()
+    per_epoch = len(loader.batches)
+    done = [_epoch_entry(ep, per_epoch, loader.warmup_iters) for ep in loader.epochs if ep["items"]]
+    entries = [e for e, _ in done]
+    steady_idx = list(range(1, len(done))) if len(done) > 1 else []
+    chosen = [it for i in (steady_idx or range(len(done))) for it in done[i][1]]
+    mean = StageTimer.mean(chosen)
+    rows = {k: sum(e["rows"][k] for e in entries) for k in ROW_KEYS}
+    io = {k: sum(e["io"][k] for e in entries) for k in IO_KEYS}
+    src = loader.source
+    source_stats = numeric_stats(src.stats())
+    h2d = sum(ep["h2d"] for ep in loader.epochs) + source_stats.get("h2d_bytes", 0)
+    cold = entries[0]["epoch_s"] if entries else None
+    steady = float(np.mean([entries[i]["epoch_s"] for i in steady_idx])) if steady_idx else None
+    time_m = {"per_iteration": {k: mean[k] for k in STAGES}, "per_iteration_wall": mean["wall"],
+              "per_iteration_wait": mean["wait"], "per_iteration_exposed": _exposed(mean),
+              "epoch_cold_s": cold, "epoch_steady_s": steady, "preprocessing_s": None, "eval_s": 0.0,
+              "hidden_fetch_fraction": _hidden_fraction(chosen),
+              "timing_window": {"full_epoch": all(not e["extrapolated"] for e in entries),
+                                "warmup_iters": loader.warmup_iters, "timed_iters": None,
+                                "iterations_per_epoch": per_epoch,
+                                "iterations_run_per_epoch": [e["iterations"] for e in entries],
+                                "steady_epochs": steady_idx}}
+    metrics = {
+        "rows": rows, "hit_rate": _hit_rates(rows),
+        "traffic": {"storage_bytes": int(io["bytes_read"]), "storage_io_ops": int(io["io_ops"]),
+                    "device_exchange_bytes": 0, "host_to_device_bytes": int(h2d)},
+        "time": time_m,
+        "accuracy": {"val": None, "test": None},
+        "source": {"kind": src.source_name, "window": loader.window, "stats": source_stats,
+                   "storage_path": src.storage_info()},
+        "pipeline": {"loader": loader.kind, "sample_ahead": loader.sample_ahead,
+                     "overlap_fetch": loader.overlap_fetch, "torch_threads": torch.get_num_threads()},
+        "memory": for_devices(src.memory(), world),
+        "ranks": {str(rank): {"rows": rows, "time": {"epoch_cold_s": cold, "epoch_steady_s": steady,
+                                                     "per_iteration": dict(time_m["per_iteration"])},
+                              "storage_bytes": int(io["bytes_read"])}},
+    }
+    ds = loader.dataset
+    if ds is not None:
+        lay = ds.features()
+        metrics["dataset"] = {"path": os.fspath(ds.root), "name": ds.name, "nodes": ds.num_nodes(),
+                              "edges": ds.num_edges(), "feature_bytes": lay.num_rows * lay.row_bytes}
+    return metrics, entries
+
+
+def _record(loader: WindowedLoader) -> dict:
+    from lsm_gnn.config import config_to_dict
+    from lsm_gnn.features import system_name
+
+    cfg = loader.cfg
+    rec = new_record("train", system_name(cfg) if cfg is not None else loader.source.source_name,
+                     config_to_dict(cfg) if cfg is not None else {})
+    rec["metrics"], rec["epochs"] = _metrics(loader)
+    return rec
+
+
+def _merged(loader: WindowedLoader, rec: dict, world: int) -> dict:
+    """Every rank's record and source figures gathered, merged as the torchrun entry merges them."""
+    from lsm_gnn.multidevice.merge import merge_records
+    from lsm_gnn.multidevice.workers import source_metrics
+
+    if loader.cfg is None:
+        raise InputError("record() under torch.distributed needs the run's config (cfg=...) to merge the ranks")
+    gathered = [None] * world
+    torch.distributed.all_gather_object(gathered, {"record": rec, "source": source_metrics(loader.source)})
+    return merge_records(loader.cfg, gathered, "train", max(ep["time_s"] for ep in loader.epochs) if loader.epochs
+                         else 0.0)
+

@@ -171,6 +171,7 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
     from lsm_gnn.config import config_to_dict, parse_config
     from lsm_gnn.datasets.format import Dataset
     from lsm_gnn.storage.pagecache import drop_file_cache
+    from lsm_gnn.utils.errors import LsmGnnError
 
     systems = list(systems)
     order = rotated_order(systems, repeats)
@@ -182,23 +183,34 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
     total = repeats * len(systems) + len(scales) * len(systems)
     bar = tqdm(total=total, desc="bench compare", unit="run", disable=not progress or not sys.stderr.isatty())
 
+    failures = []
+
     def one(system, c, tag):
         drop_file_cache(feat)  # every run starts with the feature file out of the page cache
         path = str(Path(records_dir) / f"{system}-{tag}.json") if records_dir else None
-        rec = run_system(system, c, devices=devices, machines=machines, trainers=trainers, record_path=path,
-                         progress=False)
+        try:
+            rec = run_system(system, c, devices=devices, machines=machines, trainers=trainers, record_path=path,
+                             progress=False)
+        except LsmGnnError as e:  # one failed run must not lose the others: it is reported, not summarised
+            failures.append({"system": system, "run": tag, "error": f"{type(e).__name__}: {e}"})
+            bar.update()
+            return None
         bar.update()
         return summarise_run(rec)
 
     for r, rnd in enumerate(order):
         for s in rnd:
-            runs[s].append(one(s, cfg, f"r{r}"))
+            res = one(s, cfg, f"r{r}")
+            if res is not None:
+                runs[s].append(res)
     for scale in scales:
         d = config_to_dict(cfg)
         d["train"]["accelerator_scale"] = scale * cfg.train.accelerator_scale
         c = parse_config(d, f"<sweep x{scale:g}>")
         for s in systems:
-            sweep_runs[s][scale] = one(s, c, f"x{scale:g}")
+            res = one(s, c, f"x{scale:g}")
+            if res is not None:
+                sweep_runs[s][scale] = res
     bar.close()
 
     out = {"benchmark": "compare", "devices": devices, "machines": machines, "trainers_per_machine": trainers,
@@ -206,10 +218,10 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
            "order": order, "spread_limit": SPREAD_LIMIT,
            "accelerator": "real" if not emulated else
            {"profile": cfg.train.accelerator_profile, "scale": cfg.train.accelerator_scale},
-           "systems": {s: summarise_system(v) for s, v in runs.items()}}
+           "systems": {s: summarise_system(v) for s, v in runs.items() if v}, "failures": failures}
     lsm = out["systems"].get("lsm", {}).get("epoch_steady_s", {}).get("median")
     for s in systems:
-        if s == "lsm":
+        if s == "lsm" or s not in out["systems"]:
             continue
         v = out["systems"][s]["epoch_steady_s"]["median"]
         out[f"{s}_vs_lsm_epoch"] = (v / lsm) if (v and lsm) else None
@@ -270,6 +282,8 @@ def print_compare(res: dict) -> None:
         click.echo(f"lsm floor per iteration: step {_fmt(f['accelerator_step_s'], '.4f')} s, storage "
                    f"{_fmt(f['storage_s'], '.4f')} s, exchange {_fmt(f['exchange_s'], '.4f')} s -> "
                    f"{_fmt(f['epoch_s'])} s per epoch ({f['bound']}); lsm_vs_floor {_fmt(res.get('lsm_vs_floor'), '.2f')}x")
+    for f in res.get("failures") or []:
+        click.echo(f"FAILED {f['system']} run {f['run']}: {f['error']}")
     if res.get("flagged"):
         click.echo(f"spread above {res['spread_limit']:.0%}: {', '.join(res['flagged'])}")
     if res.get("sustained_scale"):

@@ -131,8 +131,9 @@ def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progres
     ds = Dataset(cfg.dataset.path)
     work = Path(tempfile.mkdtemp(prefix="lsm-gnn-distdgl-"))
     try:
-        part_dir = Path(b.partition_dir) / f"{ds.name}-{machines}-{b.partition_method}" if b.partition_dir \
-            else work / "parts"
+        # absolute: the emulated machines run in their own working directories
+        part_dir = Path(b.partition_dir).resolve() / f"{ds.name}-{machines}-{b.partition_method}" \
+            if b.partition_dir else work / "parts"
         info = partition_dataset(ds, part_dir, machines, b.partition_method, reuse=bool(b.partition_dir),
                                  num_trainers_per_machine=trainers)
         tr = cfg.train

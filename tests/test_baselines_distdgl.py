@@ -120,3 +120,15 @@ def test_killed_trainer_fails_the_run_and_leaves_nothing_behind(random_dataset, 
     assert len(pids) == 7   # 2 servers, 2 trainers, 2 machine namespace holders, the switch
     assert not any(_alive(p) for p in pids)
     assert _shm() - before == set()  # nothing the run created is left
+
+
+def test_partitions_kept_under_a_relative_directory_are_found_from_anywhere(random_dataset, tmp_path, monkeypatch):
+    """A reused partitioning made under a relative `baseline.partition_dir` names its config by an
+    absolute path: the emulated machines run in their own working directories."""
+    ds = random_dataset(num_nodes=600, dim=8)
+    monkeypatch.chdir(tmp_path)
+    first = partition_dataset(ds, "parts/g", 1, "random")
+    again = partition_dataset(ds, "parts/g", 1, "random", reuse=True)
+    assert again.reused and os.path.isabs(first.part_config) and os.path.isabs(again.part_config)
+    monkeypatch.chdir("/")
+    assert os.path.isfile(again.part_config)

@@ -90,6 +90,8 @@ def partition_dataset(dataset: Dataset | str | os.PathLike, out_dir: str | os.Pa
     if reuse and meta_path.is_file():
         info = PartitionInfo(**{k: v for k, v in json.loads(meta_path.read_text()).items()
                                 if k in PartitionInfo.__dataclass_fields__})
+        # the config beside the meta file, as an absolute path (the machines run elsewhere)
+        info.part_config = str((out_dir / Path(info.part_config).name).resolve())
         if (info.num_parts == num_parts and info.method == method and info.graph_name == graph_name
                 and Path(info.part_config).is_file()):
             info.reused = True
@@ -106,7 +108,7 @@ def partition_dataset(dataset: Dataset | str | os.PathLike, out_dir: str | os.Pa
             dgl.distributed.partition_graph(g, graph_name, num_parts, str(tmp), part_method=method,
                                             balance_edges=True, num_trainers_per_machine=num_trainers_per_machine)
         partition_s = time.perf_counter() - t0
-        info = PartitionInfo(part_config=str(out_dir / f"{graph_name}.json"), graph_name=graph_name,
+        info = PartitionInfo(part_config=str(out_dir.resolve() / f"{graph_name}.json"), graph_name=graph_name,
                              num_parts=num_parts, method=method, load_s=load_s, partition_s=partition_s,
                              num_nodes=g.num_nodes(), num_edges=g.num_edges(),
                              feature_bytes_read=lay.num_rows * lay.row_bytes)

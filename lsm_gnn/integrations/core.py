@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from lsm_gnn.features import as_source, numeric_stats
-from lsm_gnn.records import ROW_KEYS, STAGES, new_record, write_record
+from lsm_gnn.accelerator import batch_edges
+from lsm_gnn.records import ROW_KEYS, STAGES, accelerator_block, batch_window, new_record, throughput, write_record
 from lsm_gnn.sampling import deal_seeds
 from lsm_gnn.train.loader import FeatureLoader
 from lsm_gnn.train.timers import StageTimer, StageTimes
@@ -163,7 +164,7 @@ class WindowedLoader:
         self._current["losses"].append(float(loss))
 
     def _run(self, epoch: int):
-        cur = self._current = {"epoch": epoch, "items": [], "counts": [], "losses": [], "h2d": 0}
+        cur = self._current = {"epoch": epoch, "items": [], "counts": [], "losses": [], "h2d": 0, "shapes": []}
         gen = self.loader.epoch(epoch)
         t_start = t_prev = time.perf_counter()
         try:
@@ -179,6 +180,7 @@ class WindowedLoader:
                     st["other"] = max(0.0, st["wall"] - st["train"] - st["wait"])
                     cur["items"].append(st)
                     cur["counts"].append(item.counts)
+                    cur["shapes"].append((len(item.seeds), len(item.input_nodes), batch_edges(item.blocks), 0.0))
                     cur["h2d"] += item.h2d_bytes
                     t_prev = now
         finally:
@@ -225,6 +227,8 @@ def _epoch_entry(ep: dict, per_epoch: int, warmup: int) -> dict:
            "io": {k: int(sum(c.get(k, 0) for c in counts)) for k in IO_KEYS}}
     if ep["losses"]:
         out["loss"], out["losses"] = float(np.mean(ep["losses"])), list(ep["losses"])
+    shapes = ep["shapes"][warmup:] if len(its) > warmup else ep["shapes"]
+    out["batches"] = batch_window(shapes, [it["wall"] for it in timed])
     return out, timed
 
 
@@ -255,7 +259,11 @@ def _metrics(loader: WindowedLoader) -> dict:
                                 "iterations_per_epoch": per_epoch,
                                 "iterations_run_per_epoch": [e["iterations"] for e in entries],
                                 "steady_epochs": steady_idx}}
+    # the user's own step runs between two batches: real compute, on the device the rows land on
+    acc = accelerator_block(None, str(getattr(src, "device", "cpu")),
+                            [entries[i]["batches"] for i in (steady_idx or range(len(entries)))])
     metrics = {
+        "accelerator": acc, "throughput": throughput(acc),
         "rows": rows, "hit_rate": _hit_rates(rows),
         "traffic": {"storage_bytes": int(io["bytes_read"]), "storage_io_ops": int(io["io_ops"]),
                     "device_exchange_bytes": 0, "host_to_device_bytes": int(h2d)},

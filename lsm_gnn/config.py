@@ -168,6 +168,10 @@ class DistributedConfig(Section):
     devices: int = Field(1, ge=1, le=64)
     mode: Literal["shared", "isolated"] = "shared"
     backend: Literal["auto", "gloo", "nccl"] = "auto"
+    row_transport: Literal["auto", "shm", "collective"] = "auto"
+    """How the shared cache's rows cross between CPU ranks (host data plane): shm (the owners'
+    shared-memory outboxes, one host), collective (the gloo all_to_all), auto (shm where every
+    rank maps the same /dev/shm). Device tensors always go through the collective (NCCL)."""
     timeout_s: float = Field(60.0, gt=0.0)
     master_addr: str = "127.0.0.1"
     master_port: int = Field(0, ge=0, le=65535)

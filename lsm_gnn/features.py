@@ -474,7 +474,8 @@ def _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_la
     local = _over_store(cfg, store, lay, dataset.static_scores(), num_owners=world, owner=rank)
     try:
         ex = exchange or Exchange(rank, world, device="cuda" if resolve_backend(cfg) == "nccl" else "cpu",
-                                  group=exchange_group(cfg), heartbeat=hb)
+                                  group=exchange_group(cfg), heartbeat=hb,
+                                  transport=cfg.distributed.row_transport)
         return SharedCacheFeatureSource(local, ex, num_rows=lay.num_rows, row_dim=lay.dim, dtype=lay.dtype,
                                         max_window=_lookahead(cfg.cache), heartbeat=hb)
     except BaseException:

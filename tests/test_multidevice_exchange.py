@@ -36,7 +36,7 @@ def batches_of(rank, n=8):
     return [rng.integers(0, N, 40 + 13 * rank + b) for b in range(n)]
 
 
-def _rank(rank, G, port, outdir):
+def _rank(rank, G, port, outdir, transport="collective"):
     import torch
     import torch.distributed as dist
 
@@ -47,8 +47,8 @@ def _rank(rank, G, port, outdir):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=G)
     feats = np.random.default_rng(7).normal(size=(N, DIM)).astype(np.float32)
     owner = RecordingOwner(feats, G, rank)
-    src = SharedCacheFeatureSource(owner, Exchange(rank, G), num_rows=N, row_dim=DIM, dtype=np.float32,
-                                   max_window=W)
+    src = SharedCacheFeatureSource(owner, Exchange(rank, G, transport=transport), num_rows=N, row_dim=DIM,
+                                   dtype=np.float32, max_window=W)
     mine = batches_of(rank)
     ok = True
     for b, ids in enumerate(mine):
@@ -57,19 +57,29 @@ def _rank(rank, G, port, outdir):
     # an empty request and a restarted (unrelated) window still work
     src.advance([])
     ok &= src.fetch(np.zeros(0, np.int64)).shape == (0, DIM)
+    transport_used = src.stats()["exchange_transport"]
+    src.close()
+    dist.barrier()
     with open(os.path.join(outdir, f"{rank}.json"), "w") as f:
         json.dump({"ok": ok, "windows": owner.windows, "served": owner.served,
-                   "stats": src.ex.stats.as_dict(), "peer_rows": src.peer_rows}, f)
+                   "stats": src.ex.stats.as_dict(), "peer_rows": src.peer_rows, "transport": transport_used,
+                   "pid": os.getpid()}, f)
     dist.destroy_process_group()
 
 
-def test_two_ranks_rows_windows_and_bytes(tmp_path):
+@pytest.mark.parametrize("transport", ["collective", "shm"])
+def test_two_ranks_rows_windows_and_bytes(tmp_path, transport):
     from lsm_gnn.multidevice.group import pick_free_port
+    from lsm_gnn.multidevice.shm import PREFIX, SHM_DIR
 
     G = 2
-    mp.spawn(_rank, args=(G, pick_free_port(), str(tmp_path)), nprocs=G)
+    mp.spawn(_rank, args=(G, pick_free_port(), str(tmp_path), transport), nprocs=G)
     res = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(G)]
     assert all(r["ok"] for r in res)  # every row received equals the file's row
+    assert [r["transport"] for r in res] == [transport] * G
+    # a closed source leaves no shared-memory segment behind
+    left = [n for n in os.listdir(SHM_DIR) for r in res if n.startswith(f"{PREFIX}{r['pid']}-")]
+    assert left == []
     reqs = [batches_of(r) for r in range(G)]
     for o in range(G):
         owned = lambda b: sorted(int(v) for r in range(G) for v in reqs[r][b] if v % G == o)  # noqa: E731
@@ -87,6 +97,8 @@ def test_two_ranks_rows_windows_and_bytes(tmp_path):
         # W ahead (batch 0 never is), plus headers: 9 fetches x 1 count, 9 advances x (3 + W)
         peer_b0 = int((reqs[r][0] % G != r).sum())
         headers = 9 * 8 + 9 * (3 + W) * 8
+        if transport == "shm":  # the probe and its answer once, then an offsets header per fetch
+            headers += (4 + 1) * 8 + 9 * 4 * 8
         assert res[r]["stats"]["id_bytes"] == (2 * peer - peer_b0) * 8 + headers
 
 
@@ -235,3 +247,65 @@ def test_device_plane_over_nccl_one_gpu(tmp_path):
 @pytest.mark.gpu(devices=2)  # NCCL refuses two ranks on one GPU
 def test_device_plane_over_nccl_two_gpus(tmp_path):
     _over_nccl(tmp_path, 2)
+
+
+# ---- the shared-memory transport's outboxes, in one process -------------------------------------
+def test_an_outbox_grows_into_a_new_segment_and_a_peer_reads_the_rows_it_was_written(tmp_path):
+    from lsm_gnn.multidevice.shm import Outboxes
+
+    a, b = Outboxes(0, 2), Outboxes(1, 2)
+    try:
+        rng = np.random.default_rng(0)
+        for n in (3, 200, 100, 2000):  # 200 and 2000 outgrow the segment: new generations
+            rows = rng.normal(size=(2 * n, DIM)).astype(np.float32)
+            counts = np.array([n, n])
+            header = a.write(rows, counts)  # rank 0 serves rank 1 the second block
+            got = b.block(0, header[1], n, DIM * 4)
+            assert np.array_equal(got.view(np.float32).reshape(n, DIM), rows[n:])
+        assert a.gen == 2
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_probe_answers_false_for_a_token_that_is_not_the_peers_memory():
+    from lsm_gnn.multidevice.shm import Outboxes
+
+    a, b = Outboxes(0, 2), Outboxes(1, 2)
+    try:
+        ha, hb = a.probe(), b.probe()
+        assert a.check_probe(hb) and b.check_probe(ha)
+        hb[:, 3] += 1  # another memory under the same name: not the peer's segment
+        assert not a.check_probe(hb)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_the_segments_of_a_process_that_no_longer_exists_are_removed(tmp_path):
+    import subprocess
+    import sys
+
+    from lsm_gnn.multidevice.shm import PREFIX, sweep_stale
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    stale, live = tmp_path / f"{PREFIX}{dead}-0-1", tmp_path / f"{PREFIX}{os.getpid()}-0-1"
+    stale.write_bytes(b"x")
+    live.write_bytes(b"x")
+    assert sweep_stale(str(tmp_path)) == [str(stale)]
+    assert live.exists() and not stale.exists()
+
+
+def test_bench_exchange_times_both_transports_on_the_same_rows():
+    from click.testing import CliRunner
+
+    from lsm_gnn.multidevice.linkbench import bench_exchange
+
+    res = CliRunner().invoke(bench_exchange, ["--megabytes", "0.05", "--reps", "2", "--warmup", "0", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["transport"] == "shm" and out["peer_bytes"] == (50_000 // 4096) * 4096
+    for t in ("collective", "shm"):
+        assert out["by_transport"][t]["seconds"] > 0 and out["by_transport"][t]["bytes_per_s"] > 0
+    assert out["shm_vs_collective_time"] > 0

@@ -529,3 +529,14 @@ def test_the_profile_is_put_at_the_median_cpu_speed_of_the_runs(tmp_path):
     bare.write_text(json.dumps(hand_record(system="lsm")))
     now = run_projection([*paths, bare], str(yml), calibrate_cpu=True, cpu_index_s=0.01)["cpu_index"]
     assert (now["from"], now["runs_s"], now["factor"]) == ("now", 0.01, pytest.approx(0.5))
+
+
+def test_rows_through_shared_memory_cost_a_host_memory_copy_not_the_gloo_link():
+    prof = parse_profile(copy.deepcopy(CPU), "test-cpu.yaml")
+    gloo = project(lsm_counts(), prof)
+    shm = project(lsm_counts(row_transport="shm"), prof)
+    bw = CPU["links"]["host_memory"]["bandwidth"]
+    assert shm.stages["exchange_rows"]["seconds"] == pytest.approx(5e6 / bw)
+    assert gloo.stages["exchange_rows"]["seconds"] == pytest.approx(5e6 / CPU["links"]["exchange"]["bandwidth"])
+    # a GPU profile ignores the CPU ranks' transport: the rows cross its link
+    assert project(lsm_counts(row_transport="shm"), gpu()).stages["exchange_rows"]["resource"] == "nvlink"

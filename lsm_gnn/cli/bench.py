@@ -10,6 +10,7 @@ BENCHES = {
     "cache": "lsm_gnn.cache.bench:bench_cache",
     "train": "lsm_gnn.train.bench:bench_train",
     "multidevice": "lsm_gnn.multidevice.bench:bench_multidevice",
+    "exchange": "lsm_gnn.multidevice.linkbench:bench_exchange",
     "compare": "baselines.bench:bench_compare",
     "loader": "lsm_gnn.integrations.bench:bench_loader",
 }

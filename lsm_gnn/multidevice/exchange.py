@@ -13,6 +13,14 @@ Two kinds of payload:
   tensor elsewhere is moved there first); the result is a tensor on the exchange's device;
 - numpy arrays (the host data plane, headers, lookahead ids): on gloo wrapped without a copy; with
   NCCL copied to the device and the result back to the host (they are host data).
+
+The host data plane's rows (`send_rows`) take one of two transports (`transport`):
+- `collective`: the flat all_to_all above;
+- `shm`: when every rank maps the same /dev/shm (one host), the owner writes each peer's rows into
+  its shared-memory outbox and the requester reorders them out of it (lsm_gnn.multidevice.shm, the
+  CPU ranks' analogue of reading a peer GPU's memory over NVLink); only a small header of offsets
+  goes through gloo. `auto` probes once, at the first rows, and uses shm when every rank can
+  (every rank sees every probe, so all reach the same answer), else the collective.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ import torch.distributed as dist
 
 from lsm_gnn.multidevice.health import NULL_HEARTBEAT, Heartbeat
 from lsm_gnn.utils.errors import DistributedError, InputError
+
+TRANSPORTS = ("auto", "shm", "collective")
 
 
 @dataclass
@@ -44,16 +54,43 @@ class ExchangeStats:
         return {**asdict(self), "bytes": self.bytes}
 
 
+class ReceivedRows:
+    """The rows a requester received, one block per owner in rank order (uint8 row views: a slice
+    of the collective's buffer, or of an owner's shared-memory outbox), until the next exchange."""
+
+    def __init__(self, blocks: list[np.ndarray], dim: int, dtype):
+        self.blocks, self.dim, self.dtype = blocks, dim, np.dtype(dtype)
+
+    def __len__(self) -> int:
+        return int(sum(len(b) for b in self.blocks))
+
+    def reorder(self, positions: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The rows in the requester's order: out[positions[k]] = k-th row received."""
+        from lsm_gnn.multidevice.owners import reorder_blocks
+
+        if out is None:
+            out = np.empty((len(self), self.dim), dtype=self.dtype)
+        return reorder_blocks(self.blocks, positions, out)
+
+
 class Exchange:
     """All-to-all messages between the ranks of the default (or a given) process group."""
 
     def __init__(self, rank: int, world_size: int, *, device: str | torch.device = "cpu", group=None,
-                 heartbeat: Heartbeat = NULL_HEARTBEAT):
+                 heartbeat: Heartbeat = NULL_HEARTBEAT, transport: str = "collective"):
+        if transport not in TRANSPORTS:
+            raise InputError(f"distributed.row_transport: expected one of {', '.join(TRANSPORTS)}, "
+                             f"found {transport!r}")
         self.rank, self.world_size = rank, world_size
         self.device = torch.device(device)
         self.group = group
         self.heartbeat = heartbeat
         self.stats = ExchangeStats()
+        # the host plane's rows: "auto" and "shm" are settled by the first send_rows (`_settle`)
+        self.transport = transport if self.device.type == "cpu" and world_size > 1 else "collective"
+        self.transport_note: str | None = None
+        self._settled = self.transport == "collective"
+        self._outboxes = None
 
     # ---- low level -----------------------------------------------------------------------------
     def all_to_all(self, send: torch.Tensor, send_splits, recv_splits, what: str) -> torch.Tensor:
@@ -145,6 +182,72 @@ class Exchange:
         self.stats.row_bytes += self._peer_sum(send_counts, row_bytes)
         self.stats.calls += 1
         return out
+
+    def _settle(self) -> None:
+        """Decide the host plane's transport once, with every rank (two small headers)."""
+        from lsm_gnn.multidevice import shm
+
+        wanted, self._settled = self.transport, True
+        box, problem = None, None
+        try:
+            box = shm.Outboxes(self.rank, self.world_size)
+            header = box.probe()
+        except (OSError, InputError) as e:
+            problem = f"rank {self.rank}: {e}"
+            header = np.zeros((self.world_size, shm.HEADER), dtype=np.int64)
+            header[:, 0] = -1
+        got = self.headers(header)
+        ok = box is not None and all(int(got[o, 0]) > 0 for o in range(self.world_size) if o != self.rank) \
+            and box.check_probe(got)
+        if box is not None and not ok and problem is None:
+            problem = f"rank {self.rank} does not map its peers' {shm.SHM_DIR} segments (not one host?)"
+        flags = self.headers(np.full((self.world_size, 1), int(ok), dtype=np.int64))
+        if bool(flags.all()) and ok:
+            self._outboxes, self.transport = box, "shm"
+            return
+        if box is not None:
+            box.close()
+        if wanted == "shm":
+            raise DistributedError(None, f"distributed.row_transport=shm: {problem or 'a peer cannot map shared memory'}")
+        self.transport, self.transport_note = "collective", problem or "a peer cannot map shared memory"
+
+    def send_rows(self, rows: np.ndarray, send_counts, recv_counts) -> ReceivedRows:
+        """The host plane's rows: send block r of rows[(n, dim)] (send_counts[r] rows) to rank r and
+        receive recv_counts[r] rows from each rank r, by the settled transport. The result is valid
+        until this rank's next exchange call."""
+        if not self._settled:
+            self._settle()
+        rows = np.ascontiguousarray(rows)
+        dim, row_bytes = rows.shape[1], rows.shape[1] * rows.dtype.itemsize
+        if self.transport == "collective":
+            got = self.rows(rows, send_counts, recv_counts)
+            flat = got.reshape(len(got), -1).view(np.uint8) if got.size else np.zeros((0, row_bytes), np.uint8)
+            off = np.concatenate([[0], np.cumsum(recv_counts)]).astype(np.int64)
+            return ReceivedRows([flat[off[o]: off[o + 1]] for o in range(self.world_size)], dim, rows.dtype)
+        t0 = time.perf_counter()
+        header = self._outboxes.write(rows, np.asarray(send_counts, dtype=np.int64))
+        # where each owner wrote my rows; when it returns, every outbox is written (a barrier)
+        splits = [header.shape[1]] * self.world_size
+        got = self._all_to_all(header.reshape(-1), splits, splits, "row offsets").reshape(self.world_size, -1)
+        self.stats.id_bytes += self._peer_sum(splits, 8)
+        flat = rows.reshape(len(rows), -1).view(np.uint8) if rows.size else np.zeros((0, row_bytes), np.uint8)
+        own = np.concatenate([[0], np.cumsum(send_counts)]).astype(np.int64)
+        blocks = []
+        for o in range(self.world_size):
+            if o == self.rank:
+                blocks.append(flat[own[o]: own[o + 1]])
+            else:  # mapped even when empty: a new outbox's name lasts one iteration
+                blocks.append(self._outboxes.block(o, got[o], int(recv_counts[o]), row_bytes))
+        self.stats.row_seconds += time.perf_counter() - t0
+        self.stats.row_bytes += self._peer_sum(send_counts, row_bytes)
+        self.stats.calls += 1
+        return ReceivedRows(blocks, dim, rows.dtype)
+
+    def close(self) -> None:
+        """Unmap and unlink this rank's shared-memory segments (nothing else holds resources)."""
+        if self._outboxes is not None:
+            self._outboxes.close()
+            self._outboxes = None
 
     def barrier(self) -> None:
         try:

@@ -102,6 +102,33 @@ def reorder(rows: np.ndarray, positions: np.ndarray, out: np.ndarray | None = No
     return out
 
 
+def reorder_blocks(blocks: list[np.ndarray], positions: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """`reorder` of rows that arrive as several blocks (one per owner, in rank order, each a
+    C-contiguous (n_o, row_bytes) uint8 view): out[positions[k]] = k-th row of the blocks in turn,
+    with no copy into one buffer first (the shared-memory transport's blocks live in the owners'
+    outboxes)."""
+    n = int(sum(len(b) for b in blocks))
+    if n != positions.shape[0]:
+        raise InputError(f"reorder: {n} rows for {positions.shape[0]} positions")
+    if out.shape[0] != n or not out.flags.c_contiguous:
+        raise InputError(f"reorder: out must be C-contiguous with {n} rows, found {out.shape}")
+    if not n:
+        return out
+    pos = np.ascontiguousarray(positions, dtype=np.int64)
+    if pos.min() < 0 or pos.max() >= n:
+        raise InputError(f"reorder: positions must lie in [0, {n})")
+    dst = out.view(np.uint8).reshape(n, -1)
+    start = 0
+    for b in blocks:
+        k = len(b)
+        if k:
+            if b.shape[1] != dst.shape[1]:
+                raise InputError(f"reorder: rows of {b.shape[1]} bytes for an output of {dst.shape[1]}")
+            scatter_rows(np.ascontiguousarray(b), pos[start: start + k], dst)
+        start += k
+    return out
+
+
 def owner_of(ids: np.ndarray, num_owners: int) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64) % num_owners
 

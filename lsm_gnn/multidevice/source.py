@@ -42,7 +42,7 @@ from lsm_gnn.cache.budget import for_devices
 from lsm_gnn.features import FeatureSource, OutputRows, TierCounters, as_source
 from lsm_gnn.multidevice.exchange import Exchange
 from lsm_gnn.multidevice.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
-from lsm_gnn.multidevice.owners import reorder, split_by_owner
+from lsm_gnn.multidevice.owners import split_by_owner
 from lsm_gnn.utils.errors import InputError
 
 HEADER = 3  # shift, kept, new
@@ -165,11 +165,11 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         self._check_owned(recv_ids)
         served = self._serve(recv_ids, recv_counts)
         t3 = time.perf_counter()
-        rows = self.ex.rows(served, recv_counts, split.counts)
+        received = self.ex.send_rows(served, recv_counts, split.counts)
         t4 = time.perf_counter()
         if self._out is None:
-            self._out = OutputRows(self.row_dim, rows.dtype)
-        out = reorder(rows, split.positions, out=self._out.get(len(rows)))
+            self._out = OutputRows(self.row_dim, received.dtype)
+        out = received.reorder(split.positions, out=self._out.get(len(received)))
         t5 = time.perf_counter()
         self._count(ids, split.counts, recv_counts, (t0, t1, t2, t3, t4, t5))
         return out
@@ -254,11 +254,18 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         out = self.cache.stats()
         out.update({f"{k}_s": v for k, v in self.times.items()})
         out.update({f"exchange_{k}": v for k, v in self.ex.stats.as_dict().items()})
+        out["exchange_transport"] = self.ex.transport
         out.update({"peer_rows": self.peer_rows, "served_for_peers": self.served_for_peers,
                     "coalesced_requests": self.coalesced,
                     "owner_requests": self.cache.counters.requests,
                     "owner_distinct": self.cache.counters.distinct})
         return out
+
+    def close(self) -> None:
+        try:
+            self.ex.close()
+        finally:
+            self.cache.close()
 
     def memory(self) -> dict:
         """The owner's memory, on each of the G devices."""

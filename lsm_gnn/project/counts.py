@@ -55,6 +55,7 @@ class Counts:
     storage_bytes: float = 0.0       # read amplification included (mmap: kernel bytes)
     peer_rows: float = 0.0           # rows received from other owners (all-to-all)
     exchange_bytes: float = 0.0      # device exchange bytes of this worker (ids + rows)
+    row_transport: str = "collective"  # CPU ranks: shm (owners' shared-memory outboxes) or the gloo collective
     network_bytes_per_machine: float | None = None  # Dist-DGL: bytes one machine sent per iteration
     kvstore_bytes: float = 0.0       # Dist-DGL: feature bytes one trainer pulled
     overlap_fetch: bool = True       # the fetch of t+1 overlaps the train step of t
@@ -223,6 +224,7 @@ def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
     c.peer_rows = rows.get("peer_rows", 0) / (G * ex_iters if ex_iters > 0 else n)
     c.storage_io_ops = per_it(traffic, "storage_io_ops", "io_ops")
     c.storage_bytes = per_it(traffic, "storage_bytes", "bytes_read")
+    c.row_transport = md.get("row_transport") or "collective"
     if md.get("exchange_bytes_per_iteration") is not None:
         c.exchange_bytes = float(md["exchange_bytes_per_iteration"]) / G
     elif traffic.get("device_exchange_bytes"):

@@ -19,7 +19,8 @@ peers, X exchange bytes of the worker, W workers (devices or trainers), n SSDs p
    pcie_in   = B_s / pcie_bw (BaM: the rows land in GPU memory)                  [pcie]
    victim    = V x r / pcie_bw (the PVP copy);  CPU: V x r / host_mem_bw         [pcie | cpu]
    exchange  = X / link_bw + latency; link = NVLink, else PCIe peer-to-peer;
-               CPU: the gloo all-to-all (links.exchange), CPU work               [nvlink | pcie | cpu]
+               CPU: the gloo all-to-all (links.exchange), CPU work; with the shared-memory
+               row transport the owner's copy into its outbox (links.host_memory)  [nvlink | pcie | cpu]
    reorder   = P x r / hbm_bw;  CPU: P x r / host_mem_bw                         [gpu | cpu]
    gather    = R x r / host_mem_bw (rows copied into the batch in host memory)   [cpu]
    h2d       = R x r / pcie_bw + latency (GPU profiles, loaders landing in host) [pcie]
@@ -294,8 +295,12 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
             fetch_serve = [cache, exposed]
         fetch = []
         if s == "lsm" and W > 1:
-            link, res = ((p.links.nvlink, "nvlink") if p.links.nvlink else (p.links.pcie, "pcie")) if gpu \
+            # CPU ranks whose rows went through shared-memory outboxes: the rows are copied in host
+            # memory (the owner's write; the requester's read is the reorder below)
+            cpu_link = (p.links.host_memory, "host_memory") if c.row_transport == "shm" \
                 else (p.links.exchange, "exchange")
+            link, res = ((p.links.nvlink, "nvlink") if p.links.nvlink else (p.links.pcie, "pcie")) if gpu \
+                else cpu_link
             fetch.append(_link(p, "exchange_ids", 0.0, link, res))
             fetch += fetch_serve
             fetch.append(_link(p, "exchange_rows", c.exchange_bytes, link, res))

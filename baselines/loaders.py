@@ -2,7 +2,7 @@
 
 - `mmap`: a numpy memmap gather (the DGL mmap loader GIDS compares against); the page cache is the
   only cache. Its pages are dropped before the run and the page cache is capped with a cgroup
-  memory limit (`baselines.memcap`) to a budget, by default LSM-GNN's total feature memory, with
+  memory limit (`lsm_gnn.storage.memcap`) to a budget, by default LSM-GNN's total feature memory, with
   kernel readahead off (`storage.mmap_advice: random`, set by baselines.harness). The
   fetch runs in the train thread (`train.overlap_fetch: false`) so no train-step allocation
   coincides with a capped fetch. Its storage bytes are what the kernel read during the fetches
@@ -10,33 +10,27 @@
   same timed iterations as every other system's; its reads are those bytes in 4 KiB faults.
 - `direct`: O_DIRECT reads of every requested row, no cache at all.
 
-The store source is lsm_gnn.features.make_feature_source's (the plain store `cfg.storage`
+The store source is lsm_gnn.sources.factory.make_feature_source's (the plain store `cfg.storage`
 describes); the mmap system runs it under the cap (`CappedStoreSource`). `plain_worker` runs
 inside each rank started by `lsm_gnn.multidevice.launch.run_multi_device`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from lsm_gnn.features import FeatureSource, StoreFeatureSource, device_memory
+from lsm_gnn.cache.budget import device_memory
+from lsm_gnn.features import FeatureSource
+from lsm_gnn.sources.factory import make_feature_source
+from lsm_gnn.sources.store import StoreFeatureSource
 from lsm_gnn.storage.base import IOCounters
 from lsm_gnn.storage.mmap_store import PAGE  # the unit the kernel faults file pages in
-
-
-def kernel_read_bytes() -> int:
-    """Bytes this process caused to be read from storage (page faults and readahead included)."""
-    for line in Path("/proc/self/io").read_text().splitlines():
-        if line.startswith("read_bytes:"):
-            return int(line.split()[1])
-    return 0
+from lsm_gnn.storage.pagecache import kernel_read_bytes
 
 
 class CappedStoreSource(FeatureSource):
     """A plain store source whose every fetch runs under the page-cache cap (`cap`, a
-    baselines.memcap.PageCacheCap); its memory is the page cache it may hold.
+    lsm_gnn.storage.memcap.PageCacheCap); its memory is the page cache it may hold.
 
     Its I/O counters are the kernel's: the bytes read during each fetch (`/proc/self/io`, so
     readahead and pages faulted in again after the cap evicted them count), and one read per 4 KiB
@@ -92,9 +86,8 @@ def plain_worker(cfg, rank: int, world_size: int, heartbeat, args: dict) -> dict
     """One rank of the mmap or direct system (`worker="baselines.loaders:plain_worker"`)."""
     import torch.distributed as dist
 
-    from baselines.memcap import PageCacheCap
+    from lsm_gnn.storage.memcap import PageCacheCap
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.features import make_feature_source
     from lsm_gnn.multidevice.workers import source_metrics
     from lsm_gnn.train.loop import run_training
 

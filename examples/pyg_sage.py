@@ -18,7 +18,7 @@ from torch_geometric.nn import GraphSAGE
 
 from lsm_gnn.config import load_config
 from lsm_gnn.datasets.format import Dataset
-from lsm_gnn.features import make_feature_source
+from lsm_gnn.sources.factory import make_feature_source
 from lsm_gnn.integrations.pyg import LsmFeatureStore, LsmSampler, PyGLoader
 
 

@@ -7,11 +7,11 @@ import pytest
 
 from baselines.harness import SYSTEMS, run_system, system_config
 from baselines.loaders import CappedStoreSource
-from baselines.memcap import PageCacheCap
+from lsm_gnn.storage.memcap import PageCacheCap
 from lsm_gnn.config import load_config
 from lsm_gnn.records import validate_record
 from lsm_gnn.storage.open import open_feature_store
-from lsm_gnn.features import StoreFeatureSource
+from lsm_gnn.sources.store import StoreFeatureSource
 from lsm_gnn.utils.errors import ConfigError
 
 
@@ -77,7 +77,7 @@ def test_capped_mmap_counts_what_the_kernel_read_per_fetch(random_dataset, monke
 
 def test_page_cache_cap_bounds_the_files_pages(tmp_path):
     """With the cap, gathers over a file 16x the budget leave at most budget + slack + a batch cached."""
-    from baselines.memcap import SLACK_BYTES
+    from lsm_gnn.storage.memcap import SLACK_BYTES
 
     path = tmp_path / "f.bin"
     np.random.default_rng(1).random((8192, 1024), dtype=np.float32).tofile(path)   # 32 MiB

@@ -16,7 +16,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from lsm_gnn.config import load_config  # noqa: E402
 from lsm_gnn.datasets.synthetic import generate  # noqa: E402
-from lsm_gnn.features import make_feature_source  # noqa: E402
+from lsm_gnn.sources.factory import make_feature_source  # noqa: E402
 from lsm_gnn.integrations.dgl import DGLDataLoader, graph_from_dataset  # noqa: E402
 from lsm_gnn.records import read_record  # noqa: E402
 from lsm_gnn.sampling import NeighborSampler, deal_seeds  # noqa: E402

@@ -15,7 +15,7 @@ from torch_geometric.sampler import NodeSamplerInput  # noqa: E402
 
 from lsm_gnn.config import load_config  # noqa: E402
 from lsm_gnn.datasets.synthetic import generate  # noqa: E402
-from lsm_gnn.features import make_feature_source  # noqa: E402
+from lsm_gnn.sources.factory import make_feature_source  # noqa: E402
 from lsm_gnn.integrations.pyg import LsmFeatureStore, LsmSampler, PyGLoader  # noqa: E402
 from lsm_gnn.sampling import NeighborSampler  # noqa: E402
 from lsm_gnn.train.loader import FeatureLoader  # noqa: E402

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from lsm_gnn.check.nvrtc import translation_units
 from lsm_gnn.utils import cuda_sources
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +30,7 @@ def checkout_sources() -> list[str]:
 
 
 def test_the_engines_programs_use_every_source_in_cuda():
-    units = cuda_sources.translation_units()
+    units = translation_units()
     used = sorted({f for _, files in units.values() for f in files})
     assert used == checkout_sources() == cuda_sources.names()
     for name, (src, _) in units.items():
@@ -57,6 +58,7 @@ def _clean_checkout(dst: Path) -> Path:
 COMPILE = textwrap.dedent("""
     import importlib.util, json, sys
     import lsm_gnn
+    from lsm_gnn.check.nvrtc import translation_units
     from lsm_gnn.utils import cuda_sources
 
     spec = importlib.util.spec_from_file_location("cuda_emu", sys.argv[1])
@@ -64,7 +66,7 @@ COMPILE = textwrap.dedent("""
     spec.loader.exec_module(emu)
     cp = emu.fake_cupy()
     units = {}
-    for name, (src, files) in cuda_sources.translation_units().items():
+    for name, (src, files) in translation_units().items():
         mod = cp.RawModule(code=src)
         kernels = cuda_sources.kernels(src)
         for k in kernels:

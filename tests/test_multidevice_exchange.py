@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch.multiprocessing as mp
 
-from lsm_gnn.features import MemoryFeatureSource
+from lsm_gnn.sources.ideal import MemoryFeatureSource
 
 N, DIM, W = 997, 7, 3
 
@@ -114,7 +114,6 @@ def _plane_rank(rank, G, port, outdir):
     from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
     from lsm_gnn.cache.fetcher import CachedFeatureSource
     from lsm_gnn.config import parse_config
-    from lsm_gnn.features import DeviceCacheSource
     from lsm_gnn.multidevice.exchange import Exchange
     from lsm_gnn.multidevice.source import SharedCacheFeatureSource
     from lsm_gnn.storage.base import FeatureStore
@@ -143,9 +142,9 @@ def _plane_rank(rank, G, port, outdir):
         "memory-device": (lambda: MemoryFeatureSource(feats), "device"),
         "cache-host": (lambda: CachedFeatureSource(ArrayStore(feats), N, DIM, np.float32, cache_cfg, static,
                                                    num_owners=G, owner=rank), "host"),
-        "cache-device": (lambda: DeviceCacheSource(DeviceCachedFeatureSource(
-            ArrayStore(feats), N, DIM, np.float32, cache_cfg, static, num_owners=G, owner=rank, device="cpu")),
-            "device"),
+        "cache-device": (lambda: DeviceCachedFeatureSource(
+            ArrayStore(feats), N, DIM, np.float32, cache_cfg, static, num_owners=G, owner=rank, device="cpu",
+            owns_store=True), "device"),
     }
     mine = batches_of(rank)
     res = {}
@@ -200,7 +199,6 @@ def _nccl_rank(rank, G, port, outdir):
     from types import SimpleNamespace
 
     from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
-    from lsm_gnn.features import DeviceCacheSource
     from lsm_gnn.multidevice.exchange import Exchange
     from lsm_gnn.multidevice.source import SharedCacheFeatureSource
     from lsm_gnn.storage.memory import MemoryStore
@@ -213,8 +211,8 @@ def _nccl_rank(rank, G, port, outdir):
                                 window=W, refresh_every=1, engine="cpu",
                                 victim_buffer=SimpleNamespace(enabled=True, depth=None, host_fraction=0.1, force=False))
     store = MemoryStore(feats)
-    owner = DeviceCacheSource(DeviceCachedFeatureSource(store, N, DIM, np.float32, cache_cfg, np.zeros(N, np.uint8),
-                                                        num_owners=G, owner=rank, device="cuda"))
+    owner = DeviceCachedFeatureSource(store, N, DIM, np.float32, cache_cfg, np.zeros(N, np.uint8),
+                                      num_owners=G, owner=rank, device="cuda", owns_store=True)
     src = SharedCacheFeatureSource(owner, Exchange(rank, G, device="cuda"), num_rows=N, row_dim=DIM,
                                    dtype=np.float32, max_window=W)
     ok = src.plane == "device"

@@ -71,7 +71,7 @@ def test_with_fio_prints_ratios(ds, tmp_path):
     assert "fio 4 KiB QD1 (psync):" in text
     # the mmap loader's own fault: 2 processes at once under the page-cache cap
     # (this 8 MiB file fits in the cap's slack, so the timed gathers may not fault at all:
-    # tests/test_baselines_faults.py measures faults on a file larger than the cap)
+    # tests/test_storage_faults.py measures faults on a file larger than the cap)
     cm = obj["capped_mmap"]
     assert cm["processes"] == 2 and obj["fault"]["capped_processes"] == 2
     assert obj["fault"]["capped_mmap_s"] == cm["fault_s"] and (cm["fault_s"] is None) == (cm["faults"] == 0)

@@ -17,12 +17,14 @@ import pytest
 import torch
 
 from lsm_gnn.config import load_config
-from lsm_gnn.features import MemoryFeatureSource, TierCounters
+from lsm_gnn.features import TierCounters
 from lsm_gnn.records import read_record, validate_record
 from lsm_gnn.sampling import NeighborSampler
 from lsm_gnn.train.loader import FeatureLoader
 from lsm_gnn.train.loop import run_training
-from lsm_gnn.train.sources import StoreFeatureSource, make_feature_source
+from lsm_gnn.sources.factory import make_feature_source
+from lsm_gnn.sources.ideal import MemoryFeatureSource
+from lsm_gnn.sources.store import StoreFeatureSource
 from lsm_gnn.utils.errors import ConfigError, InputError
 from test_sampling import hetero_dataset  # noqa: F401  (fixture)
 
@@ -260,7 +262,7 @@ def test_cli_flags_override_the_file(tmp_path):
 _INTERRUPT_DRIVER = """
 import os, sys, numpy as np
 from lsm_gnn.config import load_config
-from lsm_gnn.features import MemoryFeatureSource
+from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.datasets.format import Dataset
 from lsm_gnn.train.loop import run_training
 
@@ -368,32 +370,32 @@ def test_sources_never_change_rows_a_caller_still_holds(random_dataset):
 def _device_cache_on_the_cpu(monkeypatch):
     """DeviceCachedFeatureSource as make_feature_source builds it for train.device=cuda, with its
     rows on the CPU (the same code; no GPU here)."""
-    from lsm_gnn.cache import device_source
+    from lsm_gnn.sources import factory
 
-    real, made = device_source.DeviceCachedFeatureSource, []
+    real, made = factory.DeviceCachedFeatureSource, []
 
     def on_cpu(*args, **kw):
         assert kw["device"] == "cuda"
         made.append(real(*args, **{**kw, "device": "cpu"}))
         return made[-1]
 
-    monkeypatch.setattr(device_source, "DeviceCachedFeatureSource", on_cpu)
+    monkeypatch.setattr(factory, "DeviceCachedFeatureSource", on_cpu)
     return made
 
 
 def test_cuda_with_the_cache_gets_the_device_cache_and_its_tensors_train(random_dataset, monkeypatch):
-    """train.device=cuda and the cache on: the factory gives the GPU cache (DeviceCacheSource); its
+    """train.device=cuda and the cache on: the factory gives the GPU cache (DeviceCachedFeatureSource); its
     fetch returns tensors, which the loader hands to the model as they are (no host copy); the
     contract reports its memory, I/O and stats; training on it gives the memory run's losses."""
     from lsm_gnn.cache.budget import system_memory
-    from lsm_gnn.features import DeviceCacheSource
+    from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
 
     made = _device_cache_on_the_cpu(monkeypatch)
     ds = random_dataset(num_nodes=600, dim=16, num_classes=4)
     over = {"cache.enabled": True, "cache.capacity_fraction": 0.1, "cache.window": 4, "storage.reader": "buffered",
             "storage.drop_page_cache": False}
     src = make_feature_source(_cfg(ds, **over, **{"train.device": "cuda"}), ds)
-    assert isinstance(src, DeviceCacheSource) and len(made) == 1
+    assert isinstance(src, DeviceCachedFeatureSource) and len(made) == 1
     ids = np.array([5, 1, 5, 599, 0], dtype=np.int64)
     rows = src.fetch(ids)
     assert isinstance(rows, torch.Tensor) and torch.equal(rows, torch.from_numpy(np.asarray(ds.feature_array())[ids]))
@@ -411,7 +413,7 @@ def test_cuda_with_the_cache_gets_the_device_cache_and_its_tensors_train(random_
     b = [loss for ep in cached["epochs"] for loss in ep["losses"]]
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
     m = cached["metrics"]
-    assert m["source"]["kind"] == "DeviceCacheSource" and m["rows"]["storage_rows"] > 0
+    assert m["source"]["kind"] == "DeviceCachedFeatureSource" and m["rows"]["storage_rows"] > 0
     assert m["traffic"]["host_to_device_bytes"] == m["source"]["stats"]["h2d_bytes"] > 0  # the cache's uploads
     assert m["memory"]["total_bytes"] == src.memory()["total_bytes"]
 

@@ -94,6 +94,12 @@ def for_devices(block: dict, devices: int) -> dict:
     return out
 
 
+def device_memory(per_device_bytes: int, victim_bytes: int, feature_bytes: int, devices: int = 1, **extra) -> dict:
+    """A memory block (`memory_record`, plus `extra` keys) for `devices` devices: what a source
+    without a budget of its own (the ideal, a plain store) returns from `memory()`."""
+    return for_devices({**memory_record(per_device_bytes, victim_bytes, feature_bytes), **extra}, devices)
+
+
 def host_share(cfg) -> float:
     """The share of the total budget for the host tier: victim_buffer.host_fraction, or the
     policy's default share when it is unset (lsm_gnn.cache.policies.default_host_fraction)."""

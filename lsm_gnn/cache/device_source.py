@@ -1,6 +1,6 @@
 """`DeviceCachedFeatureSource`: the LSM-GNN cache of one owner, serving rows as torch tensors.
 
-The FeatureSource of lsm_gnn.cache.fetcher.CachedFeatureSource with its rows on a torch device
+lsm_gnn.cache.fetcher.CachedFeatureSource with its rows on a torch device
 (lsm_gnn.cache.device_pool): cache lines and landing buffer on `device`, victim queues in pinned
 host memory, every tier move a real copy. The same code runs on the CPU (device="cpu", the CI
 check) and on a GPU (device="cuda").
@@ -24,7 +24,6 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -33,8 +32,8 @@ from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.device_pool import DeviceRowPool
 from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT, CpuCacheEngine
 from lsm_gnn.cache.fetcher import add_step_counts
-from lsm_gnn.cache.geometry import check_owned_ids
 from lsm_gnn.cache.shard import OwnerShard
+from lsm_gnn.features import SourceStats
 from lsm_gnn.utils.errors import ConfigError, InputError
 
 STAT_KEYS = ("iterations", "bypassed", "evictions", "spilled", "spill_dropped", "prefetched", "prefetched_used",
@@ -97,23 +96,26 @@ def _plan(res, keys: torch.Tensor, depth: int) -> tuple[dict, list]:
 
 
 class DeviceCachedFeatureSource(OwnerShard):
-    """A FeatureSource backed by a FeatureStore, a cache engine and a DeviceRowPool on `device`.
+    """A FeatureSource (lsm_gnn.features) backed by a FeatureStore, a cache engine and a
+    DeviceRowPool on `device`; `fetch` returns a tensor there.
 
     As CachedFeatureSource: `budget` splits the device's memory between cache lines, victim
     queues and landing buffer (None: the budget `cfg` gives this owner); only ids owned by
     `owner` (v % num_owners == owner) may be requested; `close()` releases the pool, the store
-    stays open. `engine`: an engine object to use instead of the one `cfg.engine` names (tests).
+    stays open unless `owns_store`. `engine`: an engine object to use instead of the one
+    `cfg.engine` names (tests).
     """
 
     def __init__(self, store, num_rows: int, row_dim: int, dtype, cfg, static_scores: np.ndarray, *,
                  num_owners: int = 1, owner: int = 0, budget: MemoryBudget | None = None, device="cpu",
-                 engine=None):
+                 engine=None, owns_store: bool = False):
         self._init_shard(store, num_rows, row_dim, dtype, cfg, num_owners, owner, budget)
+        self._owns_store = owns_store
         try:
             self.torch_dtype = torch.from_numpy(np.empty(0, self.dtype)).dtype
         except TypeError as e:
             raise InputError(f"feature dtype {self.dtype} has no torch equivalent") from e
-        self.stats = dict.fromkeys(STAT_KEYS, 0)
+        self.stats = SourceStats(dict.fromkeys(STAT_KEYS, 0))
         # host time of fetch's segments (on CUDA: issuing the copies), plus the reads' own duration
         self.stats.update(time_cache_s=0.0, time_victim_s=0.0, time_storage_s=0.0, time_storage_busy_s=0.0)
         self.engine, self._reader = None, None
@@ -168,25 +170,11 @@ class DeviceCachedFeatureSource(OwnerShard):
         with cupy.cuda.Device(self.device.index), stream:
             yield
 
-    @property
-    def last_tiers(self) -> np.ndarray | None:
-        """Tier of each request of the last fetch (HIT / VICTIM_HIT / STORAGE) at its first
-        occurrence, -1 on the duplicates that coalesced into it (as CachedFeatureSource)."""
-        if self._last is None:
-            return None
-        status, inverse = (_host(_tensor(a)) for a in self._last)
-        tiers = np.full(len(inverse), -1, np.int8)
-        tiers[np.unique(inverse, return_index=True)[1]] = status
-        return tiers
+    def _last_on_host(self) -> tuple[np.ndarray, np.ndarray]:
+        return tuple(_host(_tensor(a)) for a in self._last)
 
-    # ---- FeatureSource protocol ---------------------------------------------------------------
-    def advance(self, window: Sequence[np.ndarray]) -> None:
-        """The next W batches' ids (this owner's); used by the next `fetch` only."""
-        self.window.set([check_owned_ids(b, self.num_rows, self.num_owners, self.owner, "window")
-                         for b in list(window)[: self.window.window]])
-
-    def fetch(self, ids: np.ndarray) -> torch.Tensor:
-        ids = check_owned_ids(ids, self.num_rows, self.num_owners, self.owner, "ids")
+    # ---- FeatureSource contract (ids, window and reports: lsm_gnn.cache.shard) ---------------
+    def _fetch(self, ids: np.ndarray) -> torch.Tensor:
         self._last = None
         if not self.enabled:
             return self._fetch_uncached(ids)
@@ -293,12 +281,7 @@ class DeviceCachedFeatureSource(OwnerShard):
         if self.pool is not None:
             self.pool.close()
             self.pool = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        self._close_store()
 
     def __del__(self):
         try:

@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
 import numpy as np
 
 from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT, CpuCacheEngine
 from lsm_gnn.cache.budget import MemoryBudget
-from lsm_gnn.cache.geometry import check_owned_ids
 from lsm_gnn.cache.rowpool import RowPool
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
 from lsm_gnn.cache.shard import OwnerShard
-from lsm_gnn.features import FeatureSource, OutputRows, SourceStats, TierCounters, cache_stage_seconds
+from lsm_gnn.features import OutputRows, SourceStats, TierCounters
 from lsm_gnn.storage.base import FeatureStore
-from lsm_gnn.utils.errors import ConfigError, InputError
+from lsm_gnn.utils.errors import ConfigError
 
 
 def add_step_counts(counters: TierCounters, stats, c: dict, row_bytes: int) -> None:
@@ -53,13 +51,13 @@ def add_step_counts(counters: TierCounters, stats, c: dict, row_bytes: int) -> N
     stats["victim_bytes"] += c["spills"] * row_bytes
 
 
-class CachedFeatureSource(OwnerShard, FeatureSource):
+class CachedFeatureSource(OwnerShard):
     """A FeatureSource (lsm_gnn.features) backed by a FeatureStore and the cache engine.
 
     `budget` (lsm_gnn.cache.budget) splits the device's memory between cache lines, victim queues
     and landing buffer; None: the budget `cfg` gives this owner. Only ids owned by `owner`
     (v % num_owners == owner) may be requested. `close()` releases the row pool; the store stays
-    open unless `owns_store` (what lsm_gnn.features.make_feature_source asks for).
+    open unless `owns_store` (what lsm_gnn.sources.factory.make_feature_source asks for).
     """
 
     def __init__(self, store: FeatureStore, num_rows: int, row_dim: int, dtype, cfg,
@@ -98,27 +96,6 @@ class CachedFeatureSource(OwnerShard, FeatureSource):
         self.stats["lookahead_batches"] = self.engine.lookahead
         self.stats["lookahead_bytes"] = 0  # the window's ids + the engine's lookahead state (not feature memory)
         self._owns_store = owns_store
-
-    @property
-    def last_tiers(self) -> np.ndarray | None:
-        """Tier of each request of the last fetch (HIT / VICTIM_HIT / STORAGE) at its first
-        occurrence, -1 on the duplicates that coalesced into it, so the tiers add up to the
-        distinct-row counts. Computed on demand: only the shared cache needs it."""
-        if self._last is None:
-            return None
-        status, inverse = self._last
-        tiers = np.full(len(inverse), -1, np.int8)
-        tiers[np.unique(inverse, return_index=True)[1]] = status
-        return tiers
-
-    # ---- FeatureSource contract -------------------------------------------------------------
-    def check_ids(self, ids, what: str = "ids") -> np.ndarray:
-        """Ids in [0, num_rows) owned by this owner (InputError otherwise)."""
-        return check_owned_ids(ids, self.num_rows, self.num_owners, self.owner, "window" if what != "ids" else what)
-
-    def _advance(self, window: Sequence[np.ndarray]) -> None:
-        """The next W batches' ids (this owner's); used by the next `fetch` only."""
-        self.window.set(list(window)[: self.window.window])
 
     def _fetch(self, ids: np.ndarray) -> np.ndarray:
         self._last = None
@@ -196,30 +173,14 @@ class CachedFeatureSource(OwnerShard, FeatureSource):
         self.window.clear()
         return rows[inverse]
 
-    # stats: the SourceStats dict above (src.stats["spilled"], src.stats() -> a copy)
-    def stage_seconds(self) -> dict:
-        return cache_stage_seconds(self.stats)
-
-    def io_counters(self):
-        return self.store.counters
-
-    def storage_info(self) -> dict:
-        return dict(self.store.path_info or {})
-
-    def memory(self) -> dict:
-        """This device's budget (cache lines + victim queues + landing buffer)."""
-        from lsm_gnn.cache.budget import for_devices
-
-        return for_devices(self.budget.record(), 1)
-
+    # stats: the SourceStats dict above (src.stats["spilled"], src.stats() -> a copy); the
+    # other reports are the shard's (lsm_gnn.cache.shard)
     def close(self) -> None:
         if self._reader is not None:
             self._reader.shutdown(wait=True)
             self._reader = None
         self.pool = self._staged = None
-        if getattr(self, "_owns_store", False):
-            self._owns_store = False
-            self.store.close()
+        self._close_store()
 
     def __del__(self):
         try:

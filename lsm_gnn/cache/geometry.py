@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lsm_gnn.features import check_feature_ids
 from lsm_gnn.utils.errors import InputError
 
 
@@ -49,20 +50,14 @@ def check_owner_args(num_rows: int, num_owners: int, owner: int) -> None:
 
 
 def check_owned_ids(ids: np.ndarray, num_rows: int, num_owners: int, owner: int, what: str = "ids") -> np.ndarray:
-    """ids as a flat int64 array; InputError unless every id is in [0, num_rows) and owned."""
-    arr = np.asarray(ids)
-    if arr.dtype.kind not in "iu":
-        raise InputError(f"{what}: expected integer node ids, found dtype {arr.dtype}")
-    arr = np.ascontiguousarray(arr.ravel(), dtype=np.int64)
-    if len(arr):
-        lo, hi = arr.min(), arr.max()
-        if lo < 0 or hi >= num_rows:
-            raise InputError(f"{what}: ids must be in [0, {num_rows}), found range [{lo}, {hi}]")
-        if num_owners > 1:
-            bad = arr[arr % num_owners != owner]
-            if len(bad):
-                raise InputError(f"{what}: owner {owner} of {num_owners} serves ids v with "
-                                 f"v % {num_owners} == {owner}, found {bad[0]}")
+    """ids as a 1-D int64 array; InputError unless they are feature ids (the contract's check,
+    lsm_gnn.features.check_feature_ids) in [0, num_rows) and every one is owned by `owner`."""
+    arr = check_feature_ids(ids, num_rows, what)
+    if num_owners > 1 and len(arr):
+        bad = arr[arr % num_owners != owner]
+        if len(bad):
+            raise InputError(f"{what}: owner {owner} of {num_owners} serves ids v with "
+                             f"v % {num_owners} == {owner}, found {bad[0]}")
     return arr
 
 

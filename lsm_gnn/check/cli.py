@@ -43,7 +43,7 @@ def gpu(out, quick, budget, tests_dir, data_dir, keep_data, skip, skip_tests):
 @click.option("--arch", default="compute_80", show_default=True, help="Virtual architecture.")
 def compile_(arch):
     """Compile every CUDA program of the GPU engines with NVRTC (no GPU needed). Exit 2 without NVRTC."""
-    from lsm_gnn.check.nvrtc import compile_source, nvrtc_version
+    from lsm_gnn.check.nvrtc import compile_source, nvrtc_version, translation_units
     from lsm_gnn.utils import cuda_sources
 
     version, why = nvrtc_version()
@@ -51,7 +51,7 @@ def compile_(arch):
         click.echo(f"check compile: NVRTC is not usable here ({why})", err=True)
         sys.exit(2)
     click.echo(f"NVRTC {version[0]}.{version[1]}, -arch={arch}, sources: {cuda_sources.where()}")
-    units = cuda_sources.translation_units()
+    units = translation_units()
     failed = 0
     for name, (src, _) in units.items():
         ok, msg = compile_source(name, src, arch)

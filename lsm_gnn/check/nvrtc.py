@@ -2,15 +2,27 @@
 
 Needs CuPy and the NVRTC library (e.g. `pip install cupy-cuda13x nvidia-cuda-nvrtc` in a scratch
 venv): CuPy's RawModule cannot compile without a driver, but its low-level NVRTC binding can. The
-programs are lsm_gnn.utils.cuda_sources.translation_units(), exactly what the engines compile; each
-`extern "C" __global__` kernel must appear as an entry in the PTX.
+programs are `translation_units()`, exactly what the engines compile (the NVRTC compile check,
+`lsm-gnn check compile`, the CUDA stand-in's tests and the wheel test compile these, and check that
+together they use every source); each `extern "C" __global__` kernel must appear as an entry in
+the PTX.
 """
 
 from __future__ import annotations
 
 import re
 
+from lsm_gnn.cache import gpu_engine
+from lsm_gnn.multidevice import gpu
 from lsm_gnn.utils import cuda_sources
+
+
+def translation_units() -> dict[str, tuple[str, list[str]]]:
+    """Every program the GPU engines compile: name -> (source text, the files it is made of)."""
+    units = {"cache module": (gpu_engine.module_source(), gpu_engine.module_files())}
+    for name in gpu.SOURCES:
+        units[name] = (gpu.module_source(name), [name])
+    return units
 
 
 def nvrtc_version() -> tuple[tuple[int, int] | None, str]:

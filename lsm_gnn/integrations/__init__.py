@@ -10,7 +10,7 @@ core   what both share: the seeds dealt to the ranks per epoch, the loader that 
        the per-iteration stats and the run record
 bench  `lsm-gnn bench loader`: each loader's time per iteration against FeatureLoader's
 
-The feature source is any from the one factory, lsm_gnn.features.make_feature_source (the
+The feature source is any from the one factory, lsm_gnn.sources.factory.make_feature_source (the
 in-memory ideal, a plain store, the cache, the GPU cache, the shared cache over G ranks).
 Each module imports its library (dgl, torch_geometric) only when it is imported.
 """

@@ -79,7 +79,7 @@ def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, warmup: in
             native_dgl: bool = True) -> dict:
     import torch
 
-    from lsm_gnn.features import make_feature_source
+    from lsm_gnn.sources.factory import make_feature_source
     from lsm_gnn.integrations.core import window_for
     from lsm_gnn.integrations.dgl import DGLDataLoader
     from lsm_gnn.sampling import NeighborSampler

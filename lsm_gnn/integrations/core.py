@@ -288,7 +288,7 @@ def _metrics(loader: WindowedLoader) -> dict:
 
 def _record(loader: WindowedLoader) -> dict:
     from lsm_gnn.config import config_to_dict
-    from lsm_gnn.features import system_name
+    from lsm_gnn.sources.factory import system_name
 
     cfg = loader.cfg
     rec = new_record("train", system_name(cfg) if cfg is not None else loader.source.source_name,

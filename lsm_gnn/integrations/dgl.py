@@ -1,7 +1,7 @@
 """A DGL data loader over an lsm-gnn feature source: GIDS's loop, with LSM-GNN's cache underneath.
 
     import dgl
-    from lsm_gnn.features import make_feature_source
+    from lsm_gnn.sources.factory import make_feature_source
     from lsm_gnn.integrations.dgl import DGLDataLoader
 
     source = make_feature_source(cfg, dataset)              # the cache, shared cache, ideal, ...

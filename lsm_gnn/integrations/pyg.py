@@ -1,6 +1,6 @@
 """PyG over an lsm-gnn feature source: a FeatureStore, a sampler behind PyG's interface, a loader.
 
-    from lsm_gnn.features import make_feature_source
+    from lsm_gnn.sources.factory import make_feature_source
     from lsm_gnn.integrations.pyg import LsmFeatureStore, LsmSampler, PyGLoader
     from torch_geometric.nn import GraphSAGE
 

@@ -7,7 +7,7 @@ owner_files  per-owner feature files: owner o holds rows v % G == o at position 
 exchange     counts, ids and rows between ranks (all_to_all_single), as device tensors with NCCL
              or host arrays; bytes and time
 source       SharedCacheFeatureSource (shared mode; host or device data plane) and
-             IsolatedFeatureSource; built by lsm_gnn.features.make_feature_source
+             IsolatedFeatureSource; built by lsm_gnn.sources.factory.make_feature_source
 health       heartbeats for the watchdog, fault injection (LSM_GNN_FAULT)
 group        the process group: free port, backend (gloo / NCCL), the exchange's own group
 workers      what a rank runs: the training loop or a trace replay; its metrics for the record

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from lsm_gnn.features import check_feature_ids
 from lsm_gnn.utils.errors import InputError
 from lsm_gnn.utils.native import scatter_rows
 
@@ -55,26 +56,11 @@ def _split_kernel(ids, num_owners, send_ids, positions, counts):
         cursor[o] = k + 1
 
 
-def as_ids(ids, num_rows: int | None = None, what: str = "ids") -> np.ndarray:
-    """Validate and convert to a contiguous int64 1-D array (InputError on anything else)."""
-    arr = np.asarray(ids)
-    if arr.ndim != 1:
-        raise InputError(f"{what}: expected a 1-D array of node ids, found shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise InputError(f"{what}: expected integer node ids, found dtype {arr.dtype}")
-    arr = np.ascontiguousarray(arr, dtype=np.int64)
-    if arr.size:
-        lo, hi = int(arr.min()), int(arr.max())
-        if lo < 0 or (num_rows is not None and hi >= num_rows):
-            raise InputError(f"{what}: ids must lie in [0, {num_rows}), found range [{lo}, {hi}]")
-    return arr
-
-
 def split_by_owner(ids, num_owners: int, num_rows: int | None = None) -> OwnerSplit:
     """Stable split of `ids` into `num_owners` buckets by `v % num_owners`."""
     if num_owners < 1:
         raise InputError(f"num_owners must be >= 1, found {num_owners}")
-    ids = as_ids(ids, num_rows)
+    ids = check_feature_ids(ids, num_rows)
     send_ids = np.empty_like(ids)
     positions = np.empty(len(ids), dtype=np.int64)
     counts = np.zeros(num_owners, dtype=np.int64)

@@ -1,7 +1,7 @@
 """The shared-cache feature source of one rank (and its isolated-mode counterpart).
 
 Shared mode (LSM-GNN): rank r owns the rows v with v % G == r. Its local source (the cache over
-its own owner file, as lsm_gnn.features.make_feature_source builds it) serves only those rows,
+its own owner file, as lsm_gnn.sources.factory.make_feature_source builds it) serves only those rows,
 for every rank. Per iteration, `fetch(ids)` splits the ids by owner, exchanges counts then ids,
 serves the ids it received through the local source (one call, so the same row asked by two
 ranks is read once), sends the rows back and reorders them into the requester's order.
@@ -10,8 +10,8 @@ Two data planes, chosen by where the local source's rows live (`plane="auto"`):
 - host (rows in host memory, numpy): the numba split and memcpy reorder of owners.py; the
   exchange over gloo wraps the arrays without a copy (with NCCL it copies them to the device
   and back);
-- device (the local source's `device` is CUDA: lsm_gnn.cache.device_source behind
-  features.DeviceCacheSource): the ids go to the device once, the split and the reorder run as
+- device (the local source's `device` is CUDA: lsm_gnn.cache.device_source's
+  DeviceCachedFeatureSource): the ids go to the device once, the split and the reorder run as
   CUDA kernels (cuda/owner_split.cu, cuda/reorder.cu via multidevice.gpu) on torch's current
   stream, counts, ids and rows travel as device tensors (NCCL), and `fetch` returns a tensor on
   the device. The ids an owner received cross to the host once (8 bytes a row; its cache

@@ -23,6 +23,8 @@ import time
 import click
 import numpy as np
 
+from lsm_gnn.storage.faults import capped_fault_seconds
+
 TARGETS = {"random_iops_vs_fio": 0.80, "seq_bw_vs_fio": 0.90}
 RATIO_MIN_BATCH = 4096
 FIO_RANDOM = {"rw": "randread", "bs": "4k", "iodepth": 32}
@@ -132,7 +134,7 @@ def fault_costs(latency: dict, capped: dict | None = None) -> dict:
     """What a synchronous page fault costs on this device, from fio's QD1 jobs (lsm-gnn project's
     `storage.latency_s` and `cpu.fault_cpu_s`): the read's latency alone, the wait one more
     faulting process adds, and the page cache's own work per fault (mmap engine minus O_DIRECT);
-    and, measured the mmap loader's way (baselines.faults), its whole cost per fault with
+    and, measured the mmap loader's way (lsm_gnn.storage.faults), its whole cost per fault with
     `capped_processes` processes faulting at once (`storage.fault_s`)."""
     ok = {k: v for k, v in latency.items() if v.get("available")}
     one = ok.get("qd1", {}).get("lat_s")
@@ -241,9 +243,7 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
         bar.update()
     capped = None
     if fault_processes:
-        # the mmap loader's own fault, several ranks at once, under its page-cache cap (baselines)
-        from baselines.faults import capped_fault_seconds
-
+        # the mmap loader's own fault, several ranks at once, under its page-cache cap (lsm_gnn.storage.memcap)
         drop()
         capped = capped_fault_seconds(dataset, processes=fault_processes, batch=fault_batch, seed=seed)
         drop()

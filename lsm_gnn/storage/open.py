@@ -118,9 +118,11 @@ def _open_gpu(lay, args, row_map, opts) -> FeatureStore:
 
 
 def open_from_config(source, cfg, *, row_map=None) -> FeatureStore:
-    """Open the reader a `StorageConfig` describes."""
-    opts = {}
-    if cfg.reader in ("direct", "buffered"):
-        opts = {"backend": cfg.backend, "threads": cfg.threads, "queue_depth": cfg.queue_depth,
-                "block_size": cfg.block_size, "max_io_bytes": cfg.max_io_bytes}
+    """Open the reader a `StorageConfig` describes (every run's store: lsm_gnn.sources.factory).
+    The block readers' options go to every reader (mmap and memory ignore them, the gpu reader
+    hands them to its host reader); mmap also takes its advice."""
+    opts = {"backend": cfg.backend, "threads": cfg.threads, "queue_depth": cfg.queue_depth,
+            "block_size": cfg.block_size, "max_io_bytes": cfg.max_io_bytes}
+    if cfg.reader == "mmap":
+        opts["advice"] = cfg.mmap_advice
     return open_feature_store(source, cfg.reader, row_map=row_map, drop_page_cache=cfg.drop_page_cache, **opts)

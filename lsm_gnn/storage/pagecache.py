@@ -12,6 +12,7 @@ import ctypes
 import ctypes.util
 import mmap
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -73,3 +74,11 @@ def resident_fraction(path: str | os.PathLike) -> float:
     """Fraction of the file's pages that are in the page cache (0.0 for an empty file)."""
     pages = resident_pages(path)
     return float(pages.mean()) if pages.size else 0.0
+
+
+def kernel_read_bytes() -> int:
+    """Bytes this process caused to be read from storage (page faults and readahead included)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("read_bytes:"):
+            return int(line.split()[1])
+    return 0

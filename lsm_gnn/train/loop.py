@@ -50,11 +50,12 @@ from tqdm import tqdm
 from lsm_gnn.accelerator import EmulatedAccelerator, batch_edges, load_accelerator
 from lsm_gnn.config import RunConfig, config_to_dict
 from lsm_gnn.datasets.format import Dataset
-from lsm_gnn.features import FeatureSource, MemoryFeatureSource, as_source, make_feature_source, numeric_stats, \
-    system_name
+from lsm_gnn.features import FeatureSource, as_source, numeric_stats
 from lsm_gnn.models import build_model
 from lsm_gnn.records import ROW_KEYS, STAGES, accelerator_block, batch_window, new_record, throughput, write_record
 from lsm_gnn.sampling import NeighborSampler
+from lsm_gnn.sources.factory import make_feature_source, system_name
+from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.train.evaluate import evaluate
 from lsm_gnn.train.loader import FeatureLoader
 from lsm_gnn.train.timers import StageTimer, StageTimes

@@ -7,9 +7,8 @@ same way: a checkout (its `cuda/` beside the imported `lsm_gnn`, as an editable 
 `PYTHONPATH` has it) reads its own folder, anything else the package's data through
 `importlib.resources`.
 
-`translation_units()` is every program the engines compile, with the files each is made of: the
-NVRTC compile check (`lsm-gnn check compile`), the CUDA stand-in's tests and the wheel test compile
-exactly these, and check that together they use every source.
+Every program the engines compile, with the files each is made of, is
+lsm_gnn.check.nvrtc.translation_units() (it asks the engines, which stand above this module).
 """
 
 from __future__ import annotations
@@ -70,14 +69,3 @@ def names(folder: str = "") -> list[str]:
 def kernels(text: str) -> list[str]:
     """Names of the `extern "C" __global__` kernels defined in `text`."""
     return KERNEL_RE.findall(text)
-
-
-def translation_units() -> dict[str, tuple[str, list[str]]]:
-    """Every program the GPU engines compile: name -> (source text, the files it is made of)."""
-    from lsm_gnn.cache import gpu_engine
-    from lsm_gnn.multidevice import gpu
-
-    units = {"cache module": (gpu_engine.module_source(), gpu_engine.module_files())}
-    for name in gpu.SOURCES:
-        units[name] = (gpu.module_source(name), [name])
-    return units

@@ -110,7 +110,7 @@ class PageCacheCap:
             child.mkdir()
             if kind == "v1":
                 (child / "memory.oom_control").write_text("1")  # stall, never kill (watchdog lifts)
-                self._watchdog = subprocess.Popen([sys.executable, "-m", "baselines.memcap", str(child)],
+                self._watchdog = subprocess.Popen([sys.executable, "-m", "lsm_gnn.storage.memcap", str(child)],
                                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                                   stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
                 if self._watchdog.stdout.readline().strip() != b"ready":
@@ -223,7 +223,7 @@ class PageCacheCap:
 
 
 def _watchdog_main(child: str) -> None:
-    """`python -m baselines.memcap CGROUP_DIR`: lift the v1 limit whenever the cgroup stalls.
+    """`python -m lsm_gnn.storage.memcap CGROUP_DIR`: lift the v1 limit whenever the cgroup stalls.
 
     Waits on the cgroup's OOM notification (an eventfd registered in cgroup.event_control), so it
     costs no CPU; prints one line per lift and exits when terminated or the cgroup is removed.

@@ -1,8 +1,8 @@
-"""The mmap loader's cost per page fault, measured its way (baselines.faults)."""
+"""The mmap loader's cost per page fault, measured its way (lsm_gnn.storage.faults)."""
 
 import pytest
 
-from baselines.faults import capped_fault_seconds
+from lsm_gnn.storage.faults import capped_fault_seconds
 
 
 def test_capped_gathers_fault_and_count_every_process(random_dataset):

@@ -2,7 +2,7 @@
 
 P processes (the devices of a run) each gather batches of distinct random rows from the feature
 file through the mmap system's own store (a numpy memmap, readahead off), under the page-cache cap
-(baselines.memcap, each process capped at `cap_fraction` of the file), all at once, as the mmap
+(lsm_gnn.storage.memcap, each process capped at `cap_fraction` of the file), all at once, as the mmap
 system's ranks do. Per process: the gather's seconds over the pages the kernel read for it
 (`/proc/self/io`), after a warm-up. fio's queue-depth-1 jobs give the device's latency; this adds
 what the fio figure leaves out and the loader pays: the cgroup's reclaim of an evicted page for
@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from baselines.loaders import kernel_read_bytes
-from baselines.memcap import PageCacheCap
+from lsm_gnn.storage.memcap import PageCacheCap
 from lsm_gnn.storage.mmap_store import PAGE
+from lsm_gnn.storage.pagecache import kernel_read_bytes
 
 
 def _one_process(args: tuple) -> dict:

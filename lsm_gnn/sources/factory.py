@@ -1,0 +1,104 @@
+"""`make_feature_source(cfg, dataset, rank, world, ...)`: the one factory of feature sources.
+
+Every training run, rank (trace replay included) and plain-loader baseline gets its source here.
+The factory stands above every source it builds (the contract, lsm_gnn.features, below them all):
+it imports them, none of them imports it. Caches size themselves from the config
+(lsm_gnn.cache.budget.memory_budget); the factory computes no sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
+from lsm_gnn.cache.fetcher import CachedFeatureSource
+from lsm_gnn.cache.policies import lookahead_batches
+from lsm_gnn.features import FeatureSource
+from lsm_gnn.multidevice.exchange import Exchange
+from lsm_gnn.multidevice.group import exchange_group, resolve_backend
+from lsm_gnn.multidevice.health import NULL_HEARTBEAT
+from lsm_gnn.multidevice.owner_files import ensure_owner_files
+from lsm_gnn.multidevice.source import IsolatedFeatureSource, SharedCacheFeatureSource
+from lsm_gnn.sources.ideal import MemoryFeatureSource
+from lsm_gnn.sources.store import StoreFeatureSource
+from lsm_gnn.storage.open import open_from_config, owner_row_map
+from lsm_gnn.utils.errors import InputError
+
+
+def system_name(cfg) -> str:
+    """The record's `system`: memory (the ideal), lsm (cache engine), isolated, or the plain reader's name."""
+    if not cfg.cache.enabled:
+        return "memory" if cfg.storage.reader == "memory" else cfg.storage.reader
+    if cfg.distributed.devices > 1 and cfg.distributed.mode == "isolated":
+        return "isolated"
+    return "lsm"
+
+
+def _over_store(cfg, store, lay, static, *, num_owners: int, owner: int) -> FeatureSource:
+    """A device's own source over `store` (which it closes): plain storage, the cache, or the
+    cache with its rows on the GPU."""
+    if not cfg.cache.enabled:
+        return StoreFeatureSource(store, feature_bytes=lay.num_rows * lay.row_bytes)
+    args = (store, lay.num_rows, lay.dim, lay.dtype, cfg.cache, static)
+    try:
+        if cfg.train.device == "cuda":
+            return DeviceCachedFeatureSource(*args, num_owners=num_owners, owner=owner, device="cuda",
+                                             owns_store=True)
+        return CachedFeatureSource(*args, num_owners=num_owners, owner=owner, owns_store=True)
+    except BaseException:
+        store.close()
+        raise
+
+
+def make_feature_source(cfg, dataset, rank: int = 0, world: int = 1, *, heartbeat=None, exchange=None,
+                        owner_layouts=None) -> FeatureSource:
+    """The feature source `cfg` asks for, on rank `rank` of `world` devices.
+
+    One device's source (world 1 without a heartbeat; inside a rank, see below):
+      cache off, storage.reader memory  MemoryFeatureSource (the ideal: every row loaded up front,
+                                        reported as preprocessing, not epoch time)
+      cache off                         StoreFeatureSource (direct / buffered / mmap / gpu reader)
+      cache on                          CachedFeatureSource over the configured store (over an
+                                        in-memory store with reader memory: the cache's decisions
+                                        without disk I/O); with train.device cuda,
+                                        DeviceCachedFeatureSource (rows on the GPU)
+    A rank of a multi-device run (world > 1, or a launcher's `heartbeat`):
+      distributed.mode shared, world > 1  SharedCacheFeatureSource: the rank's own source (as
+                                        above, over its owner file, serving ids v % world == rank)
+                                        plus the exchange; rows on the device when its cache is
+      isolated (or world 1)             IsolatedFeatureSource over the one-device source
+    `exchange`: the Exchange to use (default: one on a process group of its own);
+    `owner_layouts`: the per-owner files (default: written or reused beside the dataset).
+    """
+    if not 0 <= rank < world:
+        raise InputError(f"rank must lie in [0, world), found rank={rank} world={world}")
+    lay = dataset.features()
+    if world > 1 and cfg.distributed.mode == "shared":
+        return _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_layouts)
+    if not cfg.cache.enabled and cfg.storage.reader == "memory":
+        local = MemoryFeatureSource(np.array(lay.view("r")))
+    else:
+        local = _over_store(cfg, open_from_config(lay, cfg.storage), lay, dataset.static_scores(),
+                            num_owners=1, owner=0)
+    if world == 1 and heartbeat is None:
+        return local
+    return IsolatedFeatureSource(local, rank, heartbeat=heartbeat or NULL_HEARTBEAT, devices=world)
+
+
+def _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_layouts):
+    hb = heartbeat or NULL_HEARTBEAT
+    layouts = owner_layouts or ensure_owner_files(dataset, world, owners=[rank], progress=False)
+    # the owner's own file: global id v is its row v // G (ids of other owners are an error)
+    store = open_from_config(layouts[rank], cfg.storage, row_map=owner_row_map(rank, world))
+    local = _over_store(cfg, store, lay, dataset.static_scores(), num_owners=world, owner=rank)
+    try:
+        ex = exchange or Exchange(rank, world, device="cuda" if resolve_backend(cfg) == "nccl" else "cpu",
+                                  group=exchange_group(cfg), heartbeat=hb,
+                                  transport=cfg.distributed.row_transport)
+        # the future batches the owner's policy reads (W, or K for horizon)
+        max_window = lookahead_batches(cfg.cache.policy, cfg.cache.window, cfg.cache.lookahead)
+        return SharedCacheFeatureSource(local, ex, num_rows=lay.num_rows, row_dim=lay.dim, dtype=lay.dtype,
+                                        max_window=max_window, heartbeat=hb)
+    except BaseException:
+        local.close()
+        raise

@@ -1,0 +1,123 @@
+"""The library's imports form no cycle, and the library imports nothing from its comparators.
+
+Every module of `lsm_gnn/` is parsed (ast, nothing imported) and every import it makes of another
+`lsm_gnn` module is an edge: the module-level ones and, as well, the ones deferred into a function
+(a cycle through a deferred import only waits for its first call; deferring is how one used to be
+hidden). Imports under `if TYPE_CHECKING:` never run and are left out. stdlib `graphlib` finds the
+cycle and names it.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "lsm_gnn"
+
+
+def modules(root: Path = ROOT, package: str = PACKAGE) -> dict[str, tuple[Path, bool]]:
+    """Dotted module name -> (file, is a package's __init__)."""
+    out = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return out
+
+
+def _import_nodes(body):
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from _import_nodes(node.orelse)
+        else:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.stmt):
+                    yield from _import_nodes([child])
+                elif isinstance(child, ast.ExceptHandler):
+                    yield from _import_nodes(child.body)
+
+
+def imported_names(name: str, path: Path, is_package: bool) -> list[tuple[str, int]]:
+    """(absolute dotted name, line) of everything `name` imports, relative imports resolved;
+    for `from a import b` both `a.b` and `a` are candidates (b may be a module or an attribute)."""
+    out = []
+    for node in _import_nodes(ast.parse(path.read_text(), str(path)).body):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, node.lineno) for alias in node.names]
+            continue
+        base = node.module or ""
+        if node.level:
+            anchor = name.split(".") if is_package else name.split(".")[:-1]
+            anchor = anchor[: len(anchor) - (node.level - 1)]
+            base = ".".join(anchor + ([base] if base else []))
+        out += [(f"{base}.{alias.name}", node.lineno) for alias in node.names]
+    return out
+
+
+def all_imports(mods: dict[str, tuple[Path, bool]]) -> dict[str, list[tuple[str, int]]]:
+    return {name: imported_names(name, path, is_package) for name, (path, is_package) in mods.items()}
+
+
+def import_graph(mods: dict[str, tuple[Path, bool]], imports=None) -> dict[str, set[str]]:
+    """Module -> the library modules it imports (the longest dotted prefix that is a module)."""
+    graph = {}
+    for name, names in (imports or all_imports(mods)).items():
+        deps = set()
+        for target, _ in names:
+            while target and target not in mods:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                deps.add(target)
+        graph[name] = deps
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as e:
+        return e.args[1]
+    return None
+
+
+@pytest.fixture(scope="module")
+def library():
+    """(modules, what each imports, the import graph) of lsm_gnn/, parsed once."""
+    mods = modules()
+    imports = all_imports(mods)
+    return mods, imports, import_graph(mods, imports)
+
+
+def test_the_library_has_no_import_cycle(library):
+    cycle = find_cycle(library[2])
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_walk_sees_a_cycle_through_a_deferred_import(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "contract.py").write_text("import numpy\n\ndef make():\n    from pkg.impl import Impl\n    return Impl()\n")
+    (pkg / "impl.py").write_text("from .contract import make\n\nclass Impl:\n    pass\n")
+    (pkg / "typed.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import impl\n")
+    graph = import_graph(modules(tmp_path, "pkg"))
+    assert graph["pkg.typed"] == set()   # TYPE_CHECKING imports never run
+    assert sorted(find_cycle(graph)[:-1]) == ["pkg.contract", "pkg.impl"]
+
+
+def test_the_feature_source_contract_imports_no_source(library):
+    graph = library[2]
+    assert graph["lsm_gnn.features"] <= {"lsm_gnn.utils.errors"}, graph["lsm_gnn.features"]
+
+
+def test_no_library_module_imports_the_baselines(library):
+    mods, imports, _ = library
+    found = [f"{mods[name][0].relative_to(ROOT)}:{line} {target}" for name, names in imports.items()
+             for target, line in names if target.split(".")[0] == "baselines"]
+    assert not found, "the library imports its comparators: " + ", ".join(found)

@@ -126,8 +126,8 @@ class FeatureSource:
         self._advance([self.check_ids(w, "window batch") for w in window])
 
     def fetch(self, ids: np.ndarray):
-        """Rows of `ids` in order, (len(ids), dim): a numpy array on the CPU, a torch tensor on
-        the source's `device` otherwise."""
+        """Rows of `ids` in order, (len(ids), dim): a numpy array, or a torch tensor on the
+        source's `device` (a torch data plane's, on the CPU too)."""
         return self._fetch(self.check_ids(ids))
 
     def _advance(self, window: list[np.ndarray]) -> None:

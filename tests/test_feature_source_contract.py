@@ -146,7 +146,6 @@ def _shared_rank(rank, world, port, root, outdir):
     import torch.distributed as dist
 
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.multidevice.exchange import Exchange
     from lsm_gnn.sources.factory import make_feature_source
 
     torch.set_num_threads(1)
@@ -154,8 +153,9 @@ def _shared_rank(rank, world, port, root, outdir):
     ds = Dataset(root)
     kind = failure = None
     try:
+        # the factory's own exchange: a process group of its own, the configured row transport
         src = make_feature_source(config(ds, {**CACHE, "storage.reader": "buffered", "distributed.devices": world}),
-                                  ds, rank, world, exchange=Exchange(rank, world))
+                                  ds, rank, world)
         kind = type(src).__name__
         check_contract(src, np.asarray(ds.feature_array()), batches_of(rank), world=world, own_requests=False)
     except BaseException:  # noqa: BLE001 - reported to the test

@@ -104,3 +104,16 @@ def test_lookahead_memory_is_stated_not_budgeted():
     assert la["window_ids_bytes"] == 8 * 128 * 43_000
     assert la["engine_ring_bytes"] == 8 * 129 * 43_000 + 8 * 1_000_000 + 8 * 130 + 24
     assert la["lookahead_bytes"] == la["window_ids_bytes"] + la["engine_ring_bytes"]
+
+
+def test_a_fraction_is_floored_as_its_decimal_reads_not_as_the_double_below_it():
+    # 0.29 * 100 is 28.999999999999996 in binary floating point: int() of it was 28 rows
+    assert int(0.29 * 100) == 28
+    b = memory_budget(CacheConfig(capacity_fraction=0.29, victim_buffer={"enabled": False}), 100)
+    assert b.cache_rows == 29
+    # the host share too: 0.29 of a 100-row total is 29 host rows, 29 // (W + 1) = 3 lines per queue
+    b = memory_budget(CacheConfig(capacity_fraction=1.0, window=8, victim_buffer={"host_fraction": 0.29}), 100)
+    assert (b.victim_depth, b.total_rows) == (3, 100)
+    # and the inverse: a cache of 71 rows beside a 0.29 host share is a total of 100
+    b = budget_for_cache_rows(CacheConfig(window=8, victim_buffer={"host_fraction": 0.29}), 71, 1000)
+    assert b.victim_depth == 29 // 9

@@ -20,7 +20,9 @@ published): 1152 / (10240 + 1152) = 10.1 %.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from lsm_gnn.utils.errors import ConfigError
 
@@ -121,14 +123,20 @@ def lookahead_bytes(max_window_ids: int, max_records: int, owned_rows: int, look
             "lookahead_bytes": window + ring}
 
 
+def exact(x: float) -> Fraction:
+    """A fraction from the config as its decimal reads (0.29 is 29/100, not the binary double just
+    below it), so that a floor of its product with a row count is exact: int(0.29 * 100) is 28."""
+    return Fraction(repr(float(x)))
+
+
 def total_rows_for(cfg, num_rows: int, row_bytes: int | None = None) -> int:
     """Rows of one device's total budget: capacity_bytes // row_bytes, else
-    floor(capacity_fraction * num_rows)."""
+    floor(capacity_fraction * num_rows), in exact arithmetic."""
     if cfg.capacity_bytes is not None:
         if not row_bytes:
             raise ConfigError("<config>", "cache.capacity_bytes", "set: pass row_bytes (or use capacity_fraction)")
         return int(cfg.capacity_bytes) // int(row_bytes)
-    return int(cfg.capacity_fraction * num_rows)
+    return math.floor(exact(cfg.capacity_fraction) * int(num_rows))
 
 
 def memory_budget(cfg, num_rows: int, row_bytes: int | None = None, *, owned_rows: int | None = None,
@@ -150,7 +158,7 @@ def memory_budget(cfg, num_rows: int, row_bytes: int | None = None, *, owned_row
     depth = 0
     if vb.enabled and w > 0:
         if vb.depth is None:
-            depth = int(total * host_share(cfg)) // (w + 1)
+            depth = math.floor(total * exact(host_share(cfg))) // (w + 1)
         else:
             depth = int(vb.depth)
             host, cache = (w + 1) * depth, total - (w + 1) * depth
@@ -181,8 +189,8 @@ def budget_for_cache_rows(cfg, cache_rows: int, num_rows: int, row_bytes: int = 
         if vb.depth is not None:
             depth = int(vb.depth)
         else:  # total = cache + host and host = host_fraction * total
-            share = host_share(cfg)
-            depth = int(cache_rows * share / (1.0 - share)) // (w + 1)
+            share = exact(host_share(cfg))
+            depth = math.floor(int(cache_rows) * share / (1 - share)) // (w + 1)
     return MemoryBudget(int(cache_rows) if cfg.enabled else 0, depth, w if depth else 0, int(row_bytes),
                         int(num_rows))
 

@@ -1,6 +1,6 @@
 """asv benchmarks of the CPU cache engine (decision replay, no feature data moved)."""
 
-from lsm_gnn.cache.bench import synthetic_trace
+from lsm_gnn.cache.bench import POLICY_NAMES, synthetic_trace
 from lsm_gnn.cache.budget import memory_budget
 from lsm_gnn.cache.replay import replay
 from lsm_gnn.config import CacheConfig
@@ -11,7 +11,7 @@ ROWS, BATCHES, BATCH_SIZE = 200_000, 30, 20_000
 
 
 class CacheReplay(Timed):
-    params = [["hybrid", "static", "dynamic", "lru", "sieve", "round_robin"]]
+    params = [list(POLICY_NAMES)]  # every configurable policy of the registry, hybrid first
     param_names = ["policy"]
 
     def setup(self, policy):

@@ -17,7 +17,9 @@ import tempfile
 import numpy as np
 
 N, DIM, BATCH, FANOUTS, ITERATIONS, FRACTION, WINDOW = 120_000, 4, 16, (10, 15), 800, 0.10, 8
-POLICIES = ["hybrid", "static", "dynamic", "lru", "sieve", "round_robin"]
+from lsm_gnn.cache.bench import POLICY_NAMES  # noqa: E402 (every configurable policy of the registry)
+
+POLICIES = list(POLICY_NAMES)
 
 
 def _figures(root: str) -> dict:

@@ -1,11 +1,12 @@
 // Shared definitions of the GPU cache engine (lsm_gnn/cache/gpu_engine.py).
-// gpu_engine.py prepends this file (then cuda/policies/*.cuh and policy_hooks.cuh) to every
-// cuda/cache_*.cu source (no #include, so CuPy's
-// kernel cache, keyed on the source text, sees every change), and before it a block of
-// #defines generated from the Python constants (gpu_engine.constant_defines: window.NO_REUSE,
-// FRESH, TAG_DTYPE, the policy codes, the statuses), so the two engines cannot drift apart.
-// The defaults below are those values at the time of writing; they let cuda/check_compile.py
-// compile the sources on their own.
+// gpu_engine.module_source() prepends this file (then the policy state struct, cuda/policies/*.cuh
+// and the policy dispatch, both generated from the registry) to every cuda/cache_*.cu source (no
+// #include, so CuPy's kernel cache, keyed on the source text, sees every change), and before it a
+// block of #defines generated from the Python constants (gpu_engine.constant_defines:
+// window.NO_REUSE, FRESH, TAG_DTYPE, the policy codes POLICY_<NAME> of the registry, the
+// statuses), so the two engines cannot drift apart. The defaults below are those values at the
+// time of writing, for a compile of this header on its own; the policy codes have none (only the
+// registry numbers them).
 #ifndef TAG_T
 #define TAG_T int                            // window.TAG_DTYPE (int32 tags)
 #endif
@@ -14,16 +15,6 @@
 #endif
 #ifndef FRESH
 #define FRESH 2147483646LL                   // window.FRESH: filled since the last refresh
-#endif
-#ifndef POLICY_RR
-#define POLICY_RR 0                          // policies.RR ... policies.SIEVE
-#define POLICY_STATIC 1
-#define POLICY_DYNAMIC 2
-#define POLICY_HYBRID 3
-#define POLICY_HYBRID_PVP 4
-#define POLICY_LRU 5
-#define POLICY_SIEVE 6
-#define POLICY_HORIZON 7
 #endif
 #ifndef STATUS_HIT
 #define STATUS_HIT 0                         // engine.HIT / VICTIM_HIT / STORAGE

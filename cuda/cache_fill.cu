@@ -1,6 +1,8 @@
 // Misses: grouping by set, victim choice per policy, eviction and fill (docs/cache-semantics.md,
-// step 3 and "Victim choice"). Needs cache_common.cuh, cuda/policies/*.cuh and policy_hooks.cuh
-// prepended (gpu_engine.module_source): every policy decision is a policy_* hook.
+// step 3 and "Victim choice"). Needs cache_common.cuh, cuda/policies/*.cuh and the policy dispatch
+// prepended (gpu_engine.module_source; the dispatch is generated from the registry by
+// gpu_engine.policy_dispatch): every policy decision is a policy_* hook, every trait a policy_*
+// predicate, so nothing here names a policy.
 //
 // The CPU engine serves misses one by one in order of first occurrence. Sets are independent, so
 // the GPU engine groups the misses by set, keeping that order inside each set (a sort of the
@@ -52,14 +54,15 @@ __device__ __forceinline__ void warp_min_pair(long long& key, int& way) {
 // spill[d] receives the queue of a spill candidate (evicted with a known reuse still ahead and
 // at most W iterations away, resident since before the batch, PVP on); cache_spill_* decide later, in order of first occurrence,
 // which candidates fit. A policy with admission control (horizon) may refuse the miss: slot[d]
-// stays -1 and nothing is evicted. row_next: the horizon's next request of each row (cache_horizon.cu;
-// unused by the other policies), which also tags the line it fills (others: FRESH).
+// stays -1 and nothing is evicted. row_next: a long-lookahead policy's next request of each row
+// (cache_horizon.cu; unused by the other policies), which also tags the line it fills (others:
+// FRESH). The policy state arrays come in STATE_ORDER (lsm_gnn/cache/policies/base.py).
 extern "C" __global__ void cache_fill(
         const long long* sorted, long long nd, const long long* seg_begin, long long nseg,
         const long long* distinct, long long G, long long sets, int ways, int code, long long t,
         long long window, int pvp, long long* keys, unsigned char* pagerank, TAG_T* tag,
-        long long* stamp, unsigned char* visited, int* newer, int* older, int* set_fill,
-        long long* rr, int* head, int* tail, int* hand, int* row_slot,
+        long long* stamp, unsigned char* visited, int* newer, int* older, long long* rr, int* head,
+        int* tail, int* hand, int* set_fill, int* row_slot,
         const unsigned char* static_scores, const int* row_next, const int* row_first,
         const long long* inverse, const signed char* status, long long* slot, long long* evicted,
         long long* spill) {
@@ -70,12 +73,13 @@ extern "C" __global__ void cache_fill(
     const long long si = sorted[j] / nd;
     const long long base = si * ways;
     const long long now = t + 1;
-    const long long lim = t + 1 + window / 8;
+    const PolicyState ps = POLICY_STATE_OF_PARAMS;
+    const bool long_lookahead = policy_long_lookahead(code);
     for (; j < nd && sorted[j] / nd == si; ++j) {
         const long long d = sorted[j] % nd;
         const long long v = distinct[d];
-        // the tag the line will take: the horizon knows the row's next request, others FRESH
-        const long long in_tag = code == POLICY_HORIZON ? (long long)row_next[v / G] : FRESH;
+        // the tag the line will take: a long-lookahead policy knows the row's next request, others FRESH
+        const long long in_tag = long_lookahead ? (long long)row_next[v / G] : FRESH;
         int f = 0;
         if (lane == 0) f = set_fill[si];
         f = __shfl_sync(FULL_MASK, f, 0);
@@ -86,13 +90,13 @@ extern "C" __global__ void cache_fill(
         } else {
             if (policy_lane0_victim(code)) {
                 int pick = 0;
-                if (lane == 0) pick = policy_lane0_pick(code, si, base, ways, rr, visited, newer, tail, hand);
+                if (lane == 0) pick = policy_lane0_pick(code, ps, si, base, ways, pagerank, tag, t, window);
                 w = __shfl_sync(FULL_MASK, pick, 0);
             } else {
                 long long best = 9223372036854775807LL;
                 int best_way = 2147483647;
                 for (int x = lane; x < ways; x += WARP_SIZE) {  // ascending: strict < keeps lowest
-                    long long k = policy_victim_key(code, base + x, t, lim, pagerank, tag, stamp);
+                    long long k = policy_victim_key(code, ps, pagerank, tag, base + x, t, window);
                     if (k < best) {
                         best = k;
                         best_way = x;
@@ -102,7 +106,8 @@ extern "C" __global__ void cache_fill(
                 w = best_way;
             }
             int admit = 1;
-            if (lane == 0) admit = policy_admit(code, in_tag, static_scores[v], base + w, t, pagerank, tag);
+            if (lane == 0 && policy_admission(code))
+                admit = policy_admit(code, ps, in_tag, static_scores[v], base + w, t, pagerank, tag);
             admit = __shfl_sync(FULL_MASK, admit, 0);
             if (!admit) {  // not cached: served from the read buffer, nothing evicted (slot stays -1)
                 __syncwarp();
@@ -122,7 +127,7 @@ extern "C" __global__ void cache_fill(
                     if (te != NO_REUSE && te != FRESH && te > t && te <= t + window && !filled_now)
                         spill[d] = te % window;
                 }
-                policy_on_evict(code, sl, si, base, newer, older, head, tail);
+                policy_on_evict(code, ps, sl, si, base);
             }
         }
         if (lane == 0) {
@@ -131,7 +136,7 @@ extern "C" __global__ void cache_fill(
             row_slot[v / G] = (int)sl;
             pagerank[sl] = static_scores[v];
             tag[sl] = (TAG_T)in_tag;
-            policy_on_fill(code, sl, si, base, w, now, stamp, visited, newer, older, head, tail);
+            policy_on_fill(code, ps, sl, si, base, w, now);
             slot[d] = sl;
         }
         __syncwarp();  // lane 0's writes are seen by the whole warp in the next miss

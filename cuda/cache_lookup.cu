@@ -40,11 +40,14 @@ extern "C" __global__ void cache_dedupe_reset(const long long* distinct, long lo
 }
 
 // Every distinct id against the cache state at the start of the batch: a resident line is a hit
-// (LRU: stamp := t + 1; SIEVE: visited := 1); else an id in the PVP landing buffer is a victim
-// hit (src = its first position there); else a storage read. The hit goes to the policy's on_hit hook.
+// (the policy's on_hit hook: LRU stamp := t + 1, SIEVE visited := 1; hits run in parallel, so
+// an on_hit touches only its own slot); else an id in the PVP landing buffer is a victim hit (src
+// = its first position there); else a storage read. The policy state arrays come in STATE_ORDER
+// (lsm_gnn/cache/policies/base.py; a test holds the parameters to it).
 extern "C" __global__ void cache_lookup(const long long* distinct, long long nd, long long G,
                                         int code, const int* row_slot, const int* row_land, long long now,
-                                        long long* stamp, unsigned char* visited,
+                                        long long* stamp, unsigned char* visited, int* newer, int* older,
+                                        long long* rr, int* head, int* tail, int* hand,
                                         signed char* status, long long* slot, long long* src,
                                         long long* evicted, long long* spill) {
     long long d = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -57,7 +60,8 @@ extern "C" __global__ void cache_lookup(const long long* distinct, long long nd,
         status[d] = STATUS_HIT;
         slot[d] = s;
         src[d] = -1;
-        policy_on_hit(code, s, now, stamp, visited);
+        const PolicyState ps = POLICY_STATE_OF_PARAMS;
+        policy_on_hit(code, ps, s, now);
         return;
     }
     slot[d] = -1;

@@ -86,8 +86,7 @@ class CacheConfig(Section):
     number of victim queues."""
     lookahead: int = Field(128, ge=1, le=65536)
     """K: future mini-batches a long-lookahead policy (horizon) reads; the loader samples
-    max(W, K) batches ahead for it (policies.lookahead_batches). 128 = horizon.DEFAULT_LOOKAHEAD,
-    chosen by measurement (docs/cache.md, "Beyond the paper")."""
+    max(W, K) batches ahead for it (policies.lookahead_batches). 128 chosen by measurement (docs/cache.md, "Beyond the paper")."""
     refresh_every: int = Field(1, ge=1)
     engine: Literal["cpu", "gpu", "reference"] = "cpu"
     victim_buffer: VictimBufferConfig = VictimBufferConfig()

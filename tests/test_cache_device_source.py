@@ -24,7 +24,7 @@ from lsm_gnn.cache.window import ROW_SLOT
 from lsm_gnn.utils.errors import ConfigError, InputError
 from array_store import ArrayStore
 
-POLICIES = ("round_robin", "static", "dynamic", "hybrid", "lru", "sieve", "horizon")
+from engine_args import POLICIES, engine_kwargs
 SHARED_STATS = ("iterations", "evictions", "spilled", "spill_dropped", "prefetched", "prefetched_used",
                 "victim_bytes", "prefetch_bytes", "victim_buffer_bytes")
 
@@ -35,7 +35,7 @@ def cache_cfg(*, cache_rows, row_bytes, pvp=True, depth=8, window=4, engine="cpu
     vb = SimpleNamespace(enabled=pvp, depth=depth, host_fraction=0.1, force=kw.pop("force", False))
     total = cache_rows + ((window + 1) * depth if pvp and window else 0)
     base = dict(enabled=True, capacity_bytes=total * row_bytes, capacity_fraction=None, ways=8, policy="hybrid",
-                window=window, refresh_every=1, engine=engine, victim_buffer=vb)
+                window=window, refresh_every=1, lookahead=16, engine=engine, victim_buffer=vb)  # K: horizon only
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -266,8 +266,8 @@ def test_gpu_engine_decisions_drive_the_cpu_data_plane(emulated_gpu_engine, how,
         from lsm_gnn.cache.budget import memory_budget
 
         b = memory_budget(cfg, 1200, 32)
-        engine = gpu_engine.GpuCacheEngine(b.cache_rows, 1200, static, ways=8, policy=policy, window=4,
-                                           pvp=b.pvp, victim_depth=b.engine_depth)
+        engine = gpu_engine.GpuCacheEngine(b.cache_rows, 1200, static, **engine_kwargs(
+            ways=8, policy=policy, window=4, pvp=b.pvp, victim_depth=b.engine_depth))
     with DeviceCachedFeatureSource(ArrayStore(feats), 1200, 8, np.float32, cfg, static, engine=engine) as dev, \
             CachedFeatureSource(ArrayStore(feats), 1200, 8, np.float32, on_cpu_engine(cfg), static) as ref:
         assert isinstance(dev.engine, gpu_engine.GpuCacheEngine)

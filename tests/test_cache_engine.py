@@ -12,7 +12,7 @@ from lsm_gnn.cache.reference import ReferenceCache
 from lsm_gnn.cache.replay import flatten_batches
 from lsm_gnn.utils.errors import InputError
 
-POLICIES = ["round_robin", "static", "dynamic", "hybrid", "lru", "sieve", "horizon"]
+from engine_args import POLICIES, engine_kwargs
 FIELDS = ["distinct", "inverse", "status", "slot", "src", "evicted", "spill"]
 
 
@@ -44,9 +44,10 @@ def _check_invariants(eng: CpuCacheEngine, batches, t, capacity_rows):
 def run_and_compare(batches, num_rows, static, capacity, **kw):
     """Step the engine and the reference side by side; compare every decision; then replay."""
     batches = [np.asarray(b, dtype=np.int64) for b in batches]
+    kw = engine_kwargs(**kw)
     eng = CpuCacheEngine(capacity, num_rows, static, **kw)
     ref = ReferenceCache(capacity, num_rows, static, **kw)
-    window = max(kw.get("window", 8), eng.lookahead)  # horizon reads K batches
+    window = max(kw["window"], eng.lookahead)  # horizon reads K batches
     assert eng.lookahead == ref.lookahead
     for t, batch in enumerate(batches):
         res = eng.step(batch, *_window(batches, t, window))
@@ -138,6 +139,7 @@ def test_engine_equals_reference_adversarial(policy, name, batches, extra):
 # ---- semantics pinned by hand (both engines against expectations written from the doc) ------
 
 def _both(capacity, num_rows, static, **kw):
+    kw = engine_kwargs(**kw)
     return [CpuCacheEngine(capacity, num_rows, static, **kw), ReferenceCache(capacity, num_rows, static, **kw)]
 
 
@@ -221,13 +223,13 @@ def test_geometry_and_errors():
     assert cache_geometry(5, 32).ways == 5
     static = np.zeros(10, np.uint8)
     with pytest.raises(InputError):
-        CpuCacheEngine(0, 10, static)
+        CpuCacheEngine(0, 10, static, **engine_kwargs())
     with pytest.raises(InputError):
-        CpuCacheEngine(4, 10, np.zeros(9, np.uint8))
+        CpuCacheEngine(4, 10, np.zeros(9, np.uint8), **engine_kwargs())
     with pytest.raises(InputError):
-        CpuCacheEngine(4, 10, static, policy="belady")
+        CpuCacheEngine(4, 10, static, **engine_kwargs(policy="hybrid") | {"policy": "belady"})
     with pytest.raises(InputError):
-        CpuCacheEngine(4, 10, static, num_owners=2, owner=2)
+        CpuCacheEngine(4, 10, static, **engine_kwargs(num_owners=2, owner=2))
 
 
 # ---- horizon: the long lookahead, admission control --------------------------------------------
@@ -271,7 +273,7 @@ def test_horizon_windows_that_stop_at_epoch_ends():
     each batch once and makes the reference's decisions."""
     batches = random_trace(seed=21, num_batches=36)
     static = np.random.default_rng(2).integers(0, 256, 400).astype(np.uint8)
-    kw = dict(ways=4, window=3, pvp=True, victim_depth=5, policy="horizon", lookahead=6)
+    kw = engine_kwargs(ways=4, window=3, pvp=True, victim_depth=5, policy="horizon", lookahead=6)
     eng, ref = CpuCacheEngine(48, 400, static, **kw), ReferenceCache(48, 400, static, **kw)
     epoch = 12
     for t, batch in enumerate(batches):
@@ -290,7 +292,7 @@ def test_horizon_windows_that_stop_at_epoch_ends():
 
 def test_horizon_refuses_a_batch_its_lookahead_did_not_announce():
     static = np.zeros(100, np.uint8)
-    eng = CpuCacheEngine(8, 100, static, ways=4, policy="horizon", lookahead=2, pvp=False)
+    eng = CpuCacheEngine(8, 100, static, **engine_kwargs(ways=4, policy="horizon", lookahead=2, pvp=False))
     eng.step(np.array([1, 2]), *flatten_batches([np.array([3, 4]), np.array([5])]))
     eng.end_iteration()
     with pytest.raises(InputError, match="lookahead announced"):
@@ -301,11 +303,11 @@ def test_horizon_ring_grows_and_reports_its_memory():
     rng = np.random.default_rng(3)
     batches = [rng.integers(0, 5000, 900) for _ in range(12)]
     static = rng.integers(0, 256, 5000).astype(np.uint8)
-    eng = CpuCacheEngine(256, 5000, static, ways=8, policy="horizon", lookahead=5, pvp=False)
+    eng = CpuCacheEngine(256, 5000, static, **engine_kwargs(ways=8, policy="horizon", lookahead=5, pvp=False))
     assert eng.ring.capacity == 1024
     for t, b in enumerate(batches):
         eng.step(b, *flatten_batches(batches[t + 1: t + 6]))
         eng.end_iteration()
     assert eng.ring.capacity >= 5 * 800  # 6 batches of ~850 distinct ids were live at once
     assert eng.lookahead_bytes() == eng.ring.nbytes >= 8 * eng.ring.capacity + 8 * 5000
-    assert CpuCacheEngine(256, 5000, static, policy="hybrid").lookahead_bytes() == 0
+    assert CpuCacheEngine(256, 5000, static, **engine_kwargs(policy="hybrid")).lookahead_bytes() == 0

@@ -10,6 +10,7 @@ from lsm_gnn.cache.replay import replay
 from lsm_gnn.config import CacheConfig
 from lsm_gnn.utils.errors import ConfigError, InputError
 from array_store import ArrayStore
+from engine_args import POLICIES
 
 
 def _drive(src, batches, window, check):
@@ -20,7 +21,7 @@ def _drive(src, batches, window, check):
         check(b, out)
 
 
-@pytest.mark.parametrize("policy", ["round_robin", "static", "dynamic", "hybrid", "lru", "sieve", "horizon"])
+@pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("pvp", [True, False])
 def test_rows_through_cache_equal_disk_rows(random_dataset, policy, pvp):
     ds = random_dataset(num_nodes=1500, dim=24, dtype="float32", seed=3)

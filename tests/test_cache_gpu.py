@@ -33,7 +33,7 @@ STEP_FIELDS = ("distinct", "inverse", "status", "slot", "src", "evicted", "spill
                "spill_dst")
 STATE = ("keys", "pagerank", "tag", "stamp", "visited", "newer", "older", "set_fill", "rr", "head",
          "tail", "hand")
-POLICIES = ("round_robin", "static", "dynamic", "hybrid", "lru", "sieve", "horizon")
+from engine_args import POLICIES, engine_kwargs
 
 _has_cxx = bool(shutil.which("g++") or shutil.which("c++"))
 BACKENDS = [
@@ -75,6 +75,7 @@ def engines(size: dict, **kw):
     kw.setdefault("ways", size["ways"])
     kw.setdefault("window", size["window"])
     kw.setdefault("victim_depth", size["depth"])
+    kw = engine_kwargs(**kw)
     return gpu_engine.GpuCacheEngine(*args, **kw), CpuCacheEngine(*args, **kw)
 
 
@@ -202,7 +203,8 @@ def cache_cfg(**kw):
     from types import SimpleNamespace
 
     vb = SimpleNamespace(enabled=kw.pop("pvp", True), depth=kw.pop("depth", 8), host_fraction=0.1, force=False)
-    base = dict(enabled=True, ways=8, policy="hybrid", window=4, refresh_every=1, victim_buffer=vb)
+    base = dict(enabled=True, ways=8, policy="hybrid", window=4, refresh_every=1, lookahead=16,  # K: horizon only
+                engine="cpu", victim_buffer=vb)
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -269,14 +271,12 @@ def test_copy_rows_moves_rows(backend):
 def test_sources_define_every_kernel_the_engine_launches():
     files = gpu_engine.module_files()
     for name in ("cache_common.cuh", "cache_lookup.cu", "cache_fill.cu", "cache_tags.cu",
-                 "cache_spill.cu", "cache_pvp.cu", "cache_horizon.cu", "policy_hooks.cuh"):
+                 "cache_spill.cu", "cache_pvp.cu", "cache_horizon.cu"):
         assert name in files, name
-    # one header of device hooks per kernel policy of the registry (hybrid_pvp lives in hybrid's)
-    from lsm_gnn.cache.policies import REGISTRY
-
-    for name, cls in REGISTRY.items():
-        header = "hybrid" if name == "hybrid_pvp" else name
-        assert f"policies/{header}.cuh" in files, name
+    # one header of device hooks per module of the built-in policies (hybrid_pvp lives in hybrid's)
+    for cls in policies.BUILTIN:
+        assert gpu_engine.cuda_header(cls) in files, cls.name
+    assert [c.name for c in gpu_engine.gpu_policies()] == [c.name for c in policies.BUILTIN]
     defined = gpu_engine.defined_kernels()
     assert set(gpu_engine.KERNELS) <= defined, set(gpu_engine.KERNELS) - defined
     # every kernel name the engine's code passes to a launch is in KERNELS
@@ -285,31 +285,87 @@ def test_sources_define_every_kernel_the_engine_launches():
     assert launched and launched <= set(gpu_engine.KERNELS), launched - set(gpu_engine.KERNELS)
 
 
+def _device_functions(text: str) -> dict[str, str]:
+    """name -> parameter list of every __device__ function defined in `text`."""
+    text = re.sub(r"//[^\n]*", "", text)
+    return {m.group(1): " ".join(m.group(2).split())
+            for m in re.finditer(r"__device__[^;{()]*?\b(\w+)\s*\(([^)]*)\)\s*\{", text)}
+
+
+def test_each_policy_header_defines_the_hooks_its_traits_call_for():
+    """Read from the headers (no compiler): cuda/policies/<module>.cuh defines `<name>_<hook>` for
+    exactly the numba hooks the policy declares (the victim as a key or as a lane-0 walk, as its
+    victim_choice says; admit as its admission says), with the dispatch's parameters, and the
+    generated dispatch calls each of them under the policy's code."""
+    dispatch = gpu_engine.policy_dispatch()
+    hooks = {name: " ".join(params.split()) for name, (_, params, _, _, _) in gpu_engine.CUDA_HOOKS.items()}
+    suffixes = {suffix for (_, _, _, suffix, _) in gpu_engine.CUDA_HOOKS.values()}
+    for cls in policies.BUILTIN:
+        defined = _device_functions(cuda_sources.read(gpu_engine.cuda_header(cls)))
+        want = gpu_engine.cuda_functions(cls)
+        assert ("victim_key" in want) == (cls.victim_choice == "key"), cls.name
+        assert ("admit" in want) == cls.admission, cls.name
+        for hook, fn in want.items():
+            assert defined.get(fn) == hooks[hook], (cls.name, fn, defined.get(fn))
+            assert re.search(rf"case {gpu_engine.code_macro(cls)}: (return )?{fn}\(", dispatch), fn
+        # no hook of this policy's name that its traits do not call for
+        own = {f for f in defined if f.startswith(cls.name + "_") and f[len(cls.name) + 1:] in suffixes}
+        assert own == set(want.values()), (cls.name, own - set(want.values()))
+    # the traits as predicates on the code, from the registry
+    for trait, members in (("long_lookahead", [c for c in policies.BUILTIN if c.long_lookahead]),
+                           ("admission", [c for c in policies.BUILTIN if c.admission]),
+                           ("lane0_victim", [c for c in policies.BUILTIN if c.victim_choice == "scan"])):
+        line = next(x for x in dispatch.splitlines() if f"policy_{trait}(int code)" in x)
+        assert set(re.findall(r"code == (\w+)", line)) == {gpu_engine.code_macro(c) for c in members}, trait
+
+
+def test_kernels_take_the_policy_state_in_the_registry_order():
+    """cache_lookup and cache_fill declare the state arrays as policies.STATE_SPECS does (names,
+    types, STATE_ORDER), which is how the engine passes them and how PolicyState is built."""
+    params = gpu_engine.state_params()
+    source = re.sub(r"//[^\n]*", "", gpu_engine.module_source())
+    for kernel in ("cache_lookup", "cache_fill"):
+        decl = re.search(rf'void {kernel}\(([^)]*)\)', source).group(1)
+        decl = [" ".join(p.split()) for p in decl.split(",")]
+        start = decl.index(params[0])
+        assert decl[start: start + len(params)] == params, kernel
+    assert f"#define POLICY_STATE_OF_PARAMS {{{', '.join(policies.STATE_ORDER)}}}" in gpu_engine.policy_state_source()
+
+
 def test_kernels_are_compiled_with_the_python_constants():
     defines = dict(re.findall(r"#define (\w+) (\S+)", gpu_engine.constant_defines()))
     assert int(defines["NO_REUSE"].rstrip("L")) == int(window.NO_REUSE)
     assert int(defines["FRESH"].rstrip("L")) == int(window.FRESH)
     tag_t = re.search(r"#define TAG_T (.+)", gpu_engine.constant_defines()).group(1).strip()
     assert tag_t == {4: "int", 8: "long long"}[np.dtype(window.TAG_DTYPE).itemsize]
-    for name in ("RR", "STATIC", "DYNAMIC", "HYBRID", "HYBRID_PVP", "LRU", "SIEVE", "HORIZON"):
-        assert int(defines[f"POLICY_{name}"]) == getattr(policies, name)
+    # the policy codes are the registry's, and only the registry's
+    for cls in policies.BUILTIN:
+        assert int(defines[f"POLICY_{cls.name.upper()}"]) == cls.code == policies.REGISTRY[cls.name].code
+    assert len({cls.code for cls in policies.BUILTIN}) == len(policies.BUILTIN)
     assert int(defines["STATUS_HIT"]) == cpu_engine.HIT
     assert int(defines["STATUS_VICTIM_HIT"]) == cpu_engine.VICTIM_HIT
     assert int(defines["SPILL_DROPPED"]) == cpu_engine.SPILL_DROPPED
     assert gpu_engine.module_source().startswith(gpu_engine.constant_defines())
-    # the header's standalone defaults (for a compile of the header alone) are the same values
+    # the header's standalone defaults (for a compile of the header alone) are the same values;
+    # no CUDA file numbers a policy (the codes come from the registry only)
     header = cuda_sources.read(gpu_engine.COMMON_HEADER)
     defaults = dict(re.findall(r"#define (\w+) (\S+)", header))
-    for key in ("NO_REUSE", "FRESH", "POLICY_HYBRID_PVP", "POLICY_SIEVE", "POLICY_HORIZON", "NOT_SPILLED"):
+    for key in ("NO_REUSE", "FRESH", "NOT_SPILLED"):
         assert defaults[key] == defines[key], key
+    for name in cuda_sources.names():
+        assert not re.search(r"#define POLICY_\w+ \d", cuda_sources.read(name)), name
+        assert "POLICY_" not in re.sub(r"//[^\n]*", "", cuda_sources.read(name)).replace("POLICY_STATE_OF_PARAMS", ""), name
 
 
 @pytest.mark.skipif(gpu_engine.available(), reason="checks the no-GPU behaviour")
 def test_without_a_gpu_the_engine_is_a_clear_error():
+    from lsm_gnn.cache.engines import make_engine
+
     with pytest.raises(InputError, match="CuPy with a usable GPU"):
-        gpu_engine.GpuCacheEngine(64, 1000, np.zeros(1000, np.uint8))
+        gpu_engine.GpuCacheEngine(64, 1000, np.zeros(1000, np.uint8), **engine_kwargs())
     with pytest.raises(InputError, match="CuPy with a usable GPU"):
-        gpu_engine.make_engine("gpu", 64, 1000, np.zeros(1000, np.uint8))
+        make_engine(cache_cfg(), budget_for_cache_rows(cache_cfg(), 64, 1000), 1000, np.zeros(1000, np.uint8),
+                    kind="gpu")
     from lsm_gnn.cache.replay import replay
 
     with pytest.raises(InputError, match="CuPy with a usable GPU"):
@@ -317,11 +373,16 @@ def test_without_a_gpu_the_engine_is_a_clear_error():
                budget=budget_for_cache_rows(cache_cfg(), 64, 1000), engine="gpu")
 
 
-def test_make_engine_selects_by_name():
-    static = np.zeros(100, np.uint8)
-    assert isinstance(gpu_engine.make_engine("cpu", 16, 100, static, ways=4), CpuCacheEngine)
+def test_make_engine_builds_the_engine_the_config_names_with_its_settings():
+    from lsm_gnn.cache.engines import make_engine
     from lsm_gnn.cache.reference import ReferenceCache
 
-    assert isinstance(gpu_engine.make_engine("reference", 16, 100, static, ways=4), ReferenceCache)
+    static = np.zeros(100, np.uint8)
+    cfg = cache_cfg(ways=4, window=3, depth=5, policy="lru")
+    budget = budget_for_cache_rows(cfg, 16, 100)
+    eng = make_engine(cfg, budget, 100, static)
+    assert isinstance(eng, CpuCacheEngine)
+    assert (eng.geometry.ways, eng.window, eng.depth, eng.pvp, eng.policy_name) == (4, 3, 5, True, "lru")
+    assert isinstance(make_engine(cfg, budget, 100, static, kind="reference"), ReferenceCache)
     with pytest.raises(InputError, match="unknown cache engine"):
-        gpu_engine.make_engine("tpu", 16, 100, static)
+        make_engine(cfg, budget, 100, static, kind="tpu")

@@ -10,6 +10,8 @@ from lsm_gnn.cache.replay import replay
 from lsm_gnn.config import CacheConfig
 from lsm_gnn.utils.errors import InputError
 
+from engine_args import POLICIES
+
 
 def _trace(seed=0, num_rows=2000, num_batches=40, size=300):
     rng = np.random.default_rng(seed)
@@ -19,7 +21,7 @@ def _trace(seed=0, num_rows=2000, num_batches=40, size=300):
     return [np.unique(perm[rng.choice(num_rows, size=size, p=p)]) for _ in range(num_batches)]
 
 
-@pytest.mark.parametrize("policy", ["round_robin", "static", "dynamic", "hybrid", "lru", "sieve", "horizon"])
+@pytest.mark.parametrize("policy", POLICIES)
 def test_cpu_replay_equals_reference_replay(policy):
     batches = _trace()
     static = np.random.default_rng(1).integers(0, 256, 2000).astype(np.uint8)

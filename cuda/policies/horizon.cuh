@@ -7,12 +7,13 @@ __device__ __forceinline__ long long horizon_rank(long long tg, long long pr, lo
     return known * (256 + NO_REUSE - tg) + (1 - known) * pr;
 }
 
-__device__ __forceinline__ long long horizon_key(const unsigned char* pagerank, const TAG_T* tag, long long sl,
-                                                 long long t) {
+__device__ __forceinline__ long long horizon_victim_key(PolicyState ps, const unsigned char* pagerank,
+                                                        const TAG_T* tag, long long sl, long long t,
+                                                        long long window) {
     return horizon_rank((long long)tag[sl], (long long)pagerank[sl], t);
 }
 
-__device__ __forceinline__ int horizon_admit(long long in_tag, long long in_pr, long long sl, long long t,
-                                             const unsigned char* pagerank, const TAG_T* tag) {
-    return horizon_rank(in_tag, in_pr, t) > horizon_key(pagerank, tag, sl, t) ? 1 : 0;
+__device__ __forceinline__ int horizon_admit(PolicyState ps, long long in_tag, long long in_pr, long long sl,
+                                             long long t, const unsigned char* pagerank, const TAG_T* tag) {
+    return horizon_rank(in_tag, in_pr, t) > horizon_rank((long long)tag[sl], (long long)pagerank[sl], t) ? 1 : 0;
 }

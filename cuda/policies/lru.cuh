@@ -1,3 +1,12 @@
 // LRU (lsm_gnn/cache/policies/lru.py): stamp := t + 1 on every hit and fill; the lowest stamp goes.
-__device__ __forceinline__ void lru_touch(long long* stamp, long long sl, long long now) { stamp[sl] = now; }
-__device__ __forceinline__ long long lru_key(const long long* stamp, long long sl) { return stamp[sl]; }
+__device__ __forceinline__ void lru_on_hit(PolicyState ps, long long sl, long long now) { ps.stamp[sl] = now; }
+
+__device__ __forceinline__ void lru_on_fill(PolicyState ps, long long sl, long long si, long long base, int w,
+                                            long long now) {
+    ps.stamp[sl] = now;
+}
+
+__device__ __forceinline__ long long lru_victim_key(PolicyState ps, const unsigned char* pagerank, const TAG_T* tag,
+                                                    long long sl, long long t, long long window) {
+    return ps.stamp[sl];
+}

@@ -3,7 +3,8 @@ tags, victim buffer and PVP (docs/cache.md; the exact contract: docs/cache-seman
 
 Modules: budget (one memory budget per device, split between cache lines and the victim buffer),
 geometry (sets/ways, ownership), window (reuse tags), policies (plug-ins + kernels),
-victim (victim queues, landing buffer), engine (CPU engine, numba), reference (pure Python),
+victim (victim queues, landing buffer), engines (the one factory from the config), engine (CPU
+engine, numba), gpu_engine (CuPy), reference (pure Python),
 replay (decision replay for the simulator), fetcher (CachedFeatureSource), bench (CLI).
 """
 

@@ -157,8 +157,10 @@ def gpu_engine_vs_cpu(num_rows: int = 4_000_000, batches: int = 40, batch: int =
     capacity); their per-batch counts must be equal. Headline: hybrid + PVP (LSM-GNN's)."""
     import cupy as cp
 
-    from lsm_gnn.cache.engine import COUNT_NAMES, CpuCacheEngine
-    from lsm_gnn.cache.gpu_engine import GpuCacheEngine
+    from lsm_gnn.cache.budget import budget_for_cache_rows
+    from lsm_gnn.cache.engine import COUNT_NAMES
+    from lsm_gnn.cache.engines import make_engine
+    from lsm_gnn.config import CacheConfig
 
     trace, static = synthetic_trace(num_rows, batches, batch)
     flat = np.concatenate(trace)
@@ -171,14 +173,16 @@ def gpu_engine_vs_cpu(num_rows: int = 4_000_000, batches: int = 40, batch: int =
     flat_dev = cp.asarray(flat)
     rows = []
     for policy, pvp in cases:
-        kw = dict(ways=32, policy=policy, window=8, pvp=pvp, victim_depth=32768)
+        # the config's settings, with the paper scripts' absolute victim-buffer depth
+        cfg = CacheConfig(policy=policy, victim_buffer={"enabled": pvp, "depth": 32768})
+        budget, small_budget = budget_for_cache_rows(cfg, capacity, num_rows), budget_for_cache_rows(cfg, warm // 10, warm)
         # warm-up: numba compilation, NVRTC compilation, CuPy's scan/sort kernels
-        CpuCacheEngine(warm // 10, warm, static[:warm], **kw).replay(small_flat, small_off)
-        GpuCacheEngine(warm // 10, warm, static[:warm], **kw).replay(small_flat, small_off)
+        for kind in ("cpu", "gpu"):
+            make_engine(cfg, small_budget, warm, static[:warm], kind=kind).replay(small_flat, small_off)
         t0 = time.perf_counter()
-        out_c = CpuCacheEngine(capacity, num_rows, static, **kw).replay(flat, offsets)
+        out_c = make_engine(cfg, budget, num_rows, static, kind="cpu").replay(flat, offsets)
         t_cpu = time.perf_counter() - t0
-        gpu = GpuCacheEngine(capacity, num_rows, static, **kw)
+        gpu = make_engine(cfg, budget, num_rows, static, kind="gpu")
         cp.cuda.Device().synchronize()
         t0 = time.perf_counter()
         out_g = gpu.replay(flat_dev, offsets)

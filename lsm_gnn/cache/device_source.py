@@ -30,7 +30,8 @@ import torch
 
 from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.device_pool import DeviceRowPool
-from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT, CpuCacheEngine
+from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT
+from lsm_gnn.cache.engines import make_engine
 from lsm_gnn.cache.fetcher import add_step_counts
 from lsm_gnn.cache.shard import OwnerShard
 from lsm_gnn.features import SourceStats
@@ -139,20 +140,13 @@ class DeviceCachedFeatureSource(OwnerShard):
         self.stats["policy"] = self.engine.policy_name
 
     def _make_engine(self, cfg, static_scores):
-        kind = getattr(cfg, "engine", "cpu")
-        b = self.budget
-        kw = dict(ways=cfg.ways, policy=cfg.policy, window=cfg.window, refresh_every=cfg.refresh_every,
-                  pvp=b.pvp, victim_depth=b.engine_depth, num_owners=self.num_owners, owner=self.owner,
-                  lookahead=getattr(cfg, "lookahead", None))
-        if kind == "cpu":
-            return CpuCacheEngine(self.capacity_rows, self.num_rows, static_scores, **kw)
-        if kind == "gpu":
-            from lsm_gnn.cache.gpu_engine import GpuCacheEngine
-
-            with self._engine_stream(True):
-                return GpuCacheEngine(self.capacity_rows, self.num_rows, static_scores, **kw)
-        raise ConfigError("<config>", "cache.engine", f"rows are served through the 'cpu' or 'gpu' engine; "
-                          f"found {kind!r} (the reference engine replays traces: lsm-gnn simulate)")
+        kind = cfg.engine
+        if kind not in ("cpu", "gpu"):
+            raise ConfigError("<config>", "cache.engine", f"rows are served through the 'cpu' or 'gpu' engine; "
+                              f"found {kind!r} (the reference engine replays traces: lsm-gnn simulate)")
+        with self._engine_stream(kind == "gpu"):
+            return make_engine(cfg, self.budget, self.num_rows, static_scores, num_owners=self.num_owners,
+                               owner=self.owner, kind=kind)
 
     @contextmanager
     def _engine_stream(self, gpu_engine: bool | None = None):

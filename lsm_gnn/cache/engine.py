@@ -23,8 +23,7 @@ from numba import njit
 
 from lsm_gnn.cache.memhint import PREFETCH_DISTANCE, prefetch_record
 from lsm_gnn.cache.geometry import cache_geometry, check_owner_args, local_rows
-from lsm_gnn.cache.policies import (HORIZON, KERNEL_CODES, STATE_ORDER, get_policy, lookahead_batches,
-                                    resolve_policy, state_arrays)
+from lsm_gnn.cache.policies import STATE_ORDER, get_policy, lookahead_batches, resolve_policy, state_arrays
 from lsm_gnn.cache.policies import kernels as hooks
 from lsm_gnn.cache.policies.horizon import LookaheadRing, batch_records, ingest, ring_capacity
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues, prefetch_queue
@@ -52,7 +51,7 @@ def filled_in_batch(v, G, rows, distinct, status, nd):
 
 
 @njit(cache=True, nogil=True)
-def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, ps, static,
+def step_kernel(batch, t, G, sets, ways, policies, code, window, pvp, depth, st, ps, static,
                 q_ids, q_count, land_ids, land_n, leave, retag, pending, ring, K, distinct, inverse, status,
                 slot, src, evicted, spill, spill_slot, spill_dst, nextuse, counts):
     """Serve one batch's decisions: dedupe, lookup all, then misses in first-occurrence order.
@@ -62,20 +61,21 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, ps, stati
     bit t, so this equals doing it before the batch). With a non-empty `pending` (tags refreshed
     every iteration), each filled line also gets the tag it will have at the next refresh before
     the batch t+1+W enters (window.first_reuse at t+1 of its current mask), so that refresh
-    needs no second look at the row. The policy's state `ps` goes to its hooks
-    (policies.kernels). A long-lookahead policy (code HORIZON) reads each id's next use from the
-    lookahead ring (batch t ingested, ids checked against it: RING_MISMATCH otherwise), retags
-    its hits, tags its fills at once, and may refuse a miss (admission: slot -1, `bypassed`).
+    needs no second look at the row. `policies` is the registry's token (policies.kernels: the
+    hooks are a chain over the registry, by `code`) and the policy's state `ps` goes to its hooks.
+    A long-lookahead policy (trait `long_lookahead`) reads each id's next use from the lookahead
+    ring (batch t ingested, ids checked against it: RING_MISMATCH otherwise), retags its hits and
+    tags its fills at once; a policy with `admission` may refuse a miss (slot -1, `bypassed`).
     """
     keys, pagerank, tag, set_fill, rows, dirty, in_dirty, dirty_n = st
-    stamp, visited, newer, older, rr, head, tail, hand = ps  # the policy's state (STATE_ORDER)
     n = len(batch)
     now = t + 1
     keep = 0xFFFFFFFF ^ (np.int64(1) << np.int64(t % 32))
     nland = land_n[0]
     nd = 0
     hits = vhits = storage = 0
-    long_la = code == HORIZON
+    long_la = hooks.long_lookahead(policies, code)  # the policy's traits
+    admits = hooks.admission(policies, code)
     r_row, r_next, r_base, r_last, r_meta = ring
     cap = len(r_row)
     rec0 = rec_n = np.int64(0)
@@ -117,7 +117,7 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, ps, stati
             status[nd] = HIT
             slot[nd] = s
             src[nd] = -1
-            hooks.on_hit(code, s, now, stamp, visited)
+            hooks.on_hit(policies, code, ps, s, now)
             hits += 1
         elif lp >= 0 and lp < nland and land_ids[lp] == v:
             status[nd] = VICTIM_HIT
@@ -148,10 +148,10 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, ps, stati
             w = f
             set_fill[si] = f + 1
         else:
-            w = hooks.choose_victim(code, base, ways, t, window, pagerank, tag, si, stamp, visited, newer, rr,
-                                    tail, hand)
+            w = hooks.choose_victim(policies, code, ps, si, base, ways, t, window, pagerank, tag)
             sl = base + w
-            if long_la and not hooks.admit(code, nextuse[d], static[v], sl, t, pagerank, tag):
+            in_tag = nextuse[d] if long_la else FRESH
+            if admits and not hooks.admit(policies, code, ps, in_tag, static[v], sl, t, pagerank, tag):
                 slot[d] = -1  # not cached: served from the read buffer, nothing evicted
                 nbyp += 1
                 continue
@@ -178,7 +178,7 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, ps, stati
                     else:
                         spill[d] = SPILL_DROPPED
                         ndrop += 1
-            hooks.on_evict(code, sl, si, base, newer, older, head, tail)
+            hooks.on_evict(policies, code, ps, sl, si, base)
         sl = base + w
         keys[sl] = v
         r = rows[loc]
@@ -194,7 +194,7 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, ps, stati
                 in_dirty[sl] = 1
                 dirty[dirty_n[0]] = sl
                 dirty_n[0] += 1
-        hooks.on_fill(code, sl, si, base, w, now, stamp, visited, newer, older, head, tail)
+        hooks.on_fill(policies, code, ps, sl, si, base, w, now)
         slot[d] = sl
     counts[0] = n
     counts[1] = nd
@@ -210,7 +210,7 @@ def step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, ps, stati
 
 
 @njit(cache=True, nogil=True)
-def replay_kernel(flat, offsets, G, sets, ways, code, window, refresh_every, pvp, depth, st, ps,
+def replay_kernel(flat, offsets, G, sets, ways, policies, code, window, refresh_every, pvp, depth, st, ps,
                   static, q_ids, q_count, land_ids, land_n, ring, K, out):
     """Run every batch of a trace: refresh, step, prefetch; one row of counts per batch.
 
@@ -234,7 +234,7 @@ def replay_kernel(flat, offsets, G, sets, ways, code, window, refresh_every, pvp
     spill_dst = np.empty(maxb, np.int64)
     keys, tag, rows = st[0], st[2], st[4]
     dirty, in_dirty, dirty_n = st[5], st[6], st[7]
-    if code == HORIZON:
+    if hooks.long_lookahead(policies, code):
         nextuse = np.empty(maxb, np.int32)
         meta = ring[4]
         for t in range(nb):
@@ -243,7 +243,7 @@ def replay_kernel(flat, offsets, G, sets, ways, code, window, refresh_every, pvp
                 ingest(flat[offsets[e]: offsets[e + 1]], e, G, K, ring, rows, tag)
             batch = flat[offsets[t]: offsets[t + 1]]
             no_pending = nextuse[:0]
-            step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, ps, static, q_ids, q_count,
+            step_kernel(batch, t, G, sets, ways, policies, code, window, pvp, depth, st, ps, static, q_ids, q_count,
                         land_ids, land_n, False, False, no_pending, ring, K, distinct, inverse, status, slot,
                         src, evicted, spill, spill_slot, spill_dst, nextuse, out[t])
             if pvp:
@@ -295,7 +295,7 @@ def replay_kernel(flat, offsets, G, sets, ways, code, window, refresh_every, pvp
         leave = incremental and t >= 1
         retag = incremental and due
         batch = flat[offsets[t]: offsets[t + 1]]
-        step_kernel(batch, t, G, sets, ways, code, window, pvp, depth, st, ps, static, q_ids, q_count,
+        step_kernel(batch, t, G, sets, ways, policies, code, window, pvp, depth, st, ps, static, q_ids, q_count,
                     land_ids, land_n, leave, retag, pending, ring, K, distinct, inverse, status, slot, src,
                     evicted, spill, spill_slot, spill_dst, nextuse, out[t])
         if pvp:
@@ -329,12 +329,13 @@ class StepResult:
 
 
 def configure_engine(engine, capacity_rows, num_rows, static_scores, ways, policy, window, refresh_every,
-                     pvp, victim_depth, num_owners, owner, *, kind: str, max_ways: int | None = None,
-                     lookahead: int | None = None):
+                     pvp, victim_depth, num_owners, owner, lookahead, *, kind: str, max_ways: int | None = None):
     """Validate and set the settings both engines share; returns the static scores (uint8, host).
 
-    `lookahead`: K, the future batches a long-lookahead policy reads (None: its default); the
-    engine's `lookahead` is the number of window batches `step` reads (K, or W for the others).
+    The settings come from the config through `lsm_gnn.cache.engines.engine_settings` (the
+    engines have no defaults of their own). `lookahead`: K, the future batches a long-lookahead
+    policy reads (cache.lookahead); the engine's `lookahead` is the number of window batches
+    `step` reads (K, or W for the others).
     """
     check_owner_args(num_rows, num_owners, owner)
     if refresh_every < 1:
@@ -350,7 +351,7 @@ def configure_engine(engine, capacity_rows, num_rows, static_scores, ways, polic
     engine.policy_name = resolve_policy(policy, engine.pvp)
     spec = get_policy(engine.policy_name)
     engine.code = spec.code
-    if engine.code not in KERNEL_CODES:
+    if not spec.kernels:
         raise InputError(f"policy {engine.policy_name!r} has no {kind} kernel (reference engine only)")
     engine.long_lookahead = bool(spec.long_lookahead)
     engine.lookahead = lookahead_batches(engine.policy_name, engine.window, lookahead)
@@ -366,14 +367,14 @@ def configure_engine(engine, capacity_rows, num_rows, static_scores, ways, polic
 class CpuCacheEngine:
     """Decisions of one owner's cache (no feature data: see fetcher.CachedFeatureSource)."""
 
-    def __init__(self, capacity_rows: int, num_rows: int, static_scores: np.ndarray, *, ways: int = 32,
-                 policy: str = "hybrid", window: int = 8, refresh_every: int = 1, pvp: bool = True,
-                 victim_depth: int = 32768, num_owners: int = 1, owner: int = 0,
-                 victims: VictimQueues | None = None, landing: LandingBuffer | None = None,
-                 lookahead: int | None = None):
+    def __init__(self, capacity_rows: int, num_rows: int, static_scores: np.ndarray, *, ways: int, policy: str,
+                 window: int, refresh_every: int, pvp: bool, victim_depth: int, lookahead: int,
+                 num_owners: int = 1, owner: int = 0, victims: VictimQueues | None = None,
+                 landing: LandingBuffer | None = None):
         self.static = configure_engine(self, capacity_rows, num_rows, static_scores, ways, policy, window,
-                                       refresh_every, pvp, victim_depth, num_owners, owner, kind="CPU",
-                                       lookahead=lookahead)
+                                       refresh_every, pvp, victim_depth, num_owners, owner, lookahead, kind="CPU")
+        hooks.check_kernels(self.policy_name)
+        self.policies = hooks.table()  # the registry as the kernels see it (dispatch by self.code)
         self.victims = victims or VictimQueues(self.window, self.depth)
         self.landing = landing or LandingBuffer(self.depth)
         if self.victims.depth != self.depth or len(self.landing.ids) != self.depth:
@@ -449,8 +450,8 @@ class CpuCacheEngine:
                          self.rows, self.tag, self.dirty, self.in_dirty, self.dirty_n)
         self._ensure_scratch(max(len(batch), 1))
         nd, nsp = step_kernel(batch, self.t, self.num_owners, self.geometry.sets, self.geometry.ways,
-                              self.code, self.window, self.pvp, self.depth, self._state, self._ps, self.static,
-                              self.victims.ids, self.victims.count, self.landing.ids, self.landing.n,
+                              self.policies, self.code, self.window, self.pvp, self.depth, self._state, self._ps,
+                              self.static, self.victims.ids, self.victims.count, self.landing.ids, self.landing.n,
                               False, False, self._no_pending, self.ring.arrays, self.ring.K, self._distinct,
                               self._inverse, self._status, self._slot, self._src, self._evicted, self._spill,
                               self._spill_slot, self._spill_dst, self._nextuse, self._counts)
@@ -504,8 +505,8 @@ class CpuCacheEngine:
         if self.long_lookahead:
             self.ring.ensure(ring_capacity(offsets, self.ring.K))
         replay_kernel(np.ascontiguousarray(flat, dtype=np.int64), offsets, self.num_owners,
-                      self.geometry.sets, self.geometry.ways, self.code, self.window, self.refresh_every,
-                      self.pvp, self.depth, self._state, self._ps, self.static, self.victims.ids,
+                      self.geometry.sets, self.geometry.ways, self.policies, self.code, self.window,
+                      self.refresh_every, self.pvp, self.depth, self._state, self._ps, self.static, self.victims.ids,
                       self.victims.count, self.landing.ids, self.landing.n, self.ring.arrays, self.ring.K, out)
         self.t = nb
         return out

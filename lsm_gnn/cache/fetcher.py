@@ -25,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT, CpuCacheEngine
+from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT
+from lsm_gnn.cache.engines import make_engine
 from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.rowpool import RowPool
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
@@ -84,11 +85,8 @@ class CachedFeatureSource(OwnerShard):
         depth = self.budget.engine_depth
         self.victims = VictimQueues(cfg.window, depth)
         self.landing = LandingBuffer(depth)
-        self.engine = CpuCacheEngine(self.capacity_rows, num_rows, static_scores, ways=cfg.ways,
-                                     policy=cfg.policy, window=cfg.window, refresh_every=cfg.refresh_every,
-                                     pvp=self.pvp, victim_depth=depth, num_owners=num_owners, owner=owner,
-                                     victims=self.victims, landing=self.landing,
-                                     lookahead=getattr(cfg, "lookahead", None))
+        self.engine = make_engine(cfg, self.budget, num_rows, static_scores, num_owners=num_owners, owner=owner,
+                                  kind="cpu", victims=self.victims, landing=self.landing)
         self.pool = RowPool(self.engine.geometry.lines, self.row_bytes, window=cfg.window, depth=depth,
                             pvp=self.pvp)
         self.stats["victim_buffer_bytes"] = self.pool.victim_bytes

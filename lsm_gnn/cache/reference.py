@@ -41,9 +41,9 @@ class ReferenceStep:
 
 
 class ReferenceCache:
-    def __init__(self, capacity_rows: int, num_rows: int, static_scores: np.ndarray, *, ways: int = 32,
-                 policy: str = "hybrid", window: int = 8, refresh_every: int = 1, pvp: bool = True,
-                 victim_depth: int = 32768, num_owners: int = 1, owner: int = 0, lookahead: int | None = None):
+    def __init__(self, capacity_rows: int, num_rows: int, static_scores: np.ndarray, *, ways: int, policy: str,
+                 window: int, refresh_every: int, pvp: bool, victim_depth: int, lookahead: int,
+                 num_owners: int = 1, owner: int = 0):
         check_owner_args(num_rows, num_owners, owner)
         geo = cache_geometry(capacity_rows, ways)
         self.num_sets, self.ways = geo.sets, geo.ways

@@ -15,14 +15,13 @@ from typing import Sequence
 import numpy as np
 
 from lsm_gnn.cache.budget import MemoryBudget, lookahead_bytes
-from lsm_gnn.cache.engine import COUNT_NAMES, CpuCacheEngine
+from lsm_gnn.cache.engine import COUNT_NAMES
+from lsm_gnn.cache.engines import ENGINES, make_engine
 from lsm_gnn.cache.geometry import cache_geometry, check_owned_ids, check_owner_args, local_rows
 from lsm_gnn.cache.policies import get_policy, lookahead_batches, resolve_policy
 from lsm_gnn.cache.policies.horizon import ring_capacity
 from lsm_gnn.cache.window import MAX_ITERATIONS
 from lsm_gnn.utils.errors import InputError
-
-ENGINES = ("cpu", "reference", "gpu")
 
 
 @dataclass
@@ -95,11 +94,7 @@ def replay(batches: Sequence[np.ndarray], cfg, num_rows: int, static_scores: np.
     capacity_rows = budget.cache_rows
     pvp = budget.pvp
     policy = resolve_policy(cfg.policy, pvp)
-    depth = budget.engine_depth
-    K = getattr(cfg, "lookahead", None)
-    settings = dict(policy=cfg.policy, window=cfg.window, refresh_every=cfg.refresh_every, pvp=pvp,
-                    victim_depth=depth, num_owners=num_owners, owner=owner, lookahead=K)
-    batches_ahead = lookahead_batches(policy, cfg.window, K)
+    batches_ahead = lookahead_batches(policy, cfg.window, cfg.lookahead)
     config = {"ways": cfg.ways, "window": cfg.window, "refresh_every": cfg.refresh_every,
               "victim_buffer": pvp, "victim_depth": budget.victim_depth, "lookahead": batches_ahead,
               "num_owners": num_owners, "owner": owner}
@@ -111,16 +106,11 @@ def replay(batches: Sequence[np.ndarray], cfg, num_rows: int, static_scores: np.
     else:
         geo = cache_geometry(capacity_rows, cfg.ways)
         sets, ways, capacity = geo.sets, geo.ways, int(capacity_rows)
-        if engine == "cpu":
-            eng = CpuCacheEngine(capacity_rows, num_rows, static_scores, ways=cfg.ways, **settings)
-            rows = eng.replay(flat, offsets)
-        elif engine == "reference":
-            from lsm_gnn.cache.reference import ReferenceCache
-
-            ref = ReferenceCache(capacity_rows, num_rows, static_scores, ways=cfg.ways, **settings)
-            rows = ref.replay([flat[offsets[b]: offsets[b + 1]] for b in range(len(offsets) - 1)])
+        eng = make_engine(cfg, budget, num_rows, static_scores, num_owners=num_owners, owner=owner, kind=engine)
+        if engine == "reference":
+            rows = eng.replay([flat[offsets[b]: offsets[b + 1]] for b in range(len(offsets) - 1)])
         else:
-            rows = _gpu_replay(flat, offsets, capacity_rows, num_rows, static_scores, cfg.ways, settings)
+            rows = eng.replay(flat, offsets)
     seconds = time.perf_counter() - start
     per_batch = {name: np.ascontiguousarray(rows[:, i]) for i, name in enumerate(COUNT_NAMES)}
     ring = get_policy(policy).long_lookahead if policy != "none" else False
@@ -151,11 +141,3 @@ def _no_cache(flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         d = len(np.unique(ids))
         rows[b, 0], rows[b, 1], rows[b, 4] = len(ids), d, d
     return rows
-
-
-def _gpu_replay(flat, offsets, capacity_rows, num_rows, static_scores, ways, settings) -> np.ndarray:
-    try:
-        from lsm_gnn.cache import gpu_engine as gpu  # CuPy engine; InputError without a GPU
-    except ImportError as e:
-        raise InputError(f"the GPU cache engine is not available here ({e}); use engine='cpu'") from None
-    return gpu.replay_counts(flat, offsets, capacity_rows, num_rows, static_scores, ways=ways, **settings)

@@ -36,7 +36,7 @@ class OwnerShard(FeatureSource):
         self.capacity_rows = int(budget.cache_rows)
         self.enabled = bool(cfg.enabled) and self.capacity_rows >= 1
         # the future batches the policy reads: W, or K for a long-lookahead policy (horizon)
-        self.window = LookaheadWindow(lookahead_batches(cfg.policy, cfg.window, getattr(cfg, "lookahead", None)))
+        self.window = LookaheadWindow(lookahead_batches(cfg.policy, cfg.window, cfg.lookahead))
         self.counters = TierCounters()
         self._last = None  # (status, inverse) of the last fetch, for last_tiers
 

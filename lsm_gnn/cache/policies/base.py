@@ -1,17 +1,26 @@
-"""What every eviction policy plug-in is: codes, the reference hooks, the kernel state it declares.
+"""What every eviction policy plug-in is: its traits, the reference hooks, its kernel hooks.
 
-A policy exists twice, with identical decisions (docs/cache-semantics.md, "Victim choice"):
+A policy is one module (libCacheSim's shape: one file per policy filling one hook table) and one
+line of the registry (`lsm_gnn.cache.policies`); its CUDA hooks are one header,
+cuda/policies/<module>.cuh. The module holds, with identical decisions (docs/cache-semantics.md,
+"Victim choice"):
 
 * a Python class (`EvictionPolicy`) whose hooks the pure-Python reference engine calls, written
   to be read: `on_hit`, `on_fill`, `victim` (sees one full set as `LineView`s), `on_evict`, and
   `admit` (admission control: may a miss be cached at all);
-* numba hook functions in the same module (`kernel_*`), which the CPU engine calls through the
-  dispatchers of `lsm_gnn.cache.policies.kernels` by the policy's integer `code`; the GPU engine
-  has the same hooks in CUDA (cuda/policies/<name>.cuh).
+* numba hooks (`kernels`: a table of `@njit(forceinline=True, _nrt=False)` functions with the
+  signatures of `KERNEL_HOOKS`), which the CPU engine's kernels call through
+  `lsm_gnn.cache.policies.kernels`; the CPU engine is compiled once per policy with its hooks
+  inlined.
 
-Kernel state: a policy names the per-line and per-set arrays it keeps (`state`, from
-`STATE_SPECS`); both engines allocate those and give every other name an empty array, so the
-engine itself knows nothing of LRU stamps or SIEVE lists.
+The traits the engines ask instead of naming a policy: `long_lookahead` (reads K batches, tags
+exact and fills tagged at once), `admission` (has an `admit` hook: may refuse a miss),
+`victim_choice` ("key": the victim is the way of the minimum of a per-way key, a warp reduction on
+the GPU; "scan": a sequential walk that mutates per-set state, lane 0 on the GPU) and `state` (the
+kernel state arrays it keeps, names of `STATE_SPECS`: both engines allocate those and give every
+other name an empty array, so the engines know nothing of LRU stamps or SIEVE lists). The
+registry assigns `code` (the GPU kernels' runtime policy number) and `kernel_key` (the CPU
+kernels' compile-time identity: name and a digest of the module's source).
 """
 
 from __future__ import annotations
@@ -23,9 +32,6 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from lsm_gnn.cache.window import FRESH, NO_REUSE
-
-# integer codes shared by the CPU (numba) and GPU (CUDA) engines
-RR, STATIC, DYNAMIC, HYBRID, HYBRID_PVP, LRU, SIEVE, HORIZON = range(8)
 
 # Kernel policy state: name -> (dtype, "line" | "set", initial value). The kernels receive the
 # arrays as one tuple in this order (indices below).
@@ -41,6 +47,20 @@ STATE_SPECS: dict[str, tuple[type, str, int]] = {
 }
 STATE_ORDER = tuple(STATE_SPECS)
 STAMP, VISITED, NEWER, OLDER, RR_COUNTER, HEAD, TAIL, HAND = range(len(STATE_ORDER))
+
+# The numba hooks a policy's `kernels` table may hold, with the arguments the CPU engine passes
+# (`ps`: the tuple of state arrays in STATE_ORDER; `sl` = base + way a slot, `si` its set, `base`
+# the set's first slot, `now` = t + 1). Only `victim` is required; a missing hook does nothing
+# (admit: always). cuda/policies/<module>.cuh defines `<name>_<hook>` for the same hooks
+# (`<name>_victim_key` for a "key" victim choice), with the signatures of lsm_gnn.cache.gpu_engine.CUDA_HOOKS.
+KERNEL_HOOKS: dict[str, str] = {
+    "on_hit": "(ps, sl, now)",
+    "victim": "(ps, si, base, ways, t, window, pagerank, tag) -> way, or for a 'key' policy the same answer",
+    "admit": "(ps, in_tag, in_pr, sl, t, pagerank, tag) -> bool",
+    "on_evict": "(ps, sl, si, base)",
+    "on_fill": "(ps, sl, si, base, w, now)",
+}
+VICTIM_CHOICES = ("key", "scan")
 
 
 @dataclass(frozen=True)
@@ -73,6 +93,9 @@ class EvictionPolicy(abc.ABC):
 
     name: ClassVar[str]
     code: ClassVar[int]
+    """Assigned by the registry (register_policy): the GPU kernels' policy number."""
+    kernel_key: ClassVar[str]
+    """Assigned by the registry: the CPU kernels' compile-time identity (name:digest of the module)."""
     description: ClassVar[str] = ""
     uses_static: ClassVar[bool] = False
     uses_window: ClassVar[bool] = False
@@ -83,6 +106,14 @@ class EvictionPolicy(abc.ABC):
     long_lookahead: ClassVar[bool] = False
     """Reads K = cache.lookahead future batches (its tags are exact over them, refreshed every
     iteration, and a fill is tagged at once); other policies read the W = cache.window batches."""
+    admission: ClassVar[bool] = False
+    """Admission control: `admit` (and the kernel hook `admit`) may refuse a miss."""
+    victim_choice: ClassVar[str] = "key"
+    """How the kernels choose a victim (VICTIM_CHOICES): "key", the way with the minimum of a
+    per-way key, ties to the lowest way (the GPU reduces over a warp); "scan", a sequential walk
+    that mutates per-set state (the GPU runs it on lane 0)."""
+    kernels: ClassVar[dict[str, Any]] = {}
+    """The numba hooks (KERNEL_HOOKS names -> njit functions); empty: reference engine only."""
     host_fraction: ClassVar[float] = 0.10
     """Default share of the device's budget for the victim buffer and landing buffer when
     cache.victim_buffer.host_fraction is not set (docs/memory-budget.md)."""
@@ -108,5 +139,4 @@ class EvictionPolicy(abc.ABC):
         """Way index to evict from the full set `lines` during iteration `t`."""
 
 
-__all__ = ["RR", "STATIC", "DYNAMIC", "HYBRID", "HYBRID_PVP", "LRU", "SIEVE", "HORIZON", "STATE_SPECS",
-           "STATE_ORDER", "LineView", "EvictionPolicy", "effective", "lowest_pagerank", "FRESH", "NO_REUSE"]
+__all__ = ["STATE_SPECS", "STATE_ORDER", "KERNEL_HOOKS", "VICTIM_CHOICES", "LineView", "EvictionPolicy", "effective", "lowest_pagerank", "FRESH", "NO_REUSE"]

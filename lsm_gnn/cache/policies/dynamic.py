@@ -5,20 +5,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from lsm_gnn.cache.policies.base import DYNAMIC, EvictionPolicy, effective
+from lsm_gnn.cache.policies.base import EvictionPolicy, effective
 from lsm_gnn.cache.window import NO_REUSE
 
 
-class Dynamic(EvictionPolicy):
-    name, code, uses_window = "dynamic", DYNAMIC, True
-    description = "farthest next reuse in the window (NO_REUSE > FRESH > any known reuse)"
-
-    def victim(self, state, lines, t, window):
-        return max(range(len(lines)), key=lambda w: (effective(lines[w].tag, t), -w))
-
-
 @njit(cache=True, forceinline=True, _nrt=False)
-def kernel_victim(tag, base, ways, t):
+def kernel_victim(ps, si, base, ways, t, window, pagerank, tag):
     """Max effective tag, lowest way: the minimum of (-(effective tag), way)."""
     tg_ = tag[base: base + ways]
     best = np.int64(1) << 62
@@ -27,3 +19,12 @@ def kernel_victim(tag, base, ways, t):
         e = NO_REUSE if tg <= t else tg
         best = min(best, ((NO_REUSE - e) << 11) | w)
     return np.int64(best & 2047)
+
+
+class Dynamic(EvictionPolicy):
+    name, uses_window = "dynamic", True
+    description = "farthest next reuse in the window (NO_REUSE > FRESH > any known reuse)"
+    kernels = {"victim": kernel_victim}
+
+    def victim(self, state, lines, t, window):
+        return max(range(len(lines)), key=lambda w: (effective(lines[w].tag, t), -w))

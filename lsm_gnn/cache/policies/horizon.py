@@ -28,12 +28,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from lsm_gnn.cache.policies.base import HORIZON, EvictionPolicy, effective
+from lsm_gnn.cache.policies.base import EvictionPolicy, effective
 from lsm_gnn.cache.window import FRESH, NO_REUSE, ROW_SLOT
-
-DEFAULT_LOOKAHEAD = 128
-"""K: future batches read (chosen by measurement: the K sweep in docs/cache.md)."""
-
 
 def rank(line, t: int) -> int:
     """Eviction rank (the lowest goes first): PageRank byte without a request in the lookahead,
@@ -42,20 +38,6 @@ def rank(line, t: int) -> int:
     if tag in (NO_REUSE, FRESH):
         return int(line.pagerank)
     return 256 + int(NO_REUSE - tag)
-
-
-class Horizon(EvictionPolicy):
-    name, code = "horizon", HORIZON
-    description = ("exact next use within K batches (Belady), PageRank past them, admission control, "
-                   "the whole budget as cache lines")
-    uses_static = uses_window = long_lookahead = True
-    host_fraction = 0.0
-
-    def victim(self, state, lines, t, window):
-        return min(range(len(lines)), key=lambda w: (rank(lines[w], t), w))
-
-    def admit(self, state, lines, way, incoming, t):
-        return rank(incoming, t) > rank(lines[way], t)
 
 
 # ---- kernel hooks -------------------------------------------------------------------------------
@@ -67,7 +49,7 @@ def kernel_rank(tg, pr, t):
 
 
 @njit(cache=True, forceinline=True, _nrt=False)
-def kernel_victim(pagerank, tag, base, ways, t):
+def kernel_victim(ps, si, base, ways, t, window, pagerank, tag):
     best = np.int64(1) << 62
     for w in range(ways):
         best = min(best, (kernel_rank(tag[base + w], pagerank[base + w], t) << 11) | w)
@@ -75,8 +57,23 @@ def kernel_victim(pagerank, tag, base, ways, t):
 
 
 @njit(cache=True, forceinline=True, _nrt=False)
-def kernel_admit(in_tag, in_pr, sl, t, pagerank, tag):
+def kernel_admit(ps, in_tag, in_pr, sl, t, pagerank, tag):
     return kernel_rank(in_tag, in_pr, t) > kernel_rank(tag[sl], pagerank[sl], t)
+
+
+class Horizon(EvictionPolicy):
+    name = "horizon"
+    description = ("exact next use within K batches (Belady), PageRank past them, admission control, "
+                   "the whole budget as cache lines")
+    uses_static = uses_window = long_lookahead = admission = True
+    host_fraction = 0.0
+    kernels = {"victim": kernel_victim, "admit": kernel_admit}
+
+    def victim(self, state, lines, t, window):
+        return min(range(len(lines)), key=lambda w: (rank(lines[w], t), w))
+
+    def admit(self, state, lines, way, incoming, t):
+        return rank(incoming, t) > rank(lines[way], t)
 
 
 # ---- the CPU engine's lookahead ring ------------------------------------------------------------

@@ -1,72 +1,181 @@
-"""The policy hooks the CPU engine's kernels call, dispatched by the policy's integer code.
+"""The policy hooks the CPU engine's kernels call, dispatched by the policy's code over the registry.
 
-Numba cannot call a function picked at run time from a table, so each hook is a branch on
-`code` that calls the policy module's own numba function. The engine unpacks the tuple of policy
-state arrays (base.STATE_ORDER; empty arrays for state a policy does not keep) once per batch and
-passes the arrays themselves.
+Numba cannot call a function picked at run time from a table, so each hook is a chain of branches
+on `code` that calls the policies' own numba functions. The chain is not written here: the
+kernels receive a `PolicyTable` token (`table()`) whose numba type names the registered policies
+(their `kernel_key`s, in code order), and each hook below is a numba `overload` that, when a
+kernel is compiled for that type, generates the chain from the policies' `kernels` tables (a
+policy without a hook: a no-op, or True for admit). The traits the kernels ask
+(`long_lookahead`, `admission`) are chains of constants the same way. So nothing in this file or
+in the engine names a policy, and a policy registered later (a plug-in, a test's) runs without a
+line here: a new registry is a new type, compiled (and cached on disk by numba) once. The key of
+a policy holds a digest of its module, so an edited policy module is compiled afresh too.
 
-Every hook (here and the policies' `kernel_*`) is `@njit(forceinline=True, _nrt=False)`: LLVM
-inlines it and, without NRT, no reference count moves when an array crosses the call. Numba's
-IR-level `inline="always"` (or a plain call) kept an NRT incref/decref pair per array per call in
-the per-id loops, which made replay 25-35 % slower than the engine with the policies written
-inline; with these flags it is as fast or faster (docs/cache.md, "Policies as plug-ins"). The
-hooks allocate nothing, which is what `_nrt=False` requires.
+Every hook is `@njit(forceinline=True, _nrt=False)` (the policies' `kernel_*` and the chains
+alike): LLVM inlines it and, without NRT, no reference count moves when an array crosses the
+call. Numba's IR-level `inline="always"` (or a plain call) kept an NRT incref/decref pair per
+array per call in the per-id loops, which made replay 25-35 % slower than the engine with the
+policies written inline; with these flags it is as fast or faster (docs/cache.md, "Policies as
+plug-ins"). The hooks allocate nothing, which is what `_nrt=False` requires.
 """
 
 from __future__ import annotations
 
-from numba import njit
+import hashlib
 
-from lsm_gnn.cache.policies import dynamic, horizon, hybrid, lru, round_robin, sieve, static
-from lsm_gnn.cache.policies.base import DYNAMIC, HORIZON, HYBRID, HYBRID_PVP, LRU, RR, SIEVE, STATIC
+from numba import types
+from numba.extending import NativeValue, models, overload, register_model, typeof_impl, unbox
 
+from lsm_gnn.cache.policies import REGISTRY, by_kernel_key, policy_class
+from lsm_gnn.utils.errors import InputError
 
-@njit(cache=True, forceinline=True, _nrt=False)
-def on_hit(code, sl, now, stamp, visited):
-    if code == LRU:
-        lru.kernel_touch(stamp, sl, now)
-    elif code == SIEVE:
-        sieve.kernel_on_hit(visited, sl)
+_HOOK_JIT = {"forceinline": True, "_nrt": False}
 
 
-@njit(cache=True, forceinline=True, _nrt=False)
-def choose_victim(code, base, ways, t, window, pagerank, tag, si, stamp, visited, newer, rr, tail, hand):
+class PolicyTable:
+    """What the CPU kernels receive for "which policies exist": only its numba type matters."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: tuple[tuple[int, str], ...]):
+        self.keys = keys
+
+    def __repr__(self) -> str:
+        return f"PolicyTable({[k for _, k in self.keys]})"
+
+
+class PolicyTableType(types.Opaque):
+    """One type per registry: (code, kernel_key) of every policy with numba hooks."""
+
+    def __init__(self, keys: tuple[tuple[int, str], ...]):
+        self.policy_keys = tuple(keys)
+        digest = hashlib.sha1(repr(self.policy_keys).encode()).hexdigest()[:16]
+        super().__init__(name=f"PolicyTable({len(self.policy_keys)} policies, {digest})")
+
+
+@typeof_impl.register(PolicyTable)
+def _typeof_table(val, c):
+    return PolicyTableType(val.keys)
+
+
+register_model(PolicyTableType)(models.OpaqueModel)
+
+
+@unbox(PolicyTableType)
+def _unbox_table(typ, obj, c):
+    return NativeValue(c.context.get_dummy_value())
+
+
+def table() -> PolicyTable:
+    """The token of the registry as it is now (every policy with numba hooks)."""
+    return PolicyTable(tuple((cls.code, cls.kernel_key) for cls in REGISTRY.values() if cls.kernels))
+
+
+def check_kernels(policy: str) -> None:
+    """InputError unless the CPU engine can run `policy` (it has numba hooks)."""
+    if not policy_class(policy).kernels:
+        raise InputError(f"policy {policy!r} has no CPU kernel hooks (reference engine only)")
+
+
+def _chain(tab, make_call, params: str, default: str):
+    """impl(policies, code, <params>): `if code == c: <call of that policy>` for every policy of the
+    table whose `make_call(cls)` is not None (a Python expression over f<i> and the params),
+    else `default`."""
+    if not isinstance(tab, PolicyTableType):
+        return None
+    lines, ns = [f"def impl(policies, code{params}):"], {}
+    for i, (code, key) in enumerate(tab.policy_keys):
+        call = make_call(by_kernel_key(key), f"f{i}", ns)
+        if call is not None:
+            lines.append(f"    if code == {int(code)}:")
+            lines.append(f"        return {call}")
+    lines.append(f"    return {default}")
+    exec("\n".join(lines), ns)  # the chain over the registry's policies, compiled by numba
+    return ns["impl"]
+
+
+def _hook(name: str, args: str):
+    def make_call(cls, fname, ns):
+        fn = cls.kernels.get(name)
+        if fn is None:
+            return None
+        ns[fname] = fn
+        return f"{fname}({args})"
+    return make_call
+
+
+def _trait(name: str):
+    def make_call(cls, fname, ns):
+        return "True" if getattr(cls, name) else None
+    return make_call
+
+
+# ---- the hooks (pure-Python stubs: they only exist inside numba kernels) ----------------------
+def long_lookahead(policies, code):
+    raise NotImplementedError("a numba kernel hook")
+
+
+def admission(policies, code):
+    raise NotImplementedError("a numba kernel hook")
+
+
+def on_hit(policies, code, ps, sl, now):
+    raise NotImplementedError("a numba kernel hook")
+
+
+def choose_victim(policies, code, ps, si, base, ways, t, window, pagerank, tag):
     """Way (0..ways-1) to evict from the full set si whose slots start at `base`. Mutates only
     policy state (round-robin counter, SIEVE visited bits and hand)."""
-    if code == RR:
-        return round_robin.kernel_victim(rr, si, ways)
-    if code == STATIC:
-        return static.kernel_victim(pagerank, base, ways)
-    if code == DYNAMIC:
-        return dynamic.kernel_victim(tag, base, ways, t)
-    if code == HYBRID or code == HYBRID_PVP:
-        return hybrid.kernel_victim(code, pagerank, tag, base, ways, t, window)
-    if code == LRU:
-        return lru.kernel_victim(stamp, base, ways)
-    if code == SIEVE:
-        return sieve.kernel_victim(visited, newer, tail, hand, si, base)
-    if code == HORIZON:
-        return horizon.kernel_victim(pagerank, tag, base, ways, t)
-    return -1
+    raise NotImplementedError("a numba kernel hook")
 
 
-@njit(cache=True, forceinline=True, _nrt=False)
-def admit(code, in_tag, in_pr, sl, t, pagerank, tag):
+def admit(policies, code, ps, in_tag, in_pr, sl, t, pagerank, tag):
     """May the miss (its tag and PageRank byte) replace the victim in slot sl?"""
-    if code == HORIZON:
-        return horizon.kernel_admit(in_tag, in_pr, sl, t, pagerank, tag)
-    return True
+    raise NotImplementedError("a numba kernel hook")
 
 
-@njit(cache=True, forceinline=True, _nrt=False)
-def on_evict(code, sl, si, base, newer, older, head, tail):
-    if code == SIEVE:
-        sieve.kernel_on_evict(newer, older, head, tail, si, base, sl)
+def on_evict(policies, code, ps, sl, si, base):
+    raise NotImplementedError("a numba kernel hook")
 
 
-@njit(cache=True, forceinline=True, _nrt=False)
-def on_fill(code, sl, si, base, w, now, stamp, visited, newer, older, head, tail):
-    if code == LRU:
-        lru.kernel_touch(stamp, sl, now)
-    elif code == SIEVE:
-        sieve.kernel_on_fill(visited, newer, older, head, tail, si, base, sl, w)
+def on_fill(policies, code, ps, sl, si, base, w, now):
+    raise NotImplementedError("a numba kernel hook")
+
+
+@overload(long_lookahead, jit_options=_HOOK_JIT)
+def _long_lookahead(policies, code):
+    return _chain(policies, _trait("long_lookahead"), "", "False")
+
+
+@overload(admission, jit_options=_HOOK_JIT)
+def _admission(policies, code):
+    return _chain(policies, _trait("admission"), "", "False")
+
+
+_VICTIM = "ps, si, base, ways, t, window, pagerank, tag"
+_ADMIT = "ps, in_tag, in_pr, sl, t, pagerank, tag"
+
+
+@overload(on_hit, jit_options=_HOOK_JIT)
+def _on_hit(policies, code, ps, sl, now):
+    return _chain(policies, _hook("on_hit", "ps, sl, now"), ", ps, sl, now", "None")
+
+
+@overload(choose_victim, jit_options=_HOOK_JIT)
+def _choose_victim(policies, code, ps, si, base, ways, t, window, pagerank, tag):
+    return _chain(policies, _hook("victim", _VICTIM), ", " + _VICTIM, "-1")
+
+
+@overload(admit, jit_options=_HOOK_JIT)
+def _admit(policies, code, ps, in_tag, in_pr, sl, t, pagerank, tag):
+    return _chain(policies, _hook("admit", _ADMIT), ", " + _ADMIT, "True")
+
+
+@overload(on_evict, jit_options=_HOOK_JIT)
+def _on_evict(policies, code, ps, sl, si, base):
+    return _chain(policies, _hook("on_evict", "ps, sl, si, base"), ", ps, sl, si, base", "None")
+
+
+@overload(on_fill, jit_options=_HOOK_JIT)
+def _on_fill(policies, code, ps, sl, si, base, w, now):
+    return _chain(policies, _hook("on_fill", "ps, sl, si, base, w, now"), ", ps, sl, si, base, w, now", "None")

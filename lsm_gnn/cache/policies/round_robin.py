@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from numba import njit
 
-from lsm_gnn.cache.policies.base import RR, EvictionPolicy
+from lsm_gnn.cache.policies.base import RR_COUNTER, EvictionPolicy
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def kernel_victim(ps, si, base, ways, t, window, pagerank, tag):
+    rr = ps[RR_COUNTER]
+    way = rr[si] % ways
+    rr[si] += 1
+    return way
 
 
 class RoundRobin(EvictionPolicy):
-    name, code = "round_robin", RR
+    name = "round_robin"
     description = "per-set counter modulo ways (the counter advances on every eviction)"
     state = ("rr",)
+    victim_choice = "scan"
+    kernels = {"victim": kernel_victim}
 
     def new_set_state(self, ways):
         return {"counter": 0}
@@ -19,10 +29,3 @@ class RoundRobin(EvictionPolicy):
         way = state["counter"] % len(lines)
         state["counter"] += 1
         return way
-
-
-@njit(cache=True, forceinline=True, _nrt=False)
-def kernel_victim(rr, si, ways):
-    way = rr[si] % ways
-    rr[si] += 1
-    return way

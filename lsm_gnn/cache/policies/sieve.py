@@ -6,13 +6,61 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from lsm_gnn.cache.policies.base import SIEVE, EvictionPolicy
+from lsm_gnn.cache.policies.base import HAND, HEAD, NEWER, OLDER, TAIL, VISITED, EvictionPolicy
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def kernel_on_hit(ps, sl, now):
+    ps[VISITED][sl] = 1
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def kernel_victim(ps, si, base, ways, t, window, pagerank, tag):
+    visited, newer, tail, hand = ps[VISITED], ps[NEWER], ps[TAIL], ps[HAND]
+    p = hand[si] if hand[si] >= 0 else tail[si]
+    while visited[base + p]:
+        visited[base + p] = 0
+        p = newer[base + p] if newer[base + p] >= 0 else tail[si]
+    hand[si] = newer[base + p]
+    return np.int64(p)
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def kernel_on_evict(ps, sl, si, base):
+    """Unlink the victim from its set's list."""
+    newer, older, head, tail = ps[NEWER], ps[OLDER], ps[HEAD], ps[TAIL]
+    nw, ow = newer[sl], older[sl]
+    if nw >= 0:
+        older[base + nw] = ow
+    else:
+        head[si] = ow
+    if ow >= 0:
+        newer[base + ow] = nw
+    else:
+        tail[si] = nw
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def kernel_on_fill(ps, sl, si, base, w, now):
+    """The new line becomes the head (newest), unvisited."""
+    visited, newer, older, head, tail = ps[VISITED], ps[NEWER], ps[OLDER], ps[HEAD], ps[TAIL]
+    visited[sl] = 0
+    older[sl] = head[si]
+    newer[sl] = -1
+    if head[si] >= 0:
+        newer[base + head[si]] = w
+    else:
+        tail[si] = w
+    head[si] = w
 
 
 class Sieve(EvictionPolicy):
-    name, code = "sieve", SIEVE
+    name = "sieve"
     description = "SIEVE (NSDI'24): FIFO queue per set, visited bits, a hand moving tail to head"
     state = ("visited", "newer", "older", "head", "tail", "hand")
+    victim_choice = "scan"
+    kernels = {"on_hit": kernel_on_hit, "victim": kernel_victim, "on_evict": kernel_on_evict,
+               "on_fill": kernel_on_fill}
 
     def new_set_state(self, ways):
         # order: ways from oldest (tail) to newest (head); hand: way to examine next or None
@@ -37,45 +85,3 @@ class Sieve(EvictionPolicy):
 
     def on_evict(self, state, way):
         state["order"].remove(way)
-
-
-@njit(cache=True, forceinline=True, _nrt=False)
-def kernel_on_hit(visited, sl):
-    visited[sl] = 1
-
-
-@njit(cache=True, forceinline=True, _nrt=False)
-def kernel_victim(visited, newer, tail, hand, si, base):
-    p = hand[si] if hand[si] >= 0 else tail[si]
-    while visited[base + p]:
-        visited[base + p] = 0
-        p = newer[base + p] if newer[base + p] >= 0 else tail[si]
-    hand[si] = newer[base + p]
-    return np.int64(p)
-
-
-@njit(cache=True, forceinline=True, _nrt=False)
-def kernel_on_evict(newer, older, head, tail, si, base, sl):
-    """Unlink the victim from its set's list."""
-    nw, ow = newer[sl], older[sl]
-    if nw >= 0:
-        older[base + nw] = ow
-    else:
-        head[si] = ow
-    if ow >= 0:
-        newer[base + ow] = nw
-    else:
-        tail[si] = nw
-
-
-@njit(cache=True, forceinline=True, _nrt=False)
-def kernel_on_fill(visited, newer, older, head, tail, si, base, sl, w):
-    """The new line becomes the head (newest), unvisited."""
-    visited[sl] = 0
-    older[sl] = head[si]
-    newer[sl] = -1
-    if head[si] >= 0:
-        newer[base + head[si]] = w
-    else:
-        tail[si] = w
-    head[si] = w

@@ -5,19 +5,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from lsm_gnn.cache.policies.base import STATIC, EvictionPolicy, lowest_pagerank
-
-
-class Static(EvictionPolicy):
-    name, code, uses_static = "static", STATIC, True
-    description = "lowest PageRank byte"
-
-    def victim(self, state, lines, t, window):
-        return lowest_pagerank(lines, range(len(lines)))
+from lsm_gnn.cache.policies.base import EvictionPolicy, lowest_pagerank
 
 
 @njit(cache=True, forceinline=True, _nrt=False)
-def kernel_victim(pagerank, base, ways):
+def kernel_victim(ps, si, base, ways, t, window, pagerank, tag):
     """Minimum of the packed key (PageRank, way): branch-free int32 arithmetic LLVM vectorizes
     (ways < 2048, so the way fits in the low 11 bits)."""
     pr_ = pagerank[base: base + ways]
@@ -25,3 +17,12 @@ def kernel_victim(pagerank, base, ways):
     for w in range(ways):
         best = min(best, (np.int32(pr_[w]) << np.int32(11)) | np.int32(w))
     return np.int64(best & 2047)
+
+
+class Static(EvictionPolicy):
+    name, uses_static = "static", True
+    description = "lowest PageRank byte"
+    kernels = {"victim": kernel_victim}
+
+    def victim(self, state, lines, t, window):
+        return lowest_pagerank(lines, range(len(lines)))

@@ -1,4 +1,4 @@
-"""Adding a policy is its module and one registry call: a FIFO policy defined in this file alone
+"""Adding a policy is its module and one registry call: a policy defined in this file alone
 (its reference hooks, traits and numba hooks) runs through the CPU engine, the reference engine,
 the decision replay and the simulator, and makes the same decisions in all of them; nothing in
 the engines names it. (A built-in policy is three files: its module in lsm_gnn/cache/policies/,
@@ -13,7 +13,7 @@ from numba import njit
 from lsm_gnn.cache import policies
 from lsm_gnn.cache.budget import budget_for_cache_rows
 from lsm_gnn.cache.engine import CpuCacheEngine
-from lsm_gnn.cache.policies.base import STAMP, EvictionPolicy
+from lsm_gnn.cache.policies.base import RR_COUNTER, EvictionPolicy
 from lsm_gnn.cache.reference import ReferenceCache
 from lsm_gnn.cache.replay import flatten_batches, replay
 from lsm_gnn.config import CacheConfig
@@ -24,43 +24,40 @@ from lsm_gnn.utils.errors import InputError
 from engine_args import engine_kwargs
 
 
-# ---- the whole plug-in: FIFO (the oldest fill goes; hits change nothing) ------------------------
-@njit(cache=True, forceinline=True, _nrt=False)
-def fifo_on_fill(ps, sl, si, base, w, now):
-    ps[STAMP][sl] = now
+# ---- the whole plug-in: a seeded pseudo-random victim (a hash of the iteration and the set's evictions)
+SEED = 12345
 
 
 @njit(cache=True, forceinline=True, _nrt=False)
-def fifo_victim(ps, si, base, ways, t, window, pagerank, tag):
-    st_ = ps[STAMP][base: base + ways]
-    best = np.int64(1) << 62
-    for w in range(ways):
-        best = min(best, (st_[w] << 11) | w)
-    return np.int64(best & 2047)
+def hashed_victim(ps, si, base, ways, t, window, pagerank, tag):
+    count = ps[RR_COUNTER]
+    way = (104729 * t + 7919 * count[si] + SEED) % ways
+    count[si] += 1
+    return way
 
 
-class Fifo(EvictionPolicy):
-    name = "fifo_test"
-    description = "first in, first out per set (a test's plug-in)"
-    state = ("stamp",)
-    kernels = {"victim": fifo_victim, "on_fill": fifo_on_fill}
+class SeededRandom(EvictionPolicy):
+    name = "seeded_random_test"
+    description = "a pseudo-random way per eviction: a seeded hash of the iteration and the set's evictions"
+    state = ("rr",)
+    victim_choice = "scan"  # it mutates per-set state
+    kernels = {"victim": hashed_victim}
 
     def new_set_state(self, ways):
-        return [0] * ways
-
-    def on_fill(self, state, way, t):
-        state[way] = t + 1
+        return {"count": 0}
 
     def victim(self, state, lines, t, window):
-        return min(range(len(lines)), key=lambda w: (state[w], w))
+        way = (104729 * t + 7919 * state["count"] + SEED) % len(lines)
+        state["count"] += 1
+        return way
 # ---------------------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def fifo():
-    policies.register_policy(Fifo)
-    yield Fifo
-    policies.unregister_policy(Fifo.name)
+def plugin():
+    policies.register_policy(SeededRandom)
+    yield SeededRandom
+    policies.unregister_policy(SeededRandom.name)
 
 
 def _trace(seed=0, rows=600, batches=14, size=90):
@@ -70,11 +67,11 @@ def _trace(seed=0, rows=600, batches=14, size=90):
     return [rng.choice(rows, size=size, p=p).astype(np.int64) for _ in range(batches)]
 
 
-def test_a_policy_registered_outside_the_package_runs_on_the_cpu_engine_as_on_the_reference(fifo):
-    assert fifo.name in policies.configurable_names() and fifo.code == len(policies.BUILTIN)
+def test_a_policy_registered_outside_the_package_runs_on_the_cpu_engine_as_on_the_reference(plugin):
+    assert plugin.name in policies.configurable_names() and plugin.code == len(policies.BUILTIN)
     batches = _trace()
     static = np.random.default_rng(1).integers(0, 256, 600).astype(np.uint8)
-    kw = engine_kwargs(policy=fifo.name, ways=4, window=3, victim_depth=6)
+    kw = engine_kwargs(policy=plugin.name, ways=4, window=3, victim_depth=6)
     eng, ref = CpuCacheEngine(48, 600, static, **kw), ReferenceCache(48, 600, static, **kw)
     for t, b in enumerate(batches):
         win = batches[t + 1: t + 4]
@@ -90,35 +87,35 @@ def test_a_policy_registered_outside_the_package_runs_on_the_cpu_engine_as_on_th
     assert rows[:, 5].sum() > 0  # evictions: the victim hook ran
 
 
-def test_the_replay_and_the_simulator_run_a_registered_policy(fifo):
+def test_the_replay_and_the_simulator_run_a_registered_policy(plugin):
     batches = _trace(seed=2)
     static = np.random.default_rng(3).integers(0, 256, 600).astype(np.uint8)
-    cfg = CacheConfig(policy=fifo.name, ways=4, window=3, victim_buffer={"depth": 6})
+    cfg = CacheConfig(policy=plugin.name, ways=4, window=3, victim_buffer={"depth": 6})
     budget = budget_for_cache_rows(cfg, 48, 600)
     a = replay(batches, cfg, 600, static, budget=budget, engine="cpu")
     b = replay(batches, cfg, 600, static, budget=budget, engine="reference")
-    assert a.policy == fifo.name
+    assert a.policy == plugin.name
     for k in a.per_batch:
         assert a.per_batch[k].tolist() == b.per_batch[k].tolist(), k
     assert a.totals["evictions"] > 0 and a.totals["hits"] > 0
     trace = Trace(1, 600, [[x] for x in batches])
     df = simulate(trace, [cfg, CacheConfig(policy="lru", ways=4, window=3, victim_buffer={"depth": 6})],
                   static_scores=static)
-    assert df["policy"].tolist() == [fifo.name, "lru"]
+    assert df["policy"].tolist() == [plugin.name, "lru"]
     assert df["storage_rows"].iloc[0] > 0
 
 
-def test_the_gpu_engine_refuses_a_policy_without_a_cuda_header(fifo):
+def test_the_gpu_engine_refuses_a_policy_without_a_cuda_header(plugin):
     from lsm_gnn.cache import gpu_engine
 
-    assert fifo not in gpu_engine.gpu_policies()
-    assert "POLICY_FIFO_TEST" not in gpu_engine.module_source()
+    assert plugin not in gpu_engine.gpu_policies()
+    assert "POLICY_SEEDED_RANDOM_TEST" not in gpu_engine.module_source()
 
 
 def test_a_policy_that_breaks_the_registry_rules_is_refused():
     class NoVictimHook(EvictionPolicy):
         name = "broken_test"
-        kernels = {"on_fill": fifo_on_fill}
+        kernels = {"on_hit": hashed_victim}
 
         def victim(self, state, lines, t, window):
             return 0
@@ -126,12 +123,12 @@ def test_a_policy_that_breaks_the_registry_rules_is_refused():
     class Admits(NoVictimHook):
         name = "admits_test"
         admission = True
-        kernels = {"victim": fifo_victim}
+        kernels = {"victim": hashed_victim}
 
     class UnknownState(NoVictimHook):
         name = "state_test"
         state = ("clock_hand",)
-        kernels = {"victim": fifo_victim}
+        kernels = {"victim": hashed_victim}
 
     for cls, match in ((NoVictimHook, "'victim' hook"), (Admits, "lack an 'admit' hook"),
                        (UnknownState, "unknown kernel state")):
@@ -139,4 +136,4 @@ def test_a_policy_that_breaks_the_registry_rules_is_refused():
             policies.register_policy(cls)
         assert cls.name not in policies.REGISTRY
     with pytest.raises(InputError, match="already registered"):
-        policies.register_policy(type("Lru2", (Fifo,), {"name": "lru"}))
+        policies.register_policy(type("Lru2", (SeededRandom,), {"name": "lru"}))

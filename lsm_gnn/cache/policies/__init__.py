@@ -82,8 +82,8 @@ def register_policy(cls: type[EvictionPolicy]) -> type[EvictionPolicy]:
     if ("admit" in hooks) != bool(cls.admission) and hooks:
         raise InputError(f"policy {name!r}: admission={cls.admission} but its kernels "
                          f"{'lack' if cls.admission else 'have'} an 'admit' hook")
-    if name not in REGISTRY:
-        cls.code = len(REGISTRY)
+    if name not in REGISTRY:  # the next code: never one a registered policy holds
+        cls.code = max((c.code for c in REGISTRY.values()), default=-1) + 1
     cls.kernel_key = f"{name}:{_module_digest(cls)}"
     REGISTRY[name] = cls
     _BY_KEY[cls.kernel_key] = cls

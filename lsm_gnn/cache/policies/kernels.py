@@ -9,7 +9,10 @@ policy without a hook: a no-op, or True for admit). The traits the kernels ask
 (`long_lookahead`, `admission`) are chains of constants the same way. So nothing in this file or
 in the engine names a policy, and a policy registered later (a plug-in, a test's) runs without a
 line here: a new registry is a new type, compiled (and cached on disk by numba) once. The key of
-a policy holds a digest of its module, so an edited policy module is compiled afresh too.
+a policy holds a digest of its module, and the type a digest of this file and base.py, so an
+edited policy module or dispatch is compiled afresh too (numba's cache alone follows only the
+engine's own file). Keep the class names PolicyTable / PolicyTableType: numba's cache index
+pickles the type, and an index naming a class that no longer exists fails to load.
 
 Every hook is `@njit(forceinline=True, _nrt=False)` (the policies' `kernel_*` and the chains
 alike): LLVM inlines it and, without NRT, no reference count moves when an array crosses the
@@ -22,6 +25,7 @@ plug-ins"). The hooks allocate nothing, which is what `_nrt=False` requires.
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 from numba import types
 from numba.extending import NativeValue, models, overload, register_model, typeof_impl, unbox
@@ -30,6 +34,9 @@ from lsm_gnn.cache.policies import REGISTRY, by_kernel_key, policy_class
 from lsm_gnn.utils.errors import InputError
 
 _HOOK_JIT = {"forceinline": True, "_nrt": False}
+# this file and base.py (the state indices) shape the generated chains: part of the cache key too
+_DISPATCH_DIGEST = hashlib.sha1(b"".join(
+    Path(f).read_bytes() for f in (__file__, Path(__file__).with_name("base.py")))).hexdigest()
 
 
 class PolicyTable:
@@ -49,7 +56,7 @@ class PolicyTableType(types.Opaque):
 
     def __init__(self, keys: tuple[tuple[int, str], ...]):
         self.policy_keys = tuple(keys)
-        digest = hashlib.sha1(repr(self.policy_keys).encode()).hexdigest()[:16]
+        digest = hashlib.sha1((repr(self.policy_keys) + _DISPATCH_DIGEST).encode()).hexdigest()[:16]
         super().__init__(name=f"PolicyTable({len(self.policy_keys)} policies, {digest})")
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from lsm_gnn.config import RunConfig, config_to_dict, parse_config
-from lsm_gnn.records import STAGES, new_record, write_record
+from lsm_gnn.records import STAGES, claim_record, new_record, write_record
 from lsm_gnn.utils.errors import ConfigError, DistributedError
 
 SYSTEMS = ("lsm", "isolated", "mmap", "direct", "memory", "distdgl")
@@ -70,14 +70,16 @@ def lsm_memory_bytes(cfg: RunConfig, devices: int) -> int:
 
 def run_system(system: str, cfg: RunConfig, *, devices: int = 1, machines: int = 2, trainers: int = 2,
                record_path: str | os.PathLike | None = None, progress: bool = False) -> dict:
-    """Run one system and return its record (written to `record_path` if given)."""
-    if system == "distdgl":
-        rec = run_distdgl(cfg, machines=machines, trainers=trainers, progress=progress)
-    else:
-        rec = _run_lsm_family(system, cfg, devices, progress)
-    finish_record(rec)
-    if record_path is not None:
-        write_record(record_path, rec)
+    """Run one system and return its record (written to `record_path` if given; the path is checked
+    and locked before the run: lsm_gnn.records.claim_record)."""
+    with claim_record(record_path):
+        if system == "distdgl":
+            rec = run_distdgl(cfg, machines=machines, trainers=trainers, progress=progress)
+        else:
+            rec = _run_lsm_family(system, cfg, devices, progress)
+        finish_record(rec)
+        if record_path is not None:
+            write_record(record_path, rec)
     return rec
 
 

@@ -6,17 +6,21 @@ simulator or benchmark run writes one, so the reports compare like with like.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
+import tempfile
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Iterator
 
 import jsonschema
 
-from lsm_gnn.utils.atomic import write_json
-from lsm_gnn.utils.errors import DataError
+from lsm_gnn.utils.atomic import WRITE_ERRNOS, make_parent, remove_leftovers, write_json
+from lsm_gnn.utils.errors import DataError, OutputError, is_environment_error
+from lsm_gnn.utils.locks import exclusive
 from lsm_gnn.utils.machine import git_commit, hardware, versions
 
 SCHEMA_VERSION = 1
@@ -118,6 +122,35 @@ def validate_record(record: dict, source: str = "<record>") -> None:
     except jsonschema.ValidationError as e:
         where = "/".join(str(p) for p in e.absolute_path) or "(root)"
         raise DataError(source, f"run record field {where}: {e.message}") from None
+
+
+@contextlib.contextmanager
+def claim_record(path: str | os.PathLike | None) -> Iterator[Path | None]:
+    """Before a run starts: make sure its record can be written at `path`, and hold the record's
+    writer lock until the block ends (a second run on the same path is refused with a BusyError,
+    not left to overwrite the first one's record). Checked: `path` is not a folder, its folder
+    exists or can be made, and a file can be created and removed in it (a read-only or full file
+    system fails here, before the run, with an OutputError naming the path). Leftovers of a killed
+    writer of the record are removed. `None`: no record, nothing to claim."""
+    if path is None:
+        yield None
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(path, "the run record's path is a folder; give a file name (e.g. run.json)")
+    folder = make_parent(path)
+    with exclusive(path, "run record"):
+        try:
+            with tempfile.NamedTemporaryFile(prefix=f".{path.name}.", suffix=".probe.partial", dir=folder) as f:
+                f.write(b"{}\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            if is_environment_error(e) or e.errno in WRITE_ERRNOS:
+                raise OutputError.from_os_error(path, e, "the run record cannot be written here") from None
+            raise
+        remove_leftovers(path)
+        yield path
 
 
 def write_record(path: str | os.PathLike, record: dict) -> Path:

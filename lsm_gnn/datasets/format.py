@@ -7,18 +7,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from lsm_gnn.datasets import validate
-from lsm_gnn.utils.errors import DataError
+from lsm_gnn.utils.atomic import WRITE_ERRNOS, make_parent, remove_leftovers, replace_dir, temp_dir
+from lsm_gnn.utils.errors import DataError, InputError, OutputError
+from lsm_gnn.utils.locks import exclusive
 
 FORMAT_NAME = "lsm-gnn-dataset"
 FORMAT_VERSION = 1
@@ -341,9 +343,17 @@ class DatasetWriter:
     def __init__(self, root: str | os.PathLike, name: str, source: dict | None = None, overwrite: bool = False):
         self.root = Path(root)
         if self.root.exists() and not overwrite:
-            raise FileExistsError(f"{self.root}: already exists (pass overwrite=True / --force)")
-        self.root.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.root.name}.", suffix=".partial", dir=self.root.parent))
+            raise InputError(f"{self.root}: already exists; pass overwrite=True (CLI: --force) to replace it")
+        # one writer per directory (a second is refused); a killed writer's temporary copy is removed
+        make_parent(self.root)
+        self._lock = contextlib.ExitStack()
+        self._lock.enter_context(exclusive(self.root, "dataset directory"))
+        try:
+            remove_leftovers(self.root)
+            self.tmp = temp_dir(self.root)
+        except BaseException:
+            self._lock.close()
+            raise
         self.meta: dict = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "name": name,
                            "source": source or {}, "node_types": {}, "edge_types": {},
                            "features": None, "labels": None, "splits": {}, "files": {}}
@@ -360,14 +370,23 @@ class DatasetWriter:
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None or not self._committed:
             self.abort()
+        if exc_type is not None and issubclass(exc_type, OSError) and exc.errno in WRITE_ERRNOS:
+            raise OutputError.from_os_error(self.root, exc) from None
 
     def abort(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
+        self._lock.close()
 
     def _save(self, rel: str, arr: np.ndarray):
         p = self.tmp / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        np.save(p, arr)
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            np.save(p, arr)
+        except OSError as e:
+            if e.errno is None:  # numpy's short write ("N requested and M written"): the disk is full
+                raise OutputError(self.root, f"cannot write {rel}: {e} (the file system is full or a "
+                                             "file-size limit was reached)") from None
+            raise
 
     def add_node_type(self, ntype: str, num_nodes: int):
         n = validate.node_count(num_nodes, f"add_node_type({ntype!r})")
@@ -515,10 +534,9 @@ class DatasetWriter:
                 files[rel] = {"bytes": p.stat().st_size, "sha256": self._hashes.get(rel) or sha256_file(p)}
         self.meta["files"] = files
         (self.tmp / "metadata.json").write_text(json.dumps(self.meta, indent=2) + "\n")
-        if self.root.exists():
-            shutil.rmtree(self.root)
-        os.replace(self.tmp, self.root)
+        replace_dir(self.tmp, self.root)
         self._committed = True
+        self._lock.close()
         return Dataset(self.root)
 
 

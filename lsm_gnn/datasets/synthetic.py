@@ -33,6 +33,7 @@ import numpy as np
 from tqdm import tqdm
 
 from lsm_gnn.datasets.format import Dataset, DatasetWriter, row_stride_for
+from lsm_gnn.utils.atomic import make_parent
 from lsm_gnn.utils.errors import InputError
 
 SIZES = {"tiny": 100_000, "small": 1_000_000, "medium": 10_000_000}
@@ -286,7 +287,7 @@ def generate(root: str | os.PathLike, size: str | int = "tiny", *, seed: int = 0
     counts = igbh_node_counts(n) if heterogeneous else {"paper": n}
     order = [t for t in HETERO_TYPE_ORDER if t in counts]
     feature_bytes = sum(counts.values()) * row_stride_for(feature_dim * dtype.itemsize)
-    root.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(root)
     free = shutil.disk_usage(root.parent).free
     if free < feature_bytes * 1.05:
         raise InputError(f"{root.parent}: {free / 2**30:.1f} GiB free, the features alone need "

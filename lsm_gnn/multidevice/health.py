@@ -6,14 +6,21 @@ collective of ours. The launcher's watchdog reads the slots: a rank that stopped
 victims, not the cause. Under `torchrun` (no launcher parent) the heartbeat is a no-op and the
 process-group timeout plus torchrun's own agent end the run.
 
+A rank dies with its launcher (`die_with_parent`): the kernel sends it SIGKILL when the process
+that started it exits (prctl PR_SET_PDEATHSIG), however the launcher ended; without prctl a
+watchdog thread polls the parent pid. Without it a SIGKILL of `lsm-gnn train --devices 2` left
+both ranks training, reparented to init, until someone killed them.
+
 Fault injection (`LSM_GNN_FAULT`, documented in docs/multi-device.md) lets the tests and a user
 check the failure path: `rank=1,iter=3,kind=kill|hang|raise`.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
+import threading
 import time
 
 from lsm_gnn.utils.errors import DistributedError, InputError
@@ -21,6 +28,35 @@ from lsm_gnn.utils.errors import DistributedError, InputError
 WORKING, IN_COLLECTIVE, DONE, STARTING = 0, 1, 2, 3
 STARTUP_LIMIT_S = 300.0  # imports, process group, owner files, JIT compiles: before the first beat
 FAULT_ENV = "LSM_GNN_FAULT"
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PARENT_POLL_S = 1.0
+
+
+def die_with_parent(parent_pid: int | None) -> str:
+    """Make this process end when `parent_pid` (the launcher) does: prctl(PR_SET_PDEATHSIG, SIGKILL),
+    else a thread that polls the parent. If the launcher is already gone, exit now. Returns the
+    mechanism ("prctl", "watchdog" or "none" without a parent pid)."""
+    if parent_pid is None:
+        return "none"
+    how = "watchdog"
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0:
+            how = "prctl"
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:  # the launcher died before the death signal was armed
+        os._exit(1)
+    if how == "watchdog":
+        def watch():
+            while os.getppid() == parent_pid:
+                time.sleep(PARENT_POLL_S)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="lsm-gnn-parent-watchdog", daemon=True).start()
+    return how
 
 
 class Heartbeat:

@@ -26,7 +26,7 @@ from lsm_gnn.multidevice.workers import train_worker
 # names this module had before it was split, still importable from here
 from lsm_gnn.multidevice.group import exchange_group, pick_free_port, resolve_backend  # noqa: F401, E402
 from lsm_gnn.multidevice.workers import WORKERS, source_metrics, trace_worker  # noqa: F401, E402
-from lsm_gnn.utils.errors import DistributedError, LsmGnnError
+from lsm_gnn.utils.errors import DataError, DistributedError, LsmGnnError, OutputError
 
 
 def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict | None = None,
@@ -35,18 +35,25 @@ def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict
     """Run G ranks on this machine; return the merged run record (also written to the record path)."""
     from lsm_gnn.datasets.format import Dataset
 
+    from lsm_gnn.records import claim_record, write_record
+
     G = cfg.distributed.devices
     record_path = record_path or cfg.output.record
-    if cfg.distributed.mode == "shared" and G > 1:
-        from lsm_gnn.multidevice.owner_files import ensure_owner_files
+    with claim_record(record_path or None):  # checked and locked before the ranks start
+        try:
+            if cfg.distributed.mode == "shared" and G > 1:
+                from lsm_gnn.multidevice.owner_files import ensure_owner_files
 
-        ensure_owner_files(Dataset(cfg.dataset.path), G, progress=progress)  # once, before the ranks
-    results, failure, wall = run_ranks(cfg, worker, worker_args or {})
-    record = merge_records(cfg, results, worker, wall) if failure is None else failed_record(cfg, failure, worker)
-    if record_path:
-        from lsm_gnn.records import write_record
-
-        write_record(record_path, record)
+                ensure_owner_files(Dataset(cfg.dataset.path), G, progress=progress)  # once, before the ranks
+        except (DataError, OutputError) as e:  # the dataset does not open: a failed run, with its record
+            if record_path:
+                write_record(record_path, failed_record(cfg, {"rank": None, "message": f"{type(e).__name__}: {e}"},
+                                                        worker))
+            raise
+        results, failure, wall = run_ranks(cfg, worker, worker_args or {})
+        record = merge_records(cfg, results, worker, wall) if failure is None else failed_record(cfg, failure, worker)
+        if record_path:
+            write_record(record_path, record)
     if failure is not None and raise_on_failure:
         err = DistributedError(failure["rank"], failure["message"])
         err.record = record

@@ -4,7 +4,8 @@
 (torch.multiprocessing, spawn); each joins the process group on `127.0.0.1` (group.py), runs
 the worker (workers.py) and leaves `rank-R.json` (its result) or `rank-R.error.json`.
 
-Faults: the parent polls the ranks. A rank that exits with an error, is killed, or stops
+Faults: a rank ends when the parent does, killed or not (health.die_with_parent). The parent
+polls the ranks. A rank that exits with an error, is killed, or stops
 stamping its heartbeat for `distributed.timeout_s` while the others wait for it, is the failed
 rank; the parent terminates the others at once and reports it (`failure.rank`). Inside the
 ranks, the process-group timeout bounds every collective, so no rank blocks forever even
@@ -24,7 +25,8 @@ from pathlib import Path
 
 from lsm_gnn.config import RunConfig, config_to_dict, parse_config
 from lsm_gnn.multidevice.group import init_process_group, pick_free_port
-from lsm_gnn.multidevice.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LIMIT_S, WORKING, Heartbeat
+from lsm_gnn.multidevice.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LIMIT_S, WORKING, Heartbeat, \
+    die_with_parent
 from lsm_gnn.multidevice.workers import resolve_worker
 from lsm_gnn.utils.atomic import write_json
 from lsm_gnn.utils.errors import DistributedError
@@ -35,8 +37,11 @@ TERMINATE_GRACE_S = 5.0
 
 
 # ---- inside a rank ---------------------------------------------------------------------------------
-def rank_main(rank, world_size, cfg_dict, worker, worker_args, init_method, stamps, phases, outdir):
-    """Entry point of a spawned rank: join the group, run the worker, leave a result or an error file."""
+def rank_main(rank, world_size, cfg_dict, worker, worker_args, init_method, stamps, phases, outdir,
+              parent_pid=None):
+    """Entry point of a spawned rank: join the group, run the worker, leave a result or an error file.
+    The rank ends when its launcher (`parent_pid`) does (health.die_with_parent)."""
+    die_with_parent(parent_pid)
     os.environ.setdefault("DGLBACKEND", "pytorch")
     hb = Heartbeat(rank, stamps, phases)
     hb.beat(STARTING)
@@ -93,7 +98,7 @@ def run_ranks(cfg: RunConfig, worker: str, worker_args: dict) -> tuple[list[dict
             for r in range(G):
                 p = ctx.Process(target=rank_main, name=f"lsm-gnn-rank-{r}",
                                 args=(r, G, config_to_dict(cfg), worker, worker_args, init_method,
-                                      stamps, phases, str(outdir)))
+                                      stamps, phases, str(outdir), os.getpid()))
                 p.start()
                 procs.append(p)
         failure = _watch(procs, stamps, phases, outdir, cfg.distributed.timeout_s)

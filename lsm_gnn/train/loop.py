@@ -26,9 +26,10 @@ Multi-device: with world_size > 1 and torch.distributed initialised, seeds are s
 is wrapped in DDP, and the caller's feature source is used (lsm_gnn.multidevice). Only rank 0 writes a
 record; every rank returns its own, with `metrics.ranks[rank]`.
 
-Interrupts: the record is written once, atomically, at the end. Ctrl-C writes nothing; an error
-after training started writes a record with status "failed" (if a record path is set) and
-re-raises; a config rejected before that writes nothing. `process_group_ready` is accepted for the
+Interrupts: the record's path is checked and locked before the run (a second run on it is
+refused), and the record is written once, atomically, at the end. Ctrl-C writes nothing; any
+other error, a dataset that does not open included, writes a record with status "failed" (if a
+record path is set) and re-raises; a config rejected before training starts writes nothing. `process_group_ready` is accepted for the
 launcher's benefit; whether a group is up is read from torch.distributed itself.
 """
 
@@ -52,7 +53,8 @@ from lsm_gnn.config import RunConfig, config_to_dict
 from lsm_gnn.datasets.format import Dataset
 from lsm_gnn.features import FeatureSource, as_source, numeric_stats
 from lsm_gnn.models import build_model
-from lsm_gnn.records import ROW_KEYS, STAGES, accelerator_block, batch_window, new_record, throughput, write_record
+from lsm_gnn.records import ROW_KEYS, STAGES, accelerator_block, batch_window, claim_record, new_record, throughput, \
+    write_record
 from lsm_gnn.sampling import NeighborSampler
 from lsm_gnn.sources.factory import make_feature_source, system_name
 from lsm_gnn.sources.ideal import MemoryFeatureSource
@@ -124,31 +126,35 @@ def run_training(cfg: RunConfig, *, rank: int = 0, world_size: int = 1, feature_
     record = new_record("train", system_name(cfg), config_to_dict(cfg))
     own_source = feature_source is None
     opened: dict = {}
-    try:
-        with _ctrl_c_between_iterations() as interrupted:
-            opened["interrupted"] = interrupted
-            _train(cfg, record, rank, world_size, feature_source, progress, opened)
-            if interrupted.is_set():  # Ctrl-C during the last evaluation
-                raise KeyboardInterrupt
-    except KeyboardInterrupt:
-        raise                                       # nothing written: no record that looks complete
-    except Exception as e:
-        # a config or input rejected before training started is an error, not a failed run
-        if path is not None and rank == 0 and opened.get("started"):
-            record["status"] = "failed"
-            record["failure"] = {"rank": rank, "message": f"{type(e).__name__}: {e}"}
-            try:
-                write_record(path, record)
-            except Exception:  # noqa: BLE001 - never mask the original error
-                traceback.print_exc(file=sys.stderr)
-        raise
-    finally:
-        if own_source and opened.get("source") is not None:
-            opened["source"].close()
-        if opened.get("eval_store") is not None:
-            opened["eval_store"].close()
-    if path is not None and rank == 0:
-        write_record(path, record)
+    # the record's path is checked and locked before anything runs (lsm_gnn.records.claim_record)
+    with claim_record(path if rank == 0 else None):
+        try:
+            with _ctrl_c_between_iterations() as interrupted:
+                opened["interrupted"] = interrupted
+                _train(cfg, record, rank, world_size, feature_source, progress, opened)
+                if interrupted.is_set():  # Ctrl-C during the last evaluation
+                    raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise                                       # nothing written: no record that looks complete
+        except Exception as e:
+            # a config or argument rejected before training started is an error, not a failed run;
+            # anything else (a dataset that does not open, a fault while training) is a failed run
+            rejected = isinstance(e, (ConfigError, InputError)) and not opened.get("started")
+            if path is not None and rank == 0 and not rejected:
+                record["status"] = "failed"
+                record["failure"] = {"rank": rank, "message": f"{type(e).__name__}: {e}"}
+                try:
+                    write_record(path, record)
+                except Exception:  # noqa: BLE001 - never mask the original error
+                    traceback.print_exc(file=sys.stderr)
+            raise
+        finally:
+            if own_source and opened.get("source") is not None:
+                opened["source"].close()
+            if opened.get("eval_store") is not None:
+                opened["eval_store"].close()
+        if path is not None and rank == 0:
+            write_record(path, record)
     return record
 
 

@@ -1,7 +1,11 @@
 """Atomic outputs: an interrupted step leaves nothing that looks complete.
 
 Files are written to a temporary sibling and renamed into place; directories are built under a
-temporary sibling name and renamed when complete.
+temporary sibling name and renamed when complete. A file system that refuses the write (full,
+read-only, no permission) is an `OutputError` naming the output, never a bare OSError; the
+temporary sibling is removed. A directory is built under its writer lock (lsm_gnn.utils.locks),
+and the builder first removes the temporary siblings a killed builder left (`remove_leftovers`),
+saying what it removed.
 """
 
 from __future__ import annotations
@@ -10,22 +14,93 @@ import contextlib
 import json
 import os
 import shutil
+import errno
+import glob
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator
+
+from lsm_gnn.utils.errors import OutputError, is_environment_error
+
+# errors of a write in progress that are the file system's, not the caller's
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def _refused(path: Path, e: OSError, doing: str = "cannot write") -> OutputError:
+    return OutputError.from_os_error(path, e, doing)
+
+
+def make_parent(path: str | os.PathLike) -> Path:
+    """Create `path`'s folder (and above); an OutputError naming it when that is refused."""
+    parent = Path(path).parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as e:
+        raise OutputError(parent, "cannot create the output folder: a file of that name is in the way") from e
+    except OSError as e:
+        if is_environment_error(e):
+            raise _refused(parent, e, "cannot create the output folder") from None
+        raise
+    return parent
+
+
+def leftovers(path: str | os.PathLike) -> list[Path]:
+    """Temporary siblings of `path` (`.NAME.*.partial*`) left by a writer that was killed."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    return sorted(path.parent.glob(f".{glob.escape(path.name)}.*.partial*"))
+
+
+def _size(p: Path) -> int:
+    if p.is_file():
+        return p.stat().st_size
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def remove_leftovers(path: str | os.PathLike, *, say=None) -> list[Path]:
+    """Remove the leftovers of a killed writer of `path`, naming each; call it holding the lock of
+    `path` (lsm_gnn.utils.locks.exclusive), so that no live writer's work is removed."""
+    say = say or (lambda msg: print(msg, file=sys.stderr))
+    removed = []
+    for p in leftovers(path):
+        size = _size(p)
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        say(f"removed {p} ({size / 2**20:.1f} MiB), left by an interrupted writer of {path}")
+        removed.append(p)
+    return removed
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path next to `path`; rename it onto `path` only if the block succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial" + suffix, dir=path.parent)
+    make_parent(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial" + suffix, dir=path.parent)
+    except OSError as e:
+        if is_environment_error(e):
+            raise _refused(path, e) from None
+        raise
     os.close(fd)
     tmp = Path(tmp)
     try:
-        yield tmp
-        os.replace(tmp, path)
+        try:
+            yield tmp
+        except OSError as e:
+            if e.errno in WRITE_ERRNOS:
+                raise _refused(path, e) from None
+            raise
+        try:
+            os.replace(tmp, path)
+        except OSError as e:
+            if is_environment_error(e):
+                raise _refused(path, e, "cannot rename the written file into place") from None
+            raise
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -57,14 +132,43 @@ def _json_default(o):
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Build a directory under a temporary name; replace `path` with it only on success."""
+    from lsm_gnn.utils.locks import exclusive
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    make_parent(path)
+    with exclusive(path, "directory"):
+        remove_leftovers(path)
+        tmp = temp_dir(path)
+        try:
+            try:
+                yield tmp
+            except OSError as e:
+                if e.errno in WRITE_ERRNOS:
+                    raise _refused(path, e) from None
+                raise
+            replace_dir(tmp, path)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def temp_dir(path: Path) -> Path:
+    """A fresh temporary sibling folder of `path` (what `leftovers` finds if its builder is killed)."""
     try:
-        yield tmp
+        return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    except OSError as e:
+        if is_environment_error(e):
+            raise _refused(path, e, "cannot create the output directory") from None
+        raise
+
+
+def replace_dir(tmp: Path, path: Path) -> None:
+    """Put the finished folder `tmp` at `path` (replacing what was there)."""
+    try:
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as e:
+        if is_environment_error(e):
+            raise _refused(path, e, "cannot move the finished directory into place") from None
+        raise

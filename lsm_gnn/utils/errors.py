@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 
@@ -37,6 +38,44 @@ class InputError(LsmGnnError):
 
 class DownloadError(LsmGnnError):
     """A remote file could not be fetched or did not match its size/checksum."""
+
+
+class OutputError(LsmGnnError):
+    """A file or directory cannot be written: disk full, read-only, no permission, not a directory.
+
+    An environment fault, not a bug: the message names the path and what the system said."""
+
+    def __init__(self, path: str | os.PathLike, problem: str):
+        self.path = os.fspath(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+    @classmethod
+    def from_os_error(cls, path: str | os.PathLike, err: OSError, doing: str = "cannot write") -> "OutputError":
+        return cls(path, f"{doing}: {describe_os_error(err)}")
+
+
+class BusyError(OutputError):
+    """Another process holds the lock of a path this one would write (a record, a dataset directory)."""
+
+
+# the errno values of a full or refusing file system: an environment fault, named as such
+_ENV_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+               errno.EFBIG: "file too large (the file-size limit of this process or file system)",
+               errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+               errno.EPERM: "operation not permitted", errno.ENOTDIR: "a path component is not a directory",
+               errno.EISDIR: "is a directory", errno.ENOENT: "no such file or directory"}
+
+
+def is_environment_error(err: BaseException) -> bool:
+    """Whether `err` is the file system refusing a write (full, read-only, no permission...)."""
+    return isinstance(err, OSError) and err.errno in _ENV_ERRNOS
+
+
+def describe_os_error(err: OSError) -> str:
+    what = _ENV_ERRNOS.get(err.errno) or err.strerror or str(err)
+    where = f" ({err.filename})" if getattr(err, "filename", None) else ""
+    return f"{what} [errno {err.errno}]{where}" if err.errno is not None else f"{what}{where}"
 
 
 class DistributedError(LsmGnnError):

@@ -8,7 +8,8 @@ checks pass, so an existing `target` is always a complete, verified file.
   part file is restarted from byte 0; a 416 answer with `bytes */<total>` equal to what we have
   means the part file is already complete.
 * A dropped connection (or a body shorter than Content-Length) is retried from where it stopped,
-  up to RETRIES consecutive attempts that bring no new bytes, with exponential back-off.
+  up to RETRIES consecutive attempts that bring no new bytes, with exponential back-off; every
+  retry is printed (stderr). A host name that does not resolve fails at once (no network).
 * Checks, streaming (never the whole file in memory): the total size announced by the server
   must equal the catalog's `size` when one is known; the final length must equal the announced
   total; the MD5 must match when one is published (the prefix of a resumed part file is hashed
@@ -22,6 +23,7 @@ import hashlib
 import logging
 import os
 import re
+import socket
 import sys
 import time
 from pathlib import Path
@@ -30,7 +32,8 @@ import requests
 import urllib3
 from tqdm import tqdm
 
-from lsm_gnn.utils.errors import DownloadError
+from lsm_gnn.utils.atomic import WRITE_ERRNOS
+from lsm_gnn.utils.errors import DownloadError, OutputError
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,34 @@ def _hash_prefix(path: Path, nbytes: int):
     return h
 
 
+def say(msg: str) -> None:
+    """A line for the user beside the progress bar (every retry is printed: a download that waits
+    is never silent)."""
+    tqdm.write(msg, file=sys.stderr)
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text[:200]}"
+
+
+def _unresolved_host(e: BaseException) -> str | None:
+    """The host name when `e` (or what it wraps) is a failed DNS look-up, else None."""
+    seen, todo = set(), [e]
+    while todo:
+        x = todo.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, urllib3.exceptions.NameResolutionError):
+            return getattr(x, "_host", None) or str(getattr(getattr(x, "conn", None), "host", "?"))
+        if isinstance(x, socket.gaierror):
+            return "?"
+        todo += [getattr(x, "reason", None), x.__cause__, x.__context__]
+        todo += [a for a in getattr(x, "args", ()) if isinstance(a, BaseException)]
+    return None
+
+
 def fetch(url: str, target: str | os.PathLike, *, md5: str | None = None, size: int | None = None,
           progress: bool = True, session: requests.Session | None = None) -> Path:
     """Download `url` to `target` (resuming `<target>.part`); returns `target`.
@@ -99,15 +130,25 @@ def fetch(url: str, target: str | os.PathLike, *, md5: str | None = None, size: 
                 raise _Retry(f"body ended at byte {st.have} of {st.total}")
             except (_Retry, requests.ConnectionError, requests.Timeout,
                     requests.exceptions.ChunkedEncodingError, urllib3.exceptions.HTTPError) as e:
+                host = _unresolved_host(e)
+                if host is not None:  # no DNS answer: retrying will not bring the network back
+                    raise DownloadError(f"{url}: the host {host} does not resolve (no network, or a wrong "
+                                        "--base-url); nothing was downloaded") from None
                 st.resync()
                 failures = 0 if st.have > before else failures + 1
                 if failures > RETRIES:
                     raise DownloadError(f"{url}: giving up after {RETRIES} retries without progress "
                                         f"({type(e).__name__}: {e}); {st.have} bytes kept in {part}, "
                                         "run again to resume") from None
-                log.info("%s: %s; retrying from byte %d", url, e, st.have)
-                if failures:
-                    time.sleep(min(60.0, BACKOFF_S * 2 ** (failures - 1)))
+                wait = min(60.0, BACKOFF_S * 2 ** (failures - 1)) if failures else 0.0
+                say(f"{url}: {_short(e)}; retry {max(failures, 1)} of {RETRIES} from byte {st.have}"
+                    + (f" in {wait:g} s" if wait else ""))
+                if wait:
+                    time.sleep(wait)
+            except OSError as e:
+                if e.errno in WRITE_ERRNOS:
+                    raise OutputError.from_os_error(part, e) from None
+                raise
     finally:
         bar.close()
         if own_session:

@@ -1,4 +1,4 @@
-"""`lsm-gnn check gpu` and `lsm-gnn check compile`."""
+"""`lsm-gnn check gpu`, `lsm-gnn check compile` and `lsm-gnn check faults`."""
 
 from __future__ import annotations
 
@@ -59,3 +59,32 @@ def compile_(arch):
         click.echo(f"{'ok  ' if ok else 'FAIL'} {name}: {msg}")
     click.echo(f"{len(units) - failed} of {len(units)} compiled")
     sys.exit(1 if failed else 0)
+
+
+@check.command("faults")
+@click.option("--cheap", is_flag=True, help="Only the cases that train nothing and start no ranks (what CI runs).")
+@click.option("-k", "names", multiple=True, help="Only cases whose name contains this (repeatable).")
+@click.option("--list", "list_only", is_flag=True, help="List the cases and exit.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write every case's outcome and the totals to this JSON file.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the temporary folders go (default: the system's temporary folder).")
+def faults(cheap, names, list_only, json_path, workdir):
+    """Inject each fault into a copy of a tiny synthetic graph and count how every run ended:
+    clear error, failed record, recovered, silently wrong, hang, traceback (docs/faults.md).
+
+    Exit status: 0 when every case ended in a clear error, a failed record or a recovery; 1 otherwise."""
+    from lsm_gnn.check.faults import run_suite, select
+    from lsm_gnn.utils.atomic import write_json
+
+    cases = select(cheap, list(names))
+    if list_only:
+        for c in cases:
+            click.echo(f"{c.name:<36} {'cheap' if c.cheap else 'full ':<6} {c.what}")
+        return
+    if not cases:
+        raise click.UsageError("no case matches")
+    result = run_suite(cases, workdir=workdir, say=click.echo)
+    if json_path is not None:
+        write_json(json_path, result)
+    sys.exit(0 if result["ok"] else 1)

@@ -76,6 +76,10 @@ def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs
 
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
+    if record_path:  # checked and locked before the simulation, held until the command ends
+        from lsm_gnn.records import claim_record
+
+        click.get_current_context().with_resource(claim_record(record_path))
     run_cfg = load_config(config_path)
     ds = Dataset(dataset)
     num_rows = ds.features().num_rows

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,8 +55,8 @@ class Trace:
             z = np.load(path)
             header = json.loads(bytes(z["header"]).decode())
             ids, offsets = z["ids"], z["offsets"]
-        except (OSError, KeyError, ValueError) as e:
-            raise DataError(path, f"not a trace file: {e}") from None
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as e:  # a truncated .npz too
+            raise DataError(path, f"not a trace file (or a truncated one): {type(e).__name__}: {e}") from None
         g, nb = header["num_devices"], header["num_batches"]
         if len(offsets) != g * nb + 1 or offsets[-1] != len(ids):
             raise DataError(path, "offsets do not match ids", expected=g * nb + 1, found=len(offsets))

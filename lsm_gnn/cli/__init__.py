@@ -3,6 +3,7 @@ lazily, so `lsm-gnn info` does not pay for importing torch and dgl."""
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -50,9 +51,20 @@ def cli():
     os.environ.setdefault("DGLBACKEND", "pytorch")
 
 
-def main():
-    from lsm_gnn.utils.errors import LsmGnnError
+def reported_error(e: BaseException) -> str | None:
+    """The `error: ...` line the command prints instead of a traceback, or None for a bug (one rule,
+    used by `main` and by the fault suite's in-process runs): an LsmGnnError, or the file system
+    refusing a write that no writer named (full, read-only, no permission)."""
+    from lsm_gnn.utils.errors import LsmGnnError, describe_os_error, is_environment_error
 
+    if isinstance(e, LsmGnnError):
+        return f"error: {e}"
+    if isinstance(e, OSError) and is_environment_error(e) and e.errno != errno.ENOENT:
+        return f"error: {describe_os_error(e)}"
+    return None
+
+
+def main():
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
@@ -61,9 +73,12 @@ def main():
     except click.ClickException as e:
         e.show()
         sys.exit(e.exit_code)
-    except LsmGnnError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(2)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except Exception as e:
+        line = reported_error(e)
+        if line is None:
+            raise
+        click.echo(line, err=True)
+        sys.exit(2)

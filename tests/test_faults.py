@@ -176,3 +176,16 @@ def test_a_write_refused_by_the_file_system_names_the_output(tmp_path):
         with atomic_path(target):
             raise OSError(errno.ENOSPC, "No space left on device")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_reports_a_refused_write_as_an_error_and_keeps_a_bug_s_traceback():
+    import errno
+
+    from lsm_gnn.cli import reported_error
+    from lsm_gnn.utils.errors import DataError
+
+    assert reported_error(OSError(errno.ENOSPC, "No space left on device")) == \
+        "error: no space left on device [errno 28]"
+    assert reported_error(DataError("f.bin", "bad")) == "error: f.bin: bad"
+    assert reported_error(OSError(errno.ENOENT, "gone")) is None  # a missing input is the caller's to name
+    assert reported_error(ValueError("a bug")) is None

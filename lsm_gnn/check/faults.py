@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -821,6 +821,18 @@ def _rank_pids(pid: int) -> list[int]:
         return []
 
 
+def _training(pid: int) -> list[int]:
+    """The ranks under `pid` that have their owner file open (their feature source is up)."""
+    import psutil
+
+    out = []
+    for r in _rank_pids(pid):
+        with contextlib.suppress(psutil.Error):
+            if any("owner-" in f.path for f in psutil.Process(r).open_files()):
+                out.append(r)
+    return out
+
+
 @case("killed-launcher", "SIGKILL of `lsm-gnn train --devices 2` while its ranks train", cheap=False,
       timeout_s=240)
 def _killed_launcher(ctx: Ctx) -> Outcome:
@@ -829,10 +841,10 @@ def _killed_launcher(ctx: Ctx) -> Outcome:
     ds = ctx.dataset()
     launcher = _spawn_cli(_multi(ctx, ds, ctx.tmp / "run.json"))
     try:
-        if not _wait_for(lambda: len(_rank_pids(launcher.pid)) >= 2 or launcher.poll() is not None, 150, 0.2):
-            return Outcome("hang", "the ranks never started")
+        # killed once both ranks read their owner files: past their start-up, into training
+        if not _wait_for(lambda: len(_training(launcher.pid)) >= 2 or launcher.poll() is not None, 200, 0.2):
+            return Outcome("hang", "the ranks never started training")
         ranks = _rank_pids(launcher.pid)
-        time.sleep(3.0)  # into training
         launcher.kill()
         launcher.wait()
         t0 = time.monotonic()
@@ -871,9 +883,8 @@ def _rank_stop(ctx: Ctx) -> Outcome:
     rec = ctx.tmp / "run.json"
     launcher = _spawn_cli(_multi(ctx, ds, rec))
     try:
-        if not _wait_for(lambda: len(_rank_pids(launcher.pid)) >= 2 or launcher.poll() is not None, 150, 0.2):
-            return Outcome("hang", "the ranks never started")
-        time.sleep(3.0)
+        if not _wait_for(lambda: len(_training(launcher.pid)) >= 2 or launcher.poll() is not None, 200, 0.2):
+            return Outcome("hang", "the ranks never started training")
         ranks = _rank_pids(launcher.pid)
         os.kill(ranks[-1], signal.SIGSTOP)
         try:
@@ -882,8 +893,9 @@ def _rank_stop(ctx: Ctx) -> Outcome:
             return Outcome("hang", "the launcher did not end 120 s after a rank was stopped")
         status = _record_status(rec)
         if rc != 0 and status == "failed":
-            return Outcome("failed record", f"exit status {rc}, record failed: "
-                           f"{json.loads(rec.read_text())['failure']['message'][:200]}")
+            failure = json.loads(rec.read_text())["failure"]
+            return Outcome("failed record", f"exit status {rc}, record failed: rank {failure['rank']}: "
+                           f"{failure['message'][:200]}" + ("" if failure["rank"] == 1 else " [not rank 1]"))
         if rc != 0:
             return Outcome("clear error", f"exit status {rc}, no record")
         return Outcome("silently wrong", "the run ended with status 0")

@@ -11,11 +11,11 @@ saying what it removed.
 from __future__ import annotations
 
 import contextlib
+import errno
+import glob
 import json
 import os
 import shutil
-import errno
-import glob
 import sys
 import tempfile
 from pathlib import Path

@@ -73,14 +73,35 @@ def run_system(system: str, cfg: RunConfig, *, devices: int = 1, machines: int =
     """Run one system and return its record (written to `record_path` if given; the path is checked
     and locked before the run: lsm_gnn.records.claim_record)."""
     with claim_record(record_path):
-        if system == "distdgl":
-            rec = run_distdgl(cfg, machines=machines, trainers=trainers, progress=progress)
-        else:
-            rec = _run_lsm_family(system, cfg, devices, progress)
+        try:
+            if system == "distdgl":
+                rec = run_distdgl(cfg, machines=machines, trainers=trainers, progress=progress)
+            else:
+                rec = _run_lsm_family(system, cfg, devices, progress)
+        except Exception as e:  # a failed run leaves a failed record (a rejected config: none)
+            if record_path is not None and not isinstance(e, ConfigError):
+                _write_failed(record_path, system, cfg, e)
+            raise
         finish_record(rec)
         if record_path is not None:
             write_record(record_path, rec)
     return rec
+
+
+def _write_failed(path, system: str, cfg: RunConfig, e: Exception) -> None:
+    import sys
+    import traceback
+
+    rec = getattr(e, "record", None)  # the launcher's own failed record names the rank
+    if rec is None:
+        rec = new_record("train", system, config_to_dict(cfg))
+        rec["status"] = "failed"
+        rec["failure"] = {"rank": getattr(e, "rank", None), "message": f"{type(e).__name__}: {e}"}
+    rec["system"] = system
+    try:
+        write_record(path, rec)
+    except Exception:  # noqa: BLE001 - never mask the run's own error
+        traceback.print_exc(file=sys.stderr)
 
 
 @contextmanager

@@ -409,6 +409,22 @@ def _dataset_file(ctx: Ctx) -> Outcome:
     return judge_error(ctx.train(f, rec), rec, names="file")
 
 
+@case("baseline-missing-dataset", "lsm-gnn run --system mmap on a folder that does not exist")
+def _baseline_no_dataset(ctx: Ctx) -> Outcome:
+    rec = ctx.tmp / "run.json"
+    return judge_error(ctx.cli("run", "--system", "mmap", "--dataset", ctx.tmp / "nowhere", "--record", rec,
+                               "--no-progress"), rec, names="nowhere")
+
+
+@case("baseline-record-readonly", "lsm-gnn run --system memory with --record in a read-only folder")
+def _baseline_ro(ctx: Ctx) -> Outcome:
+    from lsm_gnn.check.sandbox import readonly_dir
+
+    ctx.note(readonly_dir(ctx.tmp / "ro"))
+    return judge_error(ctx.cli("run", "--system", "memory", "--dataset", ctx.dataset(), "--record",
+                               ctx.tmp / "ro" / "run.json", "--no-progress"), names="ro")
+
+
 # configuration
 @case("window-1000", "--window 1000 on an epoch of a few iterations; train", cheap=False, timeout_s=120,
       pending=INPUT_CHECKS)

@@ -89,8 +89,9 @@ def plain_worker(cfg, rank: int, world_size: int, heartbeat, args: dict) -> dict
     from lsm_gnn.storage.memcap import PageCacheCap
     from lsm_gnn.datasets.format import Dataset
     from lsm_gnn.multidevice.workers import source_metrics
-    from lsm_gnn.train.loop import run_training
+    from lsm_gnn.train.loop import import_optimizer, run_training
 
+    import_optimizer(cfg)  # while still starting (lsm_gnn.train.loop.import_optimizer)
     dataset = Dataset(cfg.dataset.path)
     lay = dataset.features()
     reader = cfg.storage.reader

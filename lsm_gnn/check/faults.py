@@ -1020,8 +1020,10 @@ def run_suite(cases: list[Case], *, workdir: str | os.PathLike | None = None, sa
     """Run `cases` and return {"cases": [...], "totals": {outcome: n}, "seconds": s}."""
     import lsm_gnn.cli  # noqa: F401 - the slow imports, paid once before forking
     import lsm_gnn.cli.dataset, lsm_gnn.cli.simulate, lsm_gnn.cli.train  # noqa: F401, E401
-    import lsm_gnn.train.loop  # noqa: F401
-    import torch._dynamo  # noqa: F401 - torch.optim.Adam imports it on first use: 15 s of every training case
+    from lsm_gnn.train.loop import import_optimizer
+    from lsm_gnn.config import parse_config
+
+    import_optimizer(parse_config({}))  # 15 s of every training case here, paid once
 
     os.environ.setdefault("DGLBACKEND", "pytorch")
     t0 = time.monotonic()

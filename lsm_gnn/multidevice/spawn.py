@@ -48,8 +48,7 @@ def rank_main(rank, world_size, cfg_dict, worker, worker_args, init_method, stam
     out = Path(outdir)
     try:
         import torch
-        import torch._dynamo  # noqa: F401 - torch.optim imports it on first use (15-30 s on a loaded 2-core
-        import torch.distributed as dist  # VM): paid here, under the start-up limit, not as "no progress"
+        import torch.distributed as dist
 
         cfg = parse_config(cfg_dict)
         torch.set_num_threads(rank_threads(cfg, world_size))

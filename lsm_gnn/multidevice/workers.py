@@ -34,8 +34,9 @@ def source_metrics(src) -> dict:
 def train_worker(cfg: RunConfig, rank: int, world_size: int, heartbeat: Heartbeat, args: dict) -> dict:
     """The training loop of one rank with the shared (or isolated) feature source."""
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.train.loop import run_training
+    from lsm_gnn.train.loop import import_optimizer, run_training
 
+    import_optimizer(cfg)  # before the source's first collective: still starting
     dataset = Dataset(cfg.dataset.path)
     src = make_feature_source(cfg, dataset, rank, world_size, heartbeat=heartbeat)
     heartbeat.beat()

@@ -118,6 +118,16 @@ def _accelerator(cfg: RunConfig, distributed: bool):
     return EmulatedAccelerator(load_accelerator(tr.accelerator_profile), scale=tr.accelerator_scale, sync=sync)
 
 
+def import_optimizer(cfg: RunConfig) -> None:
+    """Import now what the optimiser imports on first use: torch.optim's first Adam imports
+    torch._dynamo, 15-30 s on the loaded 2-core VM. A rank calls this while it is still starting
+    (under the launcher's start-up limit), so that the import is not taken for a rank that stopped
+    making progress (the watchdog then blamed the wrong rank). Nothing to import when an emulated
+    accelerator trains nothing."""
+    if cfg.train.accelerator != "emulated":
+        import torch._dynamo  # noqa: F401
+
+
 def run_training(cfg: RunConfig, *, rank: int = 0, world_size: int = 1, feature_source=None,
                  process_group_ready: bool = False, progress: bool = True, record_path=None) -> dict:
     """Train as `cfg` says; return the run record (and write it if a path is given, on rank 0)."""

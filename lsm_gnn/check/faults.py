@@ -582,7 +582,7 @@ def _gen_exists(ctx: Ctx) -> Outcome:
 @case("generate-killed-leftovers", "SIGKILL of dataset generate while it writes, then the same command again")
 def _gen_killed(ctx: Ctx) -> Outcome:
     out = ctx.tmp / "g"
-    args = ["dataset", "generate", "8000", "--dim", "32", "--out", out, "--no-progress"]
+    args = ["dataset", "generate", "3000", "--dim", "16", "--out", out, "--no-progress"]
     pid = os.fork()
     if pid == 0:
         try:
@@ -591,8 +591,8 @@ def _gen_killed(ctx: Ctx) -> Outcome:
             ctx.cli(*args)
         finally:
             os._exit(0)
-    partial = lambda: [p for p in ctx.tmp.glob(".g.*.partial") if (p / "features.bin").exists()]  # noqa: E731
-    found = _wait_for(lambda: bool(partial()), 60, 0.02)
+    partial = lambda: list(ctx.tmp.glob(".g.*.partial"))  # noqa: E731 - the writer's folder, made first
+    found = _wait_for(lambda: bool(partial()), 60, 0.01)
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     if not found:
@@ -831,8 +831,9 @@ def _rank_pids(pid: int) -> list[int]:
     import psutil
 
     try:
-        return [c.pid for c in psutil.Process(pid).children(recursive=True)
-                if "spawn_main" in " ".join(c.cmdline())]
+        # sorted: the launcher starts rank 0 first, so the later pid is rank 1
+        return sorted(c.pid for c in psutil.Process(pid).children(recursive=True)
+                      if "spawn_main" in " ".join(c.cmdline()))
     except psutil.Error:
         return []
 
@@ -893,7 +894,7 @@ for _kind, _what in [("kill", "SIGKILL of rank 1 at its third fetch"),
     case(f"rank-{_kind}", f"{_what} (LSM_GNN_FAULT); train --devices 2", cheap=False, timeout_s=240)(_rank_fault(_kind))
 
 
-@case("rank-sigstop", "SIGSTOP of a rank of `lsm-gnn train --devices 2` from outside", cheap=False, timeout_s=240)
+@case("rank-sigstop", "SIGSTOP of rank 1 of `lsm-gnn train --devices 2` from outside", cheap=False, timeout_s=240)
 def _rank_stop(ctx: Ctx) -> Outcome:
     ds = ctx.dataset()
     rec = ctx.tmp / "run.json"
@@ -1020,6 +1021,8 @@ def run_suite(cases: list[Case], *, workdir: str | os.PathLike | None = None, sa
     """Run `cases` and return {"cases": [...], "totals": {outcome: n}, "seconds": s}."""
     import lsm_gnn.cli  # noqa: F401 - the slow imports, paid once before forking
     import lsm_gnn.cli.dataset, lsm_gnn.cli.simulate, lsm_gnn.cli.train  # noqa: F401, E401
+    import lsm_gnn.datasets.importer, lsm_gnn.datasets.pagerank, lsm_gnn.sim.simulate  # noqa: F401, E401
+    import baselines.cli  # noqa: F401
     from lsm_gnn.train.loop import import_optimizer
     from lsm_gnn.config import parse_config
 

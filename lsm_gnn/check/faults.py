@@ -1022,7 +1022,6 @@ def run_suite(cases: list[Case], *, workdir: str | os.PathLike | None = None, sa
     import lsm_gnn.cli  # noqa: F401 - the slow imports, paid once before forking
     import lsm_gnn.cli.dataset, lsm_gnn.cli.simulate, lsm_gnn.cli.train  # noqa: F401, E401
     import lsm_gnn.datasets.importer, lsm_gnn.datasets.pagerank, lsm_gnn.sim.simulate  # noqa: F401, E401
-    import baselines.cli  # noqa: F401
     from lsm_gnn.train.loop import import_optimizer
     from lsm_gnn.config import parse_config
 

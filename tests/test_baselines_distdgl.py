@@ -1,9 +1,14 @@
-"""Dist-DGL on emulated machines: real runs with 1 and 2 machines, cleanup also after a killed trainer."""
+"""Dist-DGL on emulated machines: runs with 1 machine (emulated accelerator) and 2 machines (real
+training, through the harness), cleanup also after a killed trainer.
+
+Each cluster run costs some 20 s (every process imports DGL; DGL's own connection sleeps): the two
+2-machine runs share one dataset and its metis partitioning, built once for the module."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +31,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@pytest.fixture(scope="module")
+def two_machines(tmp_path_factory):
+    """A dataset, the partition_dir holding its 2-part metis partitioning (where the harness finds
+    it under `baseline.partition_dir`) and that partitioning."""
+    import conftest
+
+    root = tmp_path_factory.mktemp("distdgl")
+    ds = conftest._build_random_dataset(root / "ds", num_nodes=2000, dim=32)
+    return ds, root / "parts", partition_dataset(ds, root / "parts" / f"{ds.name}-2-metis", 2, "metis")
+
+
 def _args(ds, **kw):
     return {"dataset": str(ds.root), "fanouts": [5, 5], "batch_size": 128, "model": {"name": "sage", "hidden": 16},
             "lr": 0.01, "epochs": 2, "eval": True, "eval_nodes": 200, "seed": 0, **kw}
@@ -38,38 +54,12 @@ def _shm():
     return {n for n in os.listdir("/dev/shm") if not n.startswith(("psm_", "sem.mp-"))}
 
 
-def test_one_machine_run_through_harness_validates(random_dataset, tmp_path, monkeypatch):
-    from baselines.harness import run_system
-    from lsm_gnn.utils.threads import THREAD_VARS
-
-    for k in THREAD_VARS:  # as Snakemake exports them for a 2-thread job: the cluster must not inherit them
-        monkeypatch.setenv(k, "2")
-
-    ds = random_dataset(num_nodes=1500, dim=32)
-    before = _shm()
-    cfg = load_config(None, [f"dataset.path={ds.root}", "sampler.batch_size=128", "sampler.fanouts=[5,5]",
-                             "model.hidden=16", "train.epochs=2", "train.eval_nodes=200"])
-    rec = run_system("distdgl", cfg, machines=1, trainers=1, record_path=tmp_path / "r.json")
-    validate_record(rec)
-    m = rec["metrics"]
-    assert rec["system"] == "distdgl" and rec["status"] == "complete"
-    assert m["time"]["epoch_cold_s"] > 0 and m["time"]["epoch_steady_s"] > 0
-    assert m["time"]["partition_s"] > 0 and m["time"]["preprocessing_s"] >= m["time"]["partition_s"]
-    assert m["distdgl"]["part_ids"] == [0]
-    assert m["traffic"]["network_bytes"] >= 0  # one machine: nothing needs to cross the network
-    assert 0.0 <= m["accuracy"]["val"] <= 1.0
-    assert _shm() - before == set()  # nothing the run created is left
-    assert m["distdgl"]["trainer_threads"] == {"torch": 1, "env": {k: "1" for k in THREAD_VARS}}
-    speed = m["cpu_index_s"]  # the CPU speed index around the cluster's run, for the projection
-    assert speed["before"] > 0 and speed["after"] > 0
-    assert m["accelerator"]["mode"] == "real" and m["accuracy"]["trained"] is True
-
-
 def test_dist_dgl_with_an_emulated_accelerator_pulls_the_same_rows_and_reports_au(random_dataset, tmp_path):
     from baselines.harness import run_system
     from lsm_gnn.accelerator import load_accelerator
 
     ds = random_dataset(num_nodes=1500, dim=32)
+    before = _shm()
     cfg = load_config(None, [f"dataset.path={ds.root}", "sampler.batch_size=128", "sampler.fanouts=[5,5]",
                              "model.hidden=16", "train.epochs=2", "train.eval_nodes=200",
                              "train.accelerator=emulated", "train.accelerator_profile=a100",
@@ -77,6 +67,13 @@ def test_dist_dgl_with_an_emulated_accelerator_pulls_the_same_rows_and_reports_a
     rec = run_system("distdgl", cfg, machines=1, trainers=1, record_path=tmp_path / "r.json")
     validate_record(rec)
     m = rec["metrics"]
+    # one machine, partitioned by the run itself
+    assert rec["system"] == "distdgl" and rec["status"] == "complete"
+    assert m["time"]["epoch_cold_s"] > 0 and m["time"]["epoch_steady_s"] > 0
+    assert m["time"]["partition_s"] > 0 and m["time"]["preprocessing_s"] >= m["time"]["partition_s"]
+    assert not m["distdgl"]["partition"]["reused"] and m["distdgl"]["part_ids"] == [0]
+    assert m["traffic"]["network_bytes"] >= 0  # one machine: nothing needs to cross the network
+    assert _shm() - before == set()  # nothing the run created is left
     acc = m["accelerator"]
     step = load_accelerator("a100").step.scaled(2)
     assert acc["mode"] == "emulated" and acc["profile"] == "a100" and acc["scale"] == 2
@@ -89,27 +86,61 @@ def test_dist_dgl_with_an_emulated_accelerator_pulls_the_same_rows_and_reports_a
     assert m["throughput"]["samples_per_s"] > 0 and m["traffic"]["kvstore_feature_bytes"] > 0
 
 
-def test_two_machines_train_on_their_own_partitions_and_clean_up(random_dataset, tmp_path):
-    ds = random_dataset(num_nodes=2000, dim=32)
-    info = partition_dataset(ds, tmp_path / "parts", 2, "metis")
+def test_two_machines_through_the_harness_train_on_their_own_partitions_validate_and_clean_up(
+        two_machines, tmp_path, monkeypatch):
+    """The end-to-end run: `run_system` on 2 emulated machines with real training (the record, the
+    trainers' own metrics, the processes and /dev/shm after it)."""
+    from baselines.distdgl import launch
+    from baselines.harness import run_system
+    from lsm_gnn.utils.threads import THREAD_VARS
+
+    for k in THREAD_VARS:  # as Snakemake exports them for a 2-thread job: the cluster must not inherit them
+        monkeypatch.setenv(k, "2")
+    clusters = []
+
+    class Watched(launch.EmulatedCluster):  # the harness's cluster, kept for its processes and results
+        def run(self, *args, **kw):
+            clusters.append(self)
+            self.result = super().run(*args, **kw)
+            return self.result
+
+    monkeypatch.setattr(launch, "EmulatedCluster", Watched)
+    ds, parts, info = two_machines
     before = _shm()
-    with EmulatedCluster(ClusterSpec(machines=2, trainers=1, timeout_s=120), tmp_path / "work") as cluster:
-        res = cluster.run(info.part_config, info.graph_name, _args(ds))
-    pids = [p.pid for _, p in cluster.procs] + [h.pid for h in cluster.holders] + [cluster.switch.pid]
-    assert sorted(m["part_id"] for m in res.trainer_metrics) == [0, 1]   # each machine its own partition
-    assert [m["machine"] for m in res.trainer_metrics] == [0, 1]
-    for m in res.trainer_metrics:
-        assert len(m["iterations"]) == 2 * m["iters_per_epoch"]
-        assert m["net_end"]["tx_bytes"] > m["net_start"]["tx_bytes"]     # remote sampling/pulls/all-reduce
+    cfg = load_config(None, [f"dataset.path={ds.root}", f"baseline.partition_dir={parts}", "sampler.batch_size=128",
+                             "sampler.fanouts=[5,5]", "model.hidden=16", "train.epochs=2", "train.eval_nodes=200"])
+    rec = run_system("distdgl", cfg, machines=2, trainers=1, record_path=tmp_path / "r.json")
+    validate_record(rec)
+    m = rec["metrics"]
+    assert rec["system"] == "distdgl" and rec["status"] == "complete"
+    assert m["time"]["epoch_cold_s"] > 0 and m["time"]["epoch_steady_s"] > 0
+    assert m["time"]["partition_s"] > 0 and m["time"]["preprocessing_s"] >= m["time"]["partition_s"]
+    assert m["distdgl"]["partition"]["reused"] and Path(m["distdgl"]["partition"]["part_config"]) == \
+        Path(info.part_config)  # the module's partitioning, found under partition_dir
+    assert m["distdgl"]["part_ids"] == [0, 1]
+    assert m["traffic"]["network_bytes"] > 0  # two machines: pulls, remote sampling, all-reduce
+    assert 0.0 <= m["accuracy"]["val"] <= 1.0
+    assert m["distdgl"]["trainer_threads"] == {"torch": 1, "env": {k: "1" for k in THREAD_VARS}}
+    speed = m["cpu_index_s"]  # the CPU speed index around the cluster's run, for the projection
+    assert speed["before"] > 0 and speed["after"] > 0
+    assert m["accelerator"]["mode"] == "real" and m["accuracy"]["trained"] is True
+    # the trainers' own metrics
+    (cluster,) = clusters
+    res = cluster.result
+    assert sorted(t["part_id"] for t in res.trainer_metrics) == [0, 1]   # each machine its own partition
+    assert [t["machine"] for t in res.trainer_metrics] == [0, 1]
+    for t in res.trainer_metrics:
+        assert len(t["iterations"]) == 2 * t["iters_per_epoch"]
+        assert t["net_end"]["tx_bytes"] > t["net_start"]["tx_bytes"]     # remote sampling/pulls/all-reduce
     # both trainers evaluated the same all-reduced accuracy
     assert res.trainer_metrics[0]["accuracy"] == res.trainer_metrics[1]["accuracy"]
+    pids = [p.pid for _, p in cluster.procs] + [h.pid for h in cluster.holders] + [cluster.switch.pid]
     assert not any(_alive(p) for p in pids)
     assert _shm() - before == set()  # nothing the run created is left
 
 
-def test_killed_trainer_fails_the_run_and_leaves_nothing_behind(random_dataset, tmp_path):
-    ds = random_dataset(num_nodes=2000, dim=32)
-    info = partition_dataset(ds, tmp_path / "parts", 2, "random")
+def test_killed_trainer_fails_the_run_and_leaves_nothing_behind(two_machines, tmp_path):
+    ds, _, info = two_machines
     before = _shm()
     cluster = EmulatedCluster(ClusterSpec(machines=2, trainers=1, timeout_s=120), tmp_path / "work")
     with pytest.raises(DistributedError) as err:

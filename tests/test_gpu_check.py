@@ -23,17 +23,42 @@ GPU_HERE = gpu_presence()[0] > 0
 CLI = [sys.executable, "-m", "lsm_gnn.cli"]
 
 
-def _collect(*args) -> list[str]:
-    p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args,
-                        str(REPO / "tests")], cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return [ln for ln in p.stdout.splitlines() if "::" in ln]
+class _Selection:
+    """A pytest plugin that keeps what `-m gpu` selected (with the reason each test skips for,
+    None if it would run), what it deselected, and the reasons of modules skipped while collecting."""
+
+    def __init__(self):
+        self.selected, self.deselected, self.collect_skips = {}, [], []
+
+    def pytest_deselected(self, items):
+        self.deselected += [i.nodeid for i in items]
+
+    def pytest_collectreport(self, report):
+        if report.skipped:
+            self.collect_skips.append(f"{report.nodeid}: {report.longrepr[-1]}")
+
+    def pytest_collection_finish(self, session):
+        from _pytest.skipping import evaluate_skip_marks  # pytest's own rule (skipif, then skip marks)
+
+        for item in session.items:
+            skip = evaluate_skip_marks(item)
+            self.selected[item.nodeid] = skip.reason if skip else None
+
+
+@pytest.fixture(scope="module")
+def gpu_selection() -> _Selection:
+    """`pytest -m gpu` over tests/, collected once in this process (the test modules are imported
+    once, not in a new Python): the selection, the complement (`-m "not gpu"`) and the skips."""
+    sel = _Selection()
+    rc = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "--rootdir", str(REPO), "-m", "gpu",
+                      str(REPO / "tests")], plugins=[sel])
+    assert rc == 0, f"collecting tests/ with -m gpu exited {rc}"
+    return sel
 
 
 # ---- one marker --------------------------------------------------------------------------------
-def test_pytest_m_gpu_selects_the_gpu_tests_and_only_they_need_a_gpu():
-    gpu_ids = _collect("-m", "gpu")
-    cpu_ids = _collect("-m", "not gpu")
+def test_pytest_m_gpu_selects_the_gpu_tests_and_only_they_need_a_gpu(gpu_selection):
+    gpu_ids, cpu_ids = list(gpu_selection.selected), gpu_selection.deselected
     # the GPU tests of every area are in the selection (a file that lost its marker shows here)
     for part in ("test_cache_gpu.py::", "[cupy", "test_cache_device_source.py::test_cuda_source",
                  "test_multidevice_owners.py::test_gpu_split", "test_multidevice_owners.py::test_gpu_tensor",
@@ -52,13 +77,17 @@ def test_pytest_m_gpu_selects_the_gpu_tests_and_only_they_need_a_gpu():
 
 
 @pytest.mark.skipif(GPU_HERE, reason="checks the behaviour on a machine without a GPU")
-def test_without_a_gpu_every_gpu_test_skips_with_one_reason(tmp_path):
-    r = gc.run_gpu_tests(REPO / "tests", tmp_path, timeout=600)
-    c = r["counts"]
-    assert c["tests"] > 0 and c["skipped"] == c["tests"], r
+def test_without_a_gpu_every_gpu_test_skips_with_one_reason(gpu_selection):
+    """On the collection `pytest -m gpu` runs (the check's runner itself, a pytest subprocess, is
+    tested on small suites below: a skip fails its verdict)."""
+    skips = [f"{i}: {r}" for i, r in gpu_selection.selected.items() if r is not None] + gpu_selection.collect_skips
+    c = {"tests": len(gpu_selection.selected) + len(gpu_selection.collect_skips), "passed": 0, "failed": 0,
+         "errors": 0, "skipped": len(skips), "failed_tests": [], "error_tests": [], "skip_reasons": skips}
+    assert c["tests"] > 0 and c["skipped"] == c["tests"], c
     reasons = {s.split(": ", 1)[1].split(":")[0] for s in c["skip_reasons"]}
     assert reasons == {NO_GPU}, reasons
-    assert not r["ok"] and any("skipped" in p for p in r["problems"])  # the check's verdict: a skip fails
+    problems, _ = gc.judge_test_run(0, c)
+    assert any("skipped" in p for p in problems)  # the check's verdict: a skip fails
 
 
 def test_skip_reasons_of_the_gpu_marker():

@@ -1,5 +1,8 @@
 """The exchange protocol on 2 gloo ranks (127.0.0.1), with an in-memory owner as the cache; the
-device data plane against the host plane (kernels on the CUDA emulator), and over NCCL on GPUs."""
+device data plane against the host plane (kernels on the CUDA emulator), and over NCCL on GPUs.
+
+The CPU runs (both transports, then the device plane) share one spawn of the 2 ranks (module
+fixture `two_ranks`): starting a rank (torch, lsm_gnn, this module) costs more than its work."""
 
 import json
 import os
@@ -67,14 +70,38 @@ def _rank(rank, G, port, outdir, transport="collective"):
     dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("transport", ["collective", "shm"])
-def test_two_ranks_rows_windows_and_bytes(tmp_path, transport):
+TRANSPORTS = ("collective", "shm")
+HAS_CXX = bool(shutil.which("g++") or shutil.which("c++"))
+
+
+def _cpu_runs(rank, G, ports, outdir, plane):
+    """In each rank, one after the other (each with its own process group): the exchange over
+    every transport (results in outdir/<transport>/), then the device plane (outdir/)."""
+    for transport, port in zip(TRANSPORTS, ports):
+        _rank(rank, G, port, os.path.join(outdir, transport), transport)
+    if plane:
+        _plane_rank(rank, G, ports[-1], outdir)
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """The folder of the 2 CPU ranks' results (one spawn for every CPU test of this module)."""
     from lsm_gnn.multidevice.group import pick_free_port
+
+    out = tmp_path_factory.mktemp("exchange")
+    for t in TRANSPORTS:
+        (out / t).mkdir()
+    ports = [pick_free_port() for _ in range(len(TRANSPORTS) + 1)]
+    mp.spawn(_cpu_runs, args=(2, ports, str(out), HAS_CXX), nprocs=2)
+    return out
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_two_ranks_rows_windows_and_bytes(two_ranks, transport):
     from lsm_gnn.multidevice.shm import PREFIX, SHM_DIR
 
     G = 2
-    mp.spawn(_rank, args=(G, pick_free_port(), str(tmp_path), transport), nprocs=G)
-    res = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(G)]
+    res = [json.loads((two_ranks / transport / f"{r}.json").read_text()) for r in range(G)]
     assert all(r["ok"] for r in res)  # every row received equals the file's row
     assert [r["transport"] for r in res] == [transport] * G
     # a closed source leaves no shared-memory segment behind
@@ -168,14 +195,11 @@ def _plane_rank(rank, G, port, outdir):
     dist.destroy_process_group()
 
 
-@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="needs g++ for the CUDA emulator")
-def test_device_plane_gives_the_host_planes_rows_counts_and_bytes(tmp_path):
-    from lsm_gnn.multidevice.group import pick_free_port
-
+@pytest.mark.skipif(not HAS_CXX, reason="needs g++ for the CUDA emulator")
+def test_device_plane_gives_the_host_planes_rows_counts_and_bytes(two_ranks):
     G = 2
-    mp.spawn(_plane_rank, args=(G, pick_free_port(), str(tmp_path)), nprocs=G)
     for r in range(G):
-        res = json.loads((tmp_path / f"plane-{r}.json").read_text())
+        res = json.loads((two_ranks / f"plane-{r}.json").read_text())
         assert all(v["ok"] for v in res.values()), res  # every row received equals the file's row
         assert [res[k]["plane"] for k in res] == ["host", "device", "host", "device"]
         assert res["memory-host"]["kinds"] == res["cache-host"]["kinds"] == ["ndarray"]

@@ -12,6 +12,7 @@ from lsm_gnn.datasets.format import Dataset
 from lsm_gnn.datasets.pagerank import csc_from_edges, dataset_static_scores, pagerank, percentile_byte
 from lsm_gnn.datasets.stats import degree_summary, homophily, summary
 from lsm_gnn.datasets.synthetic import generate, igbh_node_counts, resolve_size
+from lsm_gnn.datasets.verify import verify
 from lsm_gnn.utils.errors import InputError
 
 N = 4000
@@ -160,26 +161,62 @@ def test_summary_is_json(homo):
 
 
 # ---- PageRank -----------------------------------------------------------------------------------
-def _slow_pagerank(src, dst, n, damping=0.85, iterations=20):
-    out_deg = np.bincount(src, minlength=n)
+def _slow_pagerank(src, dst, n, damping=0.85, iterations=20, divide_by="in-degree"):
+    """Edge by edge: the authors' compute_pagerank divides a node's value by its in-degree before
+    sending it along each out-edge; textbook PageRank by its out-degree."""
+    deg = np.bincount(dst if divide_by == "in-degree" else src, minlength=n)
     pv = np.full(n, 1.0 / n)
     for _ in range(iterations):
         new = np.full(n, (1 - damping) / n)
         for s, d in zip(src.tolist(), dst.tolist()):
-            new[d] += damping * pv[s] / out_deg[s]
+            new[d] += damping * pv[s] / deg[s]
         pv = new
     return pv
 
 
-def test_pagerank_matches_slow_reference():
-    rng = np.random.default_rng(0)
-    n = 60
-    src = rng.integers(0, n, 400)
-    dst = rng.integers(0, n, 400)
+def _directed(n=60, m=400, seed=0):
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
     src[:n] = np.arange(n)  # every node has an out-edge
+    dst[n:2 * n] = np.arange(n)  # and an in-edge
+    return src, dst
+
+
+def test_pagerank_matches_slow_reference():
+    n = 60
+    src, dst = _directed(n)
     indptr, indices = csc_from_edges(src, dst, n)
     assert np.array_equal(np.diff(indptr), np.bincount(dst, minlength=n))
-    np.testing.assert_allclose(pagerank(indptr, indices), _slow_pagerank(src, dst, n), rtol=1e-12)
+    for variant in ("in-degree", "out-degree"):
+        np.testing.assert_allclose(pagerank(indptr, indices, normalisation=variant),
+                                   _slow_pagerank(src, dst, n, divide_by=variant), rtol=1e-12)
+
+
+def test_the_default_normalisation_is_the_authors_in_degree_and_differs_on_a_directed_graph():
+    n = 60
+    src, dst = _directed(n)
+    csc = csc_from_edges(src, dst, n)
+    default, authors, textbook = (pagerank(*csc), pagerank(*csc, normalisation="in-degree"),
+                                  pagerank(*csc, normalisation="out-degree"))
+    assert np.array_equal(default, authors)
+    assert (percentile_byte(authors) != percentile_byte(textbook)).mean() > 0.5
+    # a symmetric graph: in-degree = out-degree for every node, the two are the same
+    sym = csc_from_edges(np.concatenate((src, dst)), np.concatenate((dst, src)), n)
+    np.testing.assert_allclose(pagerank(*sym), pagerank(*sym, normalisation="out-degree"), rtol=1e-12)
+    with pytest.raises(InputError, match="normalisation.*in-degree.*found 'both'"):
+        pagerank(*csc, normalisation="both")
+
+
+def test_a_generated_dataset_records_its_pagerank_normalisation(tmp_path, homo):
+    assert homo.static_method()["pagerank"] == {
+        "normalisation": "in-degree", "damping": 0.85, "iterations": 20,
+        "byte": "percentile: uint8(255 * rank // (N - 1)), ascending, ties by id"}
+    ds = generate(tmp_path / "o", 500, feature_dim=4, pagerank="out-degree", progress=False)
+    assert ds.static_method()["pagerank"]["normalisation"] == "out-degree"
+    # the synthetic graph is symmetric: the same bytes as the default's
+    assert np.array_equal(np.asarray(ds.pagerank_u8()),
+                          np.asarray(generate(tmp_path / "i", 500, feature_dim=4, progress=False).pagerank_u8()))
+    assert verify(ds.root) == []
 
 
 def test_pagerank_star_and_dangling():

@@ -55,9 +55,12 @@ def list_datasets():
               help="Target mean degree (IGB-small: 12.07; IGB-tiny without self loops: 4.47).")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Output directory [default: data/synthetic[-hetero]-SIZE].")
+@click.option("--pagerank", "pagerank", default=None,
+              help="PageRank normalisation of the static scores: in-degree (the authors' compute_pagerank, "
+                   "the default) or out-degree (textbook); recorded in metadata.json `static`.")
 @click.option("--force", is_flag=True, help="Replace the output directory if it exists.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def generate(size, seed, hetero, dim, dtype, classes, avg_degree, out, force, no_progress):
+def generate(size, seed, hetero, dim, dtype, classes, avg_degree, out, pagerank, force, no_progress):
     """Generate a synthetic IGB-like dataset. SIZE: tiny (100k papers), small (1M), medium (10M)
     or a node count."""
     from lsm_gnn.datasets.synthetic import generate as gen, resolve_size
@@ -66,7 +69,8 @@ def generate(size, seed, hetero, dim, dtype, classes, avg_degree, out, force, no
     out = out or f"data/synthetic{'-hetero' if hetero else ''}-{size_name}"
     t0 = time.perf_counter()
     ds = gen(out, size, seed=seed, heterogeneous=hetero, feature_dim=dim, feature_dtype=dtype,
-             num_classes=classes, avg_degree=avg_degree, overwrite=force, progress=not no_progress)
+             num_classes=classes, avg_degree=avg_degree, overwrite=force, progress=not no_progress,
+             pagerank=pagerank)
     secs = time.perf_counter() - t0
     lay = ds.features()
     click.echo(f"wrote {ds.root}: {ds.num_nodes():,} nodes, {ds.num_edges():,} edges, "

@@ -314,6 +314,12 @@ class Dataset:
     def degree(self, ntype: str | None = None) -> np.ndarray:
         return self._load(f"static/{ntype or self.label_type}.degree.npy")
 
+    def static_method(self) -> dict | None:
+        """How the static scores were computed (metadata `static`: the PageRank normalisation,
+        damping, iterations); None for a dataset written before the metadata recorded it (those
+        used the out-degree normalisation)."""
+        return self.meta.get("static")
+
     def static_scores(self) -> np.ndarray:
         """PageRank bytes over the flat feature-row id space (concatenated in type order)."""
         lay = self.features()
@@ -504,10 +510,18 @@ class DatasetWriter:
         self._save(f"static/{ntype}.degree.npy", np.asarray(degree, dtype=np.int64))
         self._static.add(ntype)
 
-    def add_static_scores(self, type_order: list[str] | None = None):
+    def set_static_method(self, method: dict):
+        """How the static scores were computed (`pagerank.method()`), recorded as metadata `static`."""
+        self.meta["static"] = dict(method)
+
+    def add_static_scores(self, type_order: list[str] | None = None, *, normalisation: str | None = None):
         """PageRank byte and degree of every node type from the relations added so far (on the
-        homogeneous view; `pagerank.static_scores`), stored with `set_static`."""
-        from lsm_gnn.datasets.pagerank import static_scores
+        homogeneous view; `pagerank.static_scores` with `normalisation`, the authors' in-degree by
+        default), stored with `set_static`; the method is recorded in the metadata."""
+        from lsm_gnn.datasets.pagerank import NORMALISATION, method, static_scores
+
+        normalisation = normalisation or NORMALISATION
+        self.set_static_method(method(normalisation))
 
         counts = {t: v["num_nodes"] for t, v in self.meta["node_types"].items()}
         rels = []
@@ -515,7 +529,7 @@ class DatasetWriter:
             indptr = np.load(self.tmp / f"topology/{et}/csc_indptr.npy", mmap_mode="r")
             indices = np.load(self.tmp / f"topology/{et}/csc_indices.npy", mmap_mode="r")
             rels.append((e["src_type"], e["dst_type"], indptr, indices))
-        for t, (pr, deg) in static_scores(counts, rels, type_order).items():
+        for t, (pr, deg) in static_scores(counts, rels, type_order, normalisation=normalisation).items():
             self.set_static(t, pr, deg)
 
     def commit(self) -> Dataset:

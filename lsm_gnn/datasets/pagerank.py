@@ -1,15 +1,22 @@
 """Static node scores for the cache's eviction policy: PageRank as a percentile byte, and degree.
 
 Semantics follow the LSM-GNN authors' code (github.com/jeongminpark417/COALA-GNN, commit 57f0284
-"page rank", evaluation/page_rank_node_list_gen.py): damping 0.85, 20 synchronous
-iterations from the uniform vector, each iteration
+"page rank", evaluation/page_rank_node_list_gen.py, `compute_pagerank`): damping 0.85, 20
+synchronous iterations from the uniform vector, each iteration
 
-    contrib = pv / out_degree;   pv = (1 - d) / N + d * sum over in-edges of contrib
+    contrib = pv / in_degree;   pv = (1 - d) / N + d * sum over in-edges of contrib
 
-A node without out-edges sends nothing (its mass leaks, as in DGL's message passing; our
-synthetic graphs are symmetric with minimum degree 1, so they have none). The scores are then
-rank-normalised: nodes sorted by PageRank ascending (ties by id, stable) get
-`uint8(255 * rank // (N - 1))`, so 0 is the least and 255 the most central node.
+The authors divide each node's value by its *in*-degree (`g.in_degrees()`) before sending it
+along its out-edges: normalisation "in-degree", the default. Textbook PageRank divides by the
+out-degree: normalisation "out-degree", kept as a named option (the scores of lsm-gnn before
+this default changed). On a symmetric graph (every synthetic graph here: reverse edges included)
+the two are the same; on a directed real graph most bytes differ. A node with a zero divisor
+sends nothing (its mass leaks; the authors' division would make it infinite, our synthetic graphs
+have minimum degree 1).
+
+The scores are then rank-normalised: nodes sorted by PageRank ascending (ties by id, stable) get
+`uint8(255 * rank // (N - 1))`, so 0 is the least and 255 the most central node. Which
+normalisation a dataset used is in its metadata.json (`static`, written by `method()`).
 
 Heterogeneous graphs: the reference runs PageRank per edge type; we run it once on the
 *homogeneous view* (every relation, reverse relations included, over the flat feature-row id
@@ -26,6 +33,24 @@ from lsm_gnn.utils.errors import InputError
 
 DAMPING = 0.85
 ITERATIONS = 20
+# what each node's value is divided by before it is sent along its out-edges
+NORMALISATIONS = {"in-degree": "the authors' compute_pagerank (COALA-GNN 57f0284): pv / g.in_degrees()",
+                  "out-degree": "textbook PageRank: pv / out-degree"}
+NORMALISATION = "in-degree"
+
+
+def check_normalisation(normalisation: str) -> str:
+    if normalisation not in NORMALISATIONS:
+        raise InputError(f"PageRank normalisation: expected one of {sorted(NORMALISATIONS)}, found {normalisation!r}")
+    return normalisation
+
+
+def method(normalisation: str = NORMALISATION, *, damping: float = DAMPING, iterations: int = ITERATIONS) -> dict:
+    """How the static scores were computed, as a dataset's metadata.json records it (`static`)."""
+    check_normalisation(normalisation)
+    return {"pagerank": {"normalisation": normalisation, "damping": float(damping), "iterations": int(iterations),
+                         "byte": "percentile: uint8(255 * rank // (N - 1)), ascending, ties by id"},
+            "degree": "in-degree over all relations"}
 
 
 @numba.njit(cache=True)
@@ -69,8 +94,11 @@ def csc_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np
 
 
 def pagerank(indptr: np.ndarray, indices: np.ndarray, *, damping: float = DAMPING,
-             iterations: int = ITERATIONS) -> np.ndarray:
-    """PageRank (float64 per node) of the graph given as CSC: indptr over destinations, sources."""
+             iterations: int = ITERATIONS, normalisation: str = NORMALISATION) -> np.ndarray:
+    """PageRank (float64 per node) of the graph given as CSC: indptr over destinations, sources.
+
+    `normalisation`: "in-degree" (the authors', default) or "out-degree" (textbook)."""
+    check_normalisation(normalisation)
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices = np.ascontiguousarray(indices, dtype=np.int64)
     n = indptr.size - 1
@@ -79,13 +107,16 @@ def pagerank(indptr: np.ndarray, indices: np.ndarray, *, damping: float = DAMPIN
     if indptr[0] != 0 or indptr[-1] != indices.size:
         raise InputError(f"CSC indptr must start at 0 and end at len(indices)={indices.size}, "
                          f"found {indptr[0]}..{indptr[-1]}")
-    out_degree = np.bincount(indices, minlength=n).astype(np.float64)
-    inv_out = np.divide(1.0, out_degree, out=np.zeros(n), where=out_degree > 0)
+    if normalisation == "in-degree":
+        divisor = np.diff(indptr).astype(np.float64)
+    else:
+        divisor = np.bincount(indices, minlength=n).astype(np.float64)
+    inv = np.divide(1.0, divisor, out=np.zeros(n), where=divisor > 0)
     pv = np.full(n, 1.0 / n)
     nxt = np.empty(n)
     base = (1.0 - damping) / n
     for _ in range(iterations):
-        _pull_iteration(indptr, indices, pv * inv_out, base, damping, nxt)
+        _pull_iteration(indptr, indices, pv * inv, base, damping, nxt)
         pv, nxt = nxt, pv
     return pv
 
@@ -126,7 +157,8 @@ def homogeneous_view(node_counts: dict[str, int], relations, type_order: list[st
 
 
 def static_scores(node_counts: dict[str, int], relations, type_order: list[str] | None = None,
-                  *, damping: float = DAMPING, iterations: int = ITERATIONS) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+                  *, damping: float = DAMPING, iterations: int = ITERATIONS,
+                  normalisation: str = NORMALISATION) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{ntype: (pagerank_u8, degree)} on the homogeneous view; degree = in-degree over all relations.
 
     With reverse relations present (as in every dataset we write) the in-degree is the number of
@@ -138,14 +170,28 @@ def static_scores(node_counts: dict[str, int], relations, type_order: list[str] 
         offsets = {t: 0}
     else:
         indptr, indices, offsets = homogeneous_view(node_counts, relations, type_order)
-    pr_byte = percentile_byte(pagerank(indptr, indices, damping=damping, iterations=iterations))
+    pr_byte = percentile_byte(pagerank(indptr, indices, damping=damping, iterations=iterations,
+                                       normalisation=normalisation))
     degree = np.diff(np.asarray(indptr))
     return {t: (pr_byte[off: off + node_counts[t]], degree[off: off + node_counts[t]])
             for t, off in offsets.items()}
 
 
-def dataset_static_scores(ds) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Recompute the static scores of an opened `Dataset` (used by `prepare` and the tests)."""
+# datasets written before the metadata recorded the method computed textbook PageRank
+UNRECORDED = "out-degree"
+
+
+def normalisation_of(ds) -> str:
+    """The PageRank normalisation an opened `Dataset`'s static scores used (metadata `static`)."""
+    method_ = ds.static_method() if hasattr(ds, "static_method") else ds.meta.get("static")
+    return ((method_ or {}).get("pagerank") or {}).get("normalisation", UNRECORDED)
+
+
+def dataset_static_scores(ds, normalisation: str | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Recompute the static scores of an opened `Dataset` (used by `prepare` and the tests), with
+    the normalisation its metadata records (the default where it records none)."""
+    if normalisation is None:
+        normalisation = normalisation_of(ds)
     rels = []
     for et in ds.edge_types:
         s, _, d = ds.edge_type_triple(et)
@@ -155,4 +201,4 @@ def dataset_static_scores(ds) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     order = list(ds.features().type_offsets) if ds.meta.get("features") else None
     if order is not None:
         order += [t for t in counts if t not in order]
-    return static_scores(counts, rels, order)
+    return static_scores(counts, rels, order, normalisation=normalisation)

@@ -261,8 +261,12 @@ def write_features(w: DatasetWriter, order, home_class: dict, dim: int, dtype: n
 # the generator
 def generate(root: str | os.PathLike, size: str | int = "tiny", *, seed: int = 0, heterogeneous: bool = False,
              feature_dim: int = 1024, feature_dtype: str = "float32", num_classes: int = 19,
-             avg_degree: float = AVG_DEGREE, overwrite: bool = False, progress: bool = True) -> Dataset:
+             avg_degree: float = AVG_DEGREE, overwrite: bool = False, progress: bool = True,
+             pagerank: str | None = None) -> Dataset:
     """Write a synthetic IGB-like dataset to `root` and return it opened.
+
+    pagerank: the static scores' PageRank normalisation (lsm_gnn.datasets.pagerank.NORMALISATIONS;
+    default the authors' in-degree; the graphs are symmetric, so both give the same bytes).
 
     size: 'tiny' (100k papers), 'small' (1M), 'medium' (10M) or a paper count. With
     `heterogeneous`, IGBH-like author/fos/institute nodes and relations are added (counts scaled
@@ -314,7 +318,7 @@ def generate(root: str | os.PathLike, size: str | int = "tiny", *, seed: int = 0
         home_class = {"paper": labels}
         if heterogeneous:
             _hetero_relations(w, counts, labels, num_classes, seed, home_class)
-        w.add_static_scores(order)  # PageRank byte and degree over every relation just added
+        w.add_static_scores(order, normalisation=pagerank)  # PageRank byte and degree over every relation just added
         w.set_labels("paper", labels, num_classes)
         split_perm = np.random.default_rng([seed, _S_SPLIT]).permutation(n)
         a, b = int(0.6 * n), int(0.8 * n)

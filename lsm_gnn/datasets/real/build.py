@@ -274,6 +274,9 @@ def _commit(g: RawGraph, state: PrepareState, out: Path, feats: dict, overwrite:
         sp = {k: np.load(state.dir / "splits" / f"{k}.npy") for k in ("train", "val", "test")}
         w.set_splits(sp["train"], sp["val"], sp["test"],
                      unlabelled_ok=("test",) if g.source.get("test_labels_hidden") else ())
+        from lsm_gnn.datasets import pagerank
+
+        w.set_static_method(pagerank.method())  # what _static computed
         for t in g.node_counts:
             w.set_static(t, np.load(state.dir / "static" / f"{t}.pagerank_u8.npy", mmap_mode="r"),
                          np.load(state.dir / "static" / f"{t}.degree.npy", mmap_mode="r"))

@@ -7,7 +7,11 @@
 #   regime     all policies at cache_fraction over ratio_batch_sizes: the axis
 #              cache_rows_per_iteration_rows along which the policies trade places
 #   hetero     all policies on the IGBH-like graph (hetero_size, hetero_dim) at cache_fraction
-# Defaults on synthetic-small: about 4 minutes of simulation in all.
+#   pvp        the victim buffer's regime: hybrid and dynamic, with and without the buffer, over the
+#              host tier's share (pvp_host_shares), W (pvp_windows) and batch (pvp_batch_sizes, the
+#              run's batch and paper_batch_size always among them), at cache_fraction; plus hybrid
+#              over cache_fractions at each batch (the projection's IGB-full figure at the paper's batch)
+# Defaults on synthetic-small: about 6 minutes of simulation in all (pvp: about 2).
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/30-cache.md")
 
@@ -15,6 +19,12 @@ CACHE_VICTIM = str(config["cache_victim_depth"] or "config")
 CACHE_FLAGS = " ".join(f"--cache-fraction {f}" for f in config["cache_fractions"])
 CACHE_MAX_BATCHES = f"--max-batches {config['cache_max_batches']}" if config["cache_max_batches"] else ""
 REGIME_BATCHES = [int(b) for b in config["ratio_batch_sizes"]]
+PAPER_BATCH = int(config["paper_batch_size"])
+PVP_BATCHES = sorted({int(b) for b in config["pvp_batch_sizes"]} | {BATCH, PAPER_BATCH})
+PVP_SHARES = sorted({float(h) for h in config["pvp_host_shares"] if float(h) > 0})
+PVP_WINDOWS = sorted({int(w) for w in config["pvp_windows"]} | {8})
+# the run config's host share (lsm_gnn.config: VictimBufferConfig.host_fraction, None = the policy's 0.10)
+PVP_CONFIG_SHARE = 0.1
 
 
 def regime_iterations(batch: int) -> int:
@@ -67,6 +77,51 @@ rule cache_sweep:
         "{params.cli} simulate {params.data} --trace {input.trace} --policy all {params.fractions} "
         "--window {wildcards.window} --victim-depth {params.victim} --out {output.csv} --record {output.record} "
         "--json --no-progress > {output.json} 2> {log}"
+
+
+def pvp_iterations(batch: int) -> int:
+    """Iterations of the PVP study's trace at `batch`: the seeds of the headline trace
+    (cache_max_batches x batch_size), at least 20; the headline trace itself at batch_size."""
+    headline = int(config["cache_max_batches"] or 300)
+    return max(20, headline * BATCH // batch)
+
+
+def pvp_points(batch: int) -> list[dict]:
+    """The configurations of the PVP study at one batch: hybrid and dynamic without the buffer at
+    every W; with it at each host share (W = 8; every W at the config's share); hybrid over
+    cache_fractions (W = 8, the config's share). Each is one `lsm-gnn simulate` row."""
+    pts = [dict(policy=p, fraction=CACHE_FRACTION, window=w, victim=False, host=None)
+           for p in ("hybrid", "dynamic") for w in PVP_WINDOWS]
+    for h in sorted(set(PVP_SHARES) | {PVP_CONFIG_SHARE}):
+        for w in (PVP_WINDOWS if h == PVP_CONFIG_SHARE else [8]):
+            pts += [dict(policy=p, fraction=CACHE_FRACTION, window=w, victim=True, host=h) for p in ("hybrid", "dynamic")]
+    pts += [dict(policy="hybrid", fraction=float(f), window=8, victim=True, host=PVP_CONFIG_SHARE)
+            for f in config["cache_fractions"] if abs(float(f) - CACHE_FRACTION) > 1e-12]
+    return pts
+
+
+rule cache_pvp:
+    input:
+        data=DATA_META,
+        # the run's batch replays the headline trace; the others sample their own
+        trace=lambda w: [f"{RES}/cache/trace-g1.npz"] if int(w.batch) == BATCH else [],
+    output:
+        csv=f"{RES}/cache/pvp-b{{batch}}.csv",
+    wildcard_constraints:
+        batch=r"\d+",
+    params:
+        data=DATA,
+        iterations=lambda w: pvp_iterations(int(w.batch)),
+        points=lambda w: pvp_points(int(w.batch)),
+        fanouts=FANOUTS,
+        seed=SEED,
+    threads: 1
+    log:
+        f"{LOGS}/cache_pvp-b{{batch}}.log",
+    message:
+        "PVP study at batch {wildcards.batch}: hybrid and dynamic with and without the victim buffer"
+    script:
+        "../scripts/pvp_study.py"
 
 
 rule cache_multidevice:
@@ -179,3 +234,28 @@ rule cache_report:
         "Cache section of the report: policies against the bounds, the regime sweep"
     script:
         "../scripts/cache_report.py"
+
+
+REPORT_FRAGMENTS.append(f"{REPORT}/sections/35-pvp.md")
+
+
+rule pvp_report:
+    input:
+        csvs=expand(f"{RES}/cache/pvp-b{{batch}}.csv", batch=PVP_BATCHES),
+    output:
+        fragment=f"{REPORT}/sections/35-pvp.md",
+        figure=f"{REPORT}/figures/cache_pvp.png",
+        summary=f"{RES}/cache/pvp.json",
+    params:
+        dataset=DS,
+        fraction=CACHE_FRACTION,
+        shares=PVP_SHARES,
+        windows=PVP_WINDOWS,
+        batches=PVP_BATCHES,
+        config_share=PVP_CONFIG_SHARE,
+    log:
+        f"{LOGS}/pvp_report.log",
+    message:
+        "PVP section of the report: the victim buffer's regime"
+    script:
+        "../scripts/pvp_report.py"

@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from lsm_gnn.datasets.format import Dataset  # noqa: E402
-from lsm_gnn.datasets.pagerank import homogeneous_view, pagerank, percentile_byte  # noqa: E402
+from lsm_gnn.datasets.pagerank import NORMALISATIONS, homogeneous_view, normalisation_of, pagerank, percentile_byte  # noqa: E402
 from lsm_gnn.datasets.stats import IGB_REFERENCE, degree_distribution, summary  # noqa: E402
 from lsm_gnn.utils.atomic import atomic_path, write_json, write_text  # noqa: E402
 
@@ -65,7 +65,8 @@ plt.close(fig)
 counts = {t: ds.num_nodes(t) for t in ds.node_types}
 rels = [(ds.edge_type_triple(e)[0], ds.edge_type_triple(e)[2], *ds.csc(e)) for e in ds.edge_types]
 indptr, indices, offsets = homogeneous_view(counts, rels, types)
-pr = pagerank(indptr, indices)
+PR_NORM = normalisation_of(ds)
+pr = pagerank(indptr, indices, normalisation=PR_NORM)
 recomputed = percentile_byte(pr)
 frames, pr_diff = [], 0
 for t in types:
@@ -79,12 +80,13 @@ for t in types:
 if pr_diff > (1 if len(types) > 1 else 0):
     raise SystemExit(f"{ds.root}/static: stored PageRank bytes differ from the recomputed PageRank by up to {pr_diff}")
 stats["pagerank_max_byte_difference"] = pr_diff
+stats["pagerank_normalisation"] = PR_NORM
 write_json(sm.output.stats, stats)
 pf = pd.concat(frames)
 fig, axes = plt.subplots(1, 2, figsize=(10, 4))
 sns.histplot(data=pf, x="PageRank x N", hue="node type", log_scale=(True, True), bins=60, element="step", fill=False,
              ax=axes[0])
-axes[0].set_title("PageRank (damping 0.85, 20 iterations), 1 = uniform")
+axes[0].set_title(f"PageRank (damping 0.85, 20 iterations, / {PR_NORM}), 1 = uniform")
 per_byte = pf.groupby(["node type", "PageRank byte"], as_index=False)["degree"].median()
 sns.lineplot(data=per_byte, x="PageRank byte", y="degree", hue="node type", ax=axes[1], legend=False)
 axes[1].set(yscale="log", title="median degree per stored PageRank byte")
@@ -128,6 +130,10 @@ if ref and len(types) == 1 and "paper" in stats["degree"]:
 if stats.get("homophily") is not None:
     lines += ["", f"Homophily (fraction of paper-paper edges joining two papers of the same class, of "
               f"{stats['labels']['num_classes']}): {stats['homophily']:.3f}."]
+recorded = "recorded in its metadata.json `static`" if ds.static_method() else \
+    "not recorded (a dataset written before the metadata recorded it: textbook PageRank)"
+lines += ["", f"Static scores: PageRank percentile byte with the **{PR_NORM}** normalisation "
+          f"({NORMALISATIONS[PR_NORM]}; {recorded}), damping 0.85, 20 iterations; docs/datasets.md."]
 lines += ["", "![degree distribution](figures/dataset_degree.png)", "",
           "![PageRank](figures/dataset_pagerank.png)", "",
           "Feature bytes (`features.bin`, one flat row space; rows padded to the O_DIRECT stride):", "",

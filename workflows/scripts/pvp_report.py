@@ -1,0 +1,203 @@
+"""Report section 35: the victim buffer's regime (the PVP study). Hybrid and dynamic eviction, each
+with and without the victim buffer + PVP, at one total memory per device, over the host tier's
+share of it, the lookahead window W and the batch size (`lsm-gnn simulate` CSVs of rule cache_pvp).
+
+Per point: storage rows / MIN at the same total memory, and per iteration the spill attempts (lines
+evicted with a known reuse in the window), the spills dropped (their queue was full: each is read
+from storage again at its reuse), the lines the PVP prefetched and the victim hits. The regime
+number of the buffer is queue depth / spill attempts per iteration: how many of one iteration's
+spills one queue can keep. The buffer *pays* at a point when the policy with it reads fewer
+storage rows than the same policy without it at the same total memory (the host tier's rows given
+to cache lines); the boundary is where that starts, on this axis.
+
+Outputs: the fragment, the figure, and pvp.json (the points, the pay/no-pay table, the boundary
+and, per batch, hybrid's storage and victim rows per iteration at every memory budget, which the
+projection's figure at the paper's batch scales by).
+"""
+
+
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from lsm_gnn.utils.atomic import atomic_path, write_json, write_text  # noqa: E402
+
+from wfcommon import RATIO_KEY, dataset_words, log_to, md_table, sim_regime  # noqa: E402
+
+
+def load(paths) -> pd.DataFrame:
+    frames = []
+    for p in paths:
+        batch = int(re.search(r"pvp-b(\d+)", Path(p).name).group(1))
+        frames.append(pd.read_csv(p).assign(batch=batch))
+    df = pd.concat(frames, ignore_index=True)
+    df["buffer"] = df["victim_capacity"] > 0
+    df["host_share"] = (df["victim_capacity"] / df["total_rows"]).round(3)
+    df[RATIO_KEY] = [sim_regime(r) for _, r in df.iterrows()]
+    df["distinct_rows_per_iteration"] = df["distinct"] / (df["batches"] * df["devices"])
+    df["storage_rows_per_iteration"] = df["storage_rows"] / (df["batches"] * df["devices"])
+    df["depth_per_spill"] = [r.victim_depth / r.spill_attempts_per_iteration
+                             if r.buffer and r.spill_attempts_per_iteration > 0 else None for r in df.itertuples()]
+    return df
+
+
+def pays_table(df: pd.DataFrame, fraction: float) -> pd.DataFrame:
+    """Every with-buffer point at `fraction` next to the same policy, batch and W without the buffer."""
+    at = df[(df.cache_fraction - fraction).abs() < 1e-9]
+    off = at[~at.buffer].set_index(["policy", "batch", "window"])["storage_rows"]
+    rows = []
+    for r in at[at.buffer].itertuples():
+        key = (r.policy, r.batch, r.window)
+        if key not in off.index:
+            continue
+        rows.append({"policy": r.policy, "batch": int(r.batch), "window": int(r.window), "host_share": r.host_share,
+                     "victim_depth": int(r.victim_depth), "spill_attempts_per_iteration": r.spill_attempts_per_iteration,
+                     "depth_per_spill": r.depth_per_spill, "storage_rows": int(r.storage_rows),
+                     "storage_rows_without": int(off[key]), "with_over_without": r.storage_rows / off[key],
+                     "pays": bool(r.storage_rows < off[key])})
+    return pd.DataFrame(rows)
+
+
+def boundary(pays: pd.DataFrame, policy: str) -> dict:
+    """Where the buffer starts to pay along depth / spill attempts per iteration: the smallest ratio
+    at which it pays and the largest at which it does not; `separable` when every paying point lies
+    above every other one (then the boundary is between the two)."""
+    p = pays[pays.policy == policy] if not pays.empty else pays
+    if p.empty:
+        return {"policy": policy, "points": 0, "paying": 0, "pays_from": None, "fails_up_to": None, "separable": None}
+    yes, no = p[p.pays].depth_per_spill.dropna(), p[~p.pays].depth_per_spill.dropna()
+    lo = float(yes.min()) if not yes.empty else None
+    hi = float(no.max()) if not no.empty else None
+    return {"policy": policy, "points": int(len(p)), "paying": int(p.pays.sum()), "pays_from": lo, "fails_up_to": hi,
+            "separable": (lo is None or hi is None or hi < lo)}
+
+
+def _g(x) -> str:
+    return "n/a (no spill attempts)" if x is None else f"{x:.3g}"
+
+
+def boundary_words(b: dict) -> str:
+    if not b["points"]:
+        return "no point measured"
+    if b["paying"] == 0:
+        return f"pays at none of {b['points']} points (queue depth / spill attempts per iteration up to {_g(b['fails_up_to'])})"
+    if b["paying"] == b["points"]:
+        return f"pays at all {b['points']} points (from queue depth / spill attempts per iteration {_g(b['pays_from'])})"
+    if b["separable"]:
+        return (f"pays at {b['paying']} of {b['points']} points, exactly those with queue depth / spill attempts per "
+                f"iteration >= {_g(b['pays_from'])} (it does not at {_g(b['fails_up_to'])} and below)")
+    return (f"pays at {b['paying']} of {b['points']} points; no clean boundary on queue depth / spill attempts per "
+            f"iteration (pays from {_g(b['pays_from'])}, fails up to {_g(b['fails_up_to'])})")
+
+
+def memory_trend(df: pd.DataFrame) -> dict:
+    """Per batch: hybrid (buffer at the config's share, W = 8) storage and victim rows per iteration
+    at every memory budget, and the distinct rows per iteration (R) of the trace."""
+    out = {}
+    hy = df[(df.policy == "hybrid") & df.buffer & (df.window == 8)]
+    for b, part in hy.groupby("batch"):
+        share = part.host_share.mode().iloc[0] if len(part) else None
+        part = part[part.host_share == share].drop_duplicates("cache_fraction").sort_values("cache_fraction")
+        per = part.batches * part.devices
+        out[str(int(b))] = {"distinct_rows_per_iteration": float(part.distinct_rows_per_iteration.iloc[0]),
+                            "iterations": int(part.batches.iloc[0]),
+                            "cache_fraction": [float(x) for x in part.cache_fraction],
+                            "storage_rows_per_iteration": [float(x) for x in part.storage_rows / per],
+                            "victim_hits_per_iteration": [float(x) for x in part.victim_hits / per]}
+    return out
+
+
+def figure(df: pd.DataFrame, pays: pd.DataFrame, fraction: float, bounds: dict, path):
+    at = df[(df.cache_fraction - fraction).abs() < 1e-9]
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    w8 = at[at.window == 8].copy()
+    w8["series"] = w8.policy + ", batch " + w8.batch.astype(str)
+    sns.lineplot(data=w8.sort_values("host_share"), x="host_share", y="storage_rows_vs_min", hue="series",
+                 style="series", markers=True, dashes=False, ax=a1)
+    a1.set_xlabel("host tier's share of the memory (0: no victim buffer)")
+    a1.set_ylabel("storage rows / MIN (same total memory)")
+    a1.set_title(f"W = 8, {100 * fraction:g} % memory per device")
+    a1.legend(fontsize=7)
+    if not pays.empty:
+        p = pays.dropna(subset=["depth_per_spill"]).copy()
+        p["series"] = p.policy + ", W " + p.window.astype(str)
+        sns.scatterplot(data=p, x="depth_per_spill", y="with_over_without", hue="series", style="batch", s=45, ax=a2)
+        a2.axhline(1.0, color="black", lw=1)
+        b = bounds.get("hybrid") or {}
+        if b.get("separable") and b.get("pays_from") and b.get("fails_up_to"):
+            a2.axvline((b["pays_from"] * b["fails_up_to"]) ** 0.5, color="grey", ls="--", label="hybrid's boundary")
+        a2.set_xscale("log")
+        a2.legend(fontsize=7, loc="best")
+    a2.set_xlabel("queue depth / spill attempts per iteration (log)")
+    a2.set_ylabel("storage rows with the buffer / without")
+    a2.set_title("below 1: the victim buffer pays")
+    fig.tight_layout()
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=130, bbox_inches="tight")
+    plt.close(fig)
+
+
+def fragment(df: pd.DataFrame, pays: pd.DataFrame, bounds: dict, params) -> str:
+    fraction = float(params.fraction)
+    at = df[(df.cache_fraction - fraction).abs() < 1e-9].copy()
+    view = at.sort_values(["batch", "window", "host_share", "policy"])[
+        ["batch", "window", "host_share", "policy", "victim_depth", RATIO_KEY, "storage_rows_vs_min",
+         "spill_attempts_per_iteration", "spill_dropped_per_iteration", "prefetched_per_iteration",
+         "victim_hits_per_iteration", "depth_per_spill"]]
+    view.columns = ["batch", "W", "host share", "policy", "queue depth", "cache rows / rows per iteration",
+                    "rows / MIN", "spill attempts / it", "dropped / it", "prefetched / it", "victim hits / it",
+                    "depth / spill attempts"]
+    words = "; ".join(f"**{p}**: {boundary_words(b)}" for p, b in bounds.items())
+    iters = ", ".join(f"batch {b}: {int(n)}" for b, n in at.drop_duplicates("batch").set_index("batch").batches.items())
+    return f"""## The victim buffer's regime (PVP study, trace simulator)
+
+Hybrid and dynamic eviction on {dataset_words(params.dataset)}, each with and without the victim
+buffer + PVP, at {100 * fraction:g} % memory per device (cache lines + victim queues + landing buffer):
+the host tier's share of that memory from 0 (no buffer: every row is a cache line) to
+{max(params.shares):g}, W = {", ".join(str(w) for w in params.windows)} (at the config's share
+{params.config_share:g}) and batch {", ".join(str(b) for b in params.batches)} (iterations per trace: {iters};
+the run's batch replays the headline trace, the others a trace of as many seed nodes). Command per
+point: `lsm-gnn simulate DATASET --trace T --policy hybrid --policy dynamic --cache-fraction {fraction:g}
+--window W --host-fraction H` (`--no-victim` for share 0); the rule's log lists every call.
+
+A spill attempt is a line evicted while it has a known reuse in the window: the buffer puts it in
+the queue of the batch that will need it, or drops it when that queue is full (the line is read from
+storage again at its reuse). With the buffer on, hybrid evicts lines with a far known reuse first
+(the paper's order with the prefetcher), counting on the queues to keep them. The regime number is
+**queue depth / spill attempts per iteration**. Where the buffer pays (fewer storage rows than the
+same policy without it, at the same total memory): {words}.
+
+![the victim buffer's regime](figures/cache_pvp.png)
+
+{md_table(view)}
+"""
+
+
+def main(sm):
+    df = load(sm.input.csvs)
+    fraction = float(sm.params.fraction)
+    pays = pays_table(df, fraction)
+    bounds = {p: boundary(pays, p) for p in ("hybrid", "dynamic")}
+    figure(df, pays, fraction, bounds, sm.output.figure)
+    at = df[(df.cache_fraction - fraction).abs() < 1e-9]
+    keep = ["batch", "policy", "window", "buffer", "host_share", "victim_depth", "capacity_rows", "storage_rows",
+            "storage_rows_vs_min", "spill_attempts_per_iteration", "spill_dropped_per_iteration",
+            "prefetched_per_iteration", "victim_hits_per_iteration", "depth_per_spill", RATIO_KEY]
+    points = [{k: (None if pd.isna(v) else (v.item() if hasattr(v, "item") else v)) for k, v in r.items()}
+              for r in at[keep].sort_values(["batch", "policy", "window", "host_share"]).to_dict(orient="records")]
+    write_json(sm.output.summary, {"cache_fraction": fraction, "batches": [int(b) for b in sorted(df.batch.unique())],
+                                   "points": points, "pays": pays.to_dict(orient="records"), "boundary": bounds,
+                                   "memory": memory_trend(df)})
+    write_text(sm.output.fragment, fragment(df, pays, bounds, sm.params))
+
+
+if __name__ == "__main__" and "snakemake" in globals():
+    log_to(snakemake)  # noqa: F821
+    main(snakemake)  # noqa: F821

@@ -20,6 +20,7 @@ COMMANDS = {
     "bench": "lsm_gnn.cli.bench:bench",
     "project": "lsm_gnn.project.cli:project",
     "check": "lsm_gnn.check.cli:check",
+    "report": "lsm_gnn.report.cli:report",
 }
 
 

@@ -1,0 +1,36 @@
+"""`lsm-gnn report`: work with the reports the reproduction workflow writes."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+
+@click.group()
+def report():
+    """Reports of the reproduction workflow (reports/<dataset>/)."""
+
+
+@report.command("compare")
+@click.argument("reference", type=click.Path(exists=True))
+@click.argument("other", type=click.Path(exists=True))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of markdown.")
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None, help="Also write the markdown here.")
+def compare_cmd(reference, other, as_json, out):
+    """Put the report OTHER beside REFERENCE (report folders, e.g. reports/reference and
+    reports/synthetic-small): the hardware-independent figures (figures.json) must agree exactly for
+    the same seed and settings, and every difference is listed; timings (timings.json) side by side
+    with both machines (machine.json). Exit status 0 when they agree, 1 when figures differ, 2 when
+    the settings differ (not comparable)."""
+    from lsm_gnn.report.compare import compare, load_report, render
+
+    res = compare(load_report(reference), load_report(other))
+    text = render(res)
+    if out:
+        from lsm_gnn.utils.atomic import write_text
+
+        write_text(out, text)
+    click.echo(json.dumps(res, default=str) if as_json else text, nl=not as_json)
+    sys.exit(0 if res["agree"] else (2 if not res["comparable"] else 1))

@@ -23,6 +23,7 @@ include: "workflows/rules/40-train.smk"
 include: "workflows/rules/50-multidevice.smk"
 include: "workflows/rules/60-baselines.smk"
 include: "workflows/rules/70-projection.smk"
+include: "workflows/rules/80-verdicts.smk"
 
 
 rule all:
@@ -35,6 +36,7 @@ rule all:
 
 rule report:
     input:
+        verdicts=f"{REPORT}/sections/00-verdicts.md",
         fragments=REPORT_FRAGMENTS,
         regime=f"{RES}/cache/regime.json",
     output:

@@ -37,12 +37,16 @@ rule projection_report:
         validate=f"{RES}/projection/validate-this-machine.json",
         paper=f"{RES}/projection/paper.json",
         runs=BL_EMULATED or BL_REAL,
-        # the hybrid policy at every memory budget (cache section): the IGB-full figure's trend
-        sweep=f"{RES}/cache/sweep-W{8 if 8 in config['cache_windows'] else config['cache_windows'][0]}.csv",
+        # hybrid at every memory budget and batch (the PVP study): the trend of the paper's batch and the IGB-full figure
+        pvp=f"{RES}/cache/pvp.json",
     output:
         fragment=f"{REPORT}/sections/70-projection.md",
         figure=f"{REPORT}/figures/projection_igb_full.png",
         grid=f"{RES}/projection/igb_full_grid.csv",
+        paper_range=f"{RES}/projection/paper-range.json",
+    params:
+        batch=BATCH,
+        paper_batch=PAPER_BATCH,
     log:
         f"{LOGS}/projection_report.log",
     message:

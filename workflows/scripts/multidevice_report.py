@@ -97,7 +97,9 @@ device's requests with twice one device's memory, split by the same rule (the sa
 Storage rows / Belady MIN at the same memory: shared {bench['shared_vs_min_storage_rows']:.3f}, isolated
 {bench['isolated_vs_min_storage_rows']:.3f}, one device {bench['one_device_vs_min_storage_rows']:.3f}.
 Command: `lsm-gnn bench multidevice {bench['dataset']} --devices 2 --trace ... --batches {bench['batches_per_epoch']}`.
-Training time: `lsm-gnn train --devices 2` (and `--devices 1` with 2x memory), first iterations only.
+Training time: `lsm-gnn train --devices 2` (and `--devices 1` with 2x memory), first iterations only, one
+run each: the times show where the iteration goes, no ratio between them is a measurement (not measured
+here; the Baselines section compares the systems on repeated runs).
 Regime of the shared-cache training run (per device: its cache lines over the distinct rows it requests per
 iteration): cache rows / distinct rows per iteration = **{fmt(train.get('shared', {}).get('regime'), '.1f')}** ({PAPER_REGIME}).
 

@@ -4,14 +4,21 @@ and what the same counts cost on IGB-full in the paper's setting.
 Inputs: `lsm-gnn project --validate RECORDS --hardware this-machine --storage-from BENCH --json`
 (projected vs measured steady epoch per system on this machine), `lsm-gnn project RECORDS
 --hardware paper --json` (the same counts on the paper's setting as far as it is public), the
-baseline records and the single-device policy sweep of the cache section.
+baseline records and the PVP study's summary (pvp.json: per batch, the distinct rows per iteration
+and hybrid's storage and victim rows per iteration at every memory budget).
 
-The figure: LSM-GNN's projected steady epoch on IGB-full (docs/projection.md's scaling rule: the
-same counts per iteration, iterations grown with the node count) against SSDs per GPU, one line
-per memory budget, with Dist-DGL 2 x 2 on the same scaling. The storage and victim rows at each
-budget are the LSM-GNN record's, scaled by the hybrid policy's storage (and victim) rows at that
-budget over those at the record's budget in the sweep: the sweep replays one device, the record
-is two devices sharing their caches, so the sweep gives the trend and the record the level.
+The paper's batch. The records run at the workflow's batch; the counts at the paper's scripts'
+batch (paper_batch_size, 1024) are the records' counts moved by the simulator's trend
+(`batch_counts`): every per-iteration row and byte count x R(paper batch) / R(run batch) (R: the
+distinct rows one iteration requests, on the one-device traces of the PVP study), LSM-GNN's
+storage and victim rows x hybrid's rows per iteration at that batch and budget over those at the
+run's batch and the record's budget, iterations per epoch x run batch / paper batch. The sweep
+gives the trend, the record the level.
+
+Outputs: the fragment; paper-range.json: Dist-DGL over LSM-GNN on the paper's setting at both
+batches under each assumption of docs/projection.md's sensitivity table (`VARIANTS`), with the
+range; the IGB-full grid (epoch against SSDs per GPU and memory per GPU at both batches, the
+bound stage per cell) as a CSV and a figure.
 """
 
 import json
@@ -26,7 +33,7 @@ import seaborn as sns  # noqa: E402
 
 from lsm_gnn.project.cli import run_projection  # noqa: E402
 from lsm_gnn.records import read_record  # noqa: E402
-from lsm_gnn.utils.atomic import atomic_path, write_text  # noqa: E402
+from lsm_gnn.utils.atomic import atomic_path, write_json, write_text  # noqa: E402
 
 from wfcommon import fmt, log_to, md_table  # noqa: E402
 
@@ -35,6 +42,23 @@ log_to(sm)
 
 IGB_FULL_NODES = 269_346_174  # IGB-full (IGB paper, Khatua et al., KDD 2023; the IGB repository's dataset table)
 SSDS_PER_GPU = (1, 2, 4, 8)
+RUN_BATCH, PAPER_BATCH = int(sm.params.batch), int(sm.params.paper_batch)
+# The assumptions the verdict on 3.75x rests on (docs/projection.md, "Verdict on the 3.75x claim"):
+# (name, profile --set, --counts); the range of the ratio over them is stated with the base value.
+VARIANTS = [
+    ("base (profile paper)", [], []),
+    ("NVLink between the GPUs (300 GB/s, DGX A100)", ["links.nvlink.bandwidth=3.0e11"], []),
+    ("KVStore 4.1 us per row (this VM's, unscaled)", ["cpu.kvstore_row_s=4.1e-6"], []),
+    ("KVStore 0.5 us per row", ["cpu.kvstore_row_s=5.0e-7"], []),
+    ("Dist-DGL sampler processes (sampling off the trainer's path)", [], ["distdgl.distdgl_samplers=1"]),
+    ("1 SSD per GPU", ["storage.ssds_per_device=1"], []),
+    ("4 SSDs per GPU", ["storage.ssds_per_device=4"], []),
+    ("NIC 25 Gb/s", ["links.nic.bandwidth=3.125e9"], []),
+]
+# per-iteration counts that grow with the rows a batch requests (docs/projection.md, Counts)
+ROW_COUNTS = ("rows", "local_hits", "peer_hits", "peer_rows", "exchange_bytes", "kvstore_bytes",
+              "network_bytes_per_machine", "edges")
+pvp_memory = json.loads(Path(sm.input.pvp).read_text())["memory"]
 
 valid = json.loads(Path(sm.input.validate).read_text())
 paper = json.loads(Path(sm.input.paper).read_text())
@@ -48,12 +72,26 @@ def pct(v):
 
 
 # ---- validation and the paper's setting ------------------------------------------------------------
+SPREAD_LIMIT = 0.05  # a measured time counts when its repeated runs spread less (the Baselines section's rule)
+
+
+def error_words(s: dict) -> str:
+    """The projection's error where the measured epoch is a measurement (>= 2 runs, spread < 5 %)."""
+    runs = [x for x in s.get("measured_runs_s") or [] if x is not None]
+    if len(runs) < 2:
+        return f"not measured here ({pct(s.get('error'))} against {len(runs)} run)"
+    spread = (max(runs) - min(runs)) / sorted(runs)[len(runs) // 2]
+    if spread >= SPREAD_LIMIT:
+        return f"not measured here ({pct(s.get('error'))}; the runs spread {100 * spread:.1f} %)"
+    return f"{pct(s.get('error'))} (runs spread {100 * spread:.1f} %)"
+
+
 rows = ["| system | measured steady epoch (s), median of the runs | the runs (s) | projected (s) | error | bottleneck |",
         "|---|---|---|---|---|---|"]
 for name, s in sorted(valid["systems"].items()):
     runs = ", ".join(fmt(x, ".1f") for x in s.get("measured_runs_s") or [])
     rows.append(f"| {name} | {fmt(s.get('measured_epoch_s'), '.1f')} | {runs} | {fmt(s.get('projected_epoch_s'), '.1f')} | "
-                f"{pct(s.get('error'))} | {s.get('bottleneck', '')} ({s.get('bottleneck_stage', '')}) |")
+                f"{error_words(s)} | {s.get('bottleneck', '')} ({s.get('bottleneck_stage', '')}) |")
 ci = valid.get("cpu_index") or {}
 if ci.get("runs_s") is None:
     speed_note = "The profile's CPU figures are used as measured (no CPU speed index)."
@@ -78,54 +116,123 @@ measured_here = ("; the SSD's figures are this run's (`lsm-gnn bench storage`, f
                  + ", ".join(f"`{o}`" for o in over)) if over else ""
 
 
-# ---- IGB-full: epoch time against SSDs per GPU and memory budget (profile paper) -------------------
+# ---- the counts at another batch and budget (the simulator's trend) -------------------------------
+def trend(batch: int, fraction: float) -> tuple[float, float] | None:
+    """Hybrid's (storage, victim) rows per iteration at `batch` and `fraction` (the PVP study)."""
+    m = pvp_memory.get(str(batch))
+    if not m:
+        return None
+    for f, s_, v in zip(m["cache_fraction"], m["storage_rows_per_iteration"], m["victim_hits_per_iteration"]):
+        if abs(f - fraction) < 1e-9:
+            return s_, v
+    return None
+
+
+def batch_counts(base: dict, batch: int, fraction: float, ref: float) -> tuple[list[str], str]:
+    """`--counts` moving the records' counts (run batch, the record's budget `ref`) to `batch` and,
+    for LSM-GNN's storage and victim rows, to `fraction`; ("", why) when the trend lacks a point."""
+    if batch == RUN_BATCH and abs(fraction - ref) < 1e-9:
+        return [], ""
+    here, there = trend(RUN_BATCH, ref), trend(batch, fraction)
+    if here is None or there is None:
+        return None, f"the PVP study has no hybrid point at batch {batch if there is None else RUN_BATCH}"
+    k = pvp_memory[str(batch)]["distinct_rows_per_iteration"] / pvp_memory[str(RUN_BATCH)]["distinct_rows_per_iteration"]
+    sets = []
+    for system, c in base.items():
+        if batch != RUN_BATCH:
+            sets += [f"{system}.{f}={c[f] * k}" for f in ROW_COUNTS if c.get(f) is not None]
+            sets += [f"{system}.iterations_per_epoch={max(1, round(c['iterations_per_epoch'] * RUN_BATCH / batch))}",
+                     f"{system}.batch_size={batch}"]
+        if system == "lsm":
+            sets.append(f"lsm.storage_rows={c['storage_rows'] * there[0] / here[0] if here[0] else 0.0}")
+            sets.append(f"lsm.victim_hits={c['victim_hits'] * there[1] / here[1] if here[1] else 0.0}")
+    return sets, ""
+
+
+def paper_range() -> dict:
+    """Dist-DGL over LSM-GNN on the paper's setting at both batches, under every assumption."""
+    if "lsm" not in records or "distdgl" not in records:
+        return {"why_not": "no LSM-GNN or Dist-DGL record in the run matrix", "batches": {}}
+    paths = records["lsm"] + records["distdgl"]
+    ref = float(read_record(records["lsm"][0])["config"]["cache"]["capacity_fraction"])
+    base = run_projection(paths, "paper")["counts"]
+    out = {"reference_fraction": ref, "batches": {}}
+    for batch in dict.fromkeys((RUN_BATCH, PAPER_BATCH)):
+        moved, why = batch_counts(base, batch, ref, ref)
+        if moved is None:
+            out["batches"][str(batch)] = {"why_not": why}
+            continue
+        rows = []
+        for name, sets, counts in VARIANTS:
+            res = run_projection(paths, "paper", sets=sets, count_sets=[*moved, *counts])
+            lsm, dd = res["systems"]["lsm"], res["systems"]["distdgl"]
+            rows.append({"assumption": name, "sets": sets, "counts": counts, "lsm_epoch_s": lsm["epoch_s"],
+                         "lsm_ms_per_iteration": 1e3 * lsm["iteration_s"], "lsm_bound": lsm["bottleneck_stage"],
+                         "distdgl_epoch_s": dd["epoch_s"], "distdgl_bound": dd["bottleneck_stage"],
+                         "distdgl_vs_lsm_epoch": dd["epoch_s"] / lsm["epoch_s"]})
+        ratios_ = [r["distdgl_vs_lsm_epoch"] for r in rows]
+        out["batches"][str(batch)] = {"moved_counts": moved, "variants": rows, "base": ratios_[0],
+                                      "min": min(ratios_), "max": max(ratios_)}
+    return out
+
+
+# ---- IGB-full: epoch time against SSDs per GPU and memory per GPU, at both batches ---------------
 def grid() -> tuple[pd.DataFrame | None, str]:
     if "lsm" not in records:
         return None, "no LSM-GNN record in the run matrix"
     lsm_rec = read_record(records["lsm"][0])
     ref = float(lsm_rec["config"]["cache"]["capacity_fraction"])
-    sweep = pd.read_csv(sm.input.sweep)
-    hy = sweep[sweep.policy == "hybrid"].set_index("cache_fraction")
-    if ref not in hy.index:
-        return None, f"the policy sweep has no point at the record's budget {ref}"
-    per_it = hy[["storage_rows", "victim_hits"]].div(hy["batches"] * hy["devices"], axis=0)
-    base = run_projection(records["lsm"], "paper")["counts"]["lsm"]
     paths = records["lsm"] + records.get("distdgl", [])
-    out = []
-    for frac, r in per_it.iterrows():
-        s = base["storage_rows"] * r.storage_rows / per_it.loc[ref, "storage_rows"]
-        v = base["victim_hits"] * (r.victim_hits / per_it.loc[ref, "victim_hits"] if per_it.loc[ref, "victim_hits"] else 0)
-        for n in SSDS_PER_GPU:
-            res = run_projection(paths, "paper", sets=[f"storage.ssds_per_device={n}"], nodes=IGB_FULL_NODES,
-                                 count_sets=[f"lsm.storage_rows={s}", f"lsm.victim_hits={v}"])
-            lsm = res["systems"]["lsm"]
-            out.append({"memory_per_gpu": frac, "ssds_per_gpu": n, "storage_rows_per_iteration": s,
-                        "victim_rows_per_iteration": v, "lsm_epoch_min": lsm["epoch_s"] / 60,
-                        "lsm_ms_per_iteration": 1e3 * lsm["iteration_s"], "bottleneck": lsm["bottleneck_stage"],
-                        "distdgl_epoch_min": res["systems"]["distdgl"]["epoch_s"] / 60 if "distdgl" in res["systems"]
-                        else None})
+    base = run_projection(paths, "paper")["counts"]
+    out, missing = [], []
+    for batch in dict.fromkeys((RUN_BATCH, PAPER_BATCH)):
+        fractions = (pvp_memory.get(str(batch)) or {}).get("cache_fraction") or []
+        for frac in fractions:
+            moved, why = batch_counts(base, batch, frac, ref)
+            if moved is None:
+                missing.append(why)
+                continue
+            for n in SSDS_PER_GPU:
+                res = run_projection(paths, "paper", sets=[f"storage.ssds_per_device={n}"], nodes=IGB_FULL_NODES,
+                                     count_sets=moved)
+                lsm, c = res["systems"]["lsm"], res["counts"]["lsm"]
+                out.append({"batch_size": batch, "memory_per_gpu": frac, "ssds_per_gpu": n,
+                            "storage_rows_per_iteration": c["storage_rows"], "victim_rows_per_iteration": c["victim_hits"],
+                            "lsm_epoch_min": lsm["epoch_s"] / 60, "lsm_ms_per_iteration": 1e3 * lsm["iteration_s"],
+                            "bottleneck": lsm["bottleneck_stage"],
+                            "distdgl_epoch_min": res["systems"]["distdgl"]["epoch_s"] / 60
+                            if "distdgl" in res["systems"] else None})
+    if not out:
+        return None, "; ".join(dict.fromkeys(missing)) or "no memory budget in the PVP study"
     return pd.DataFrame(out), ""
 
 
+prange = paper_range()
+write_json(sm.output.paper_range, prange)
 df, why_not = grid()
 fig_note = f"Not drawn: {why_not}." if df is None else ""
 with atomic_path(sm.output.figure, suffix=".png") as tmp:
-    sns.set_theme(style="whitegrid")
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    sns.set_theme(style="white")
+    batches = [] if df is None else list(dict.fromkeys(df.batch_size))
+    fig, axes = plt.subplots(1, max(1, len(batches)), figsize=(5.2 * max(1, len(batches)), 3.9), squeeze=False)
     if df is not None:
-        d = df.assign(budget=lambda x: (100 * x.memory_per_gpu).map(lambda v: f"{v:g} %"))
-        sns.lineplot(data=d, x="ssds_per_gpu", y="lsm_epoch_min", hue="budget", marker="o", ax=ax)
-        if d.distdgl_epoch_min.notna().any():
-            ax.axhline(float(d.distdgl_epoch_min.iloc[0]), color="grey", ls="--", label="Dist-DGL 2 x 2 GPUs")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(list(SSDS_PER_GPU), [str(n) for n in SSDS_PER_GPU])
-        ax.set_ylim(bottom=0)
-        ax.legend(title="LSM-GNN, memory per GPU", fontsize=8)
+        vmax = float(df.lsm_epoch_min.max())
+        for ax, b in zip(axes[0], batches):
+            part = df[df.batch_size == b]
+            wide = part.pivot(index="memory_per_gpu", columns="ssds_per_gpu", values="lsm_epoch_min").sort_index(ascending=False)
+            bound = part.pivot(index="memory_per_gpu", columns="ssds_per_gpu", values="bottleneck").reindex(wide.index)
+            notes = wide.map(lambda v: f"{v:.0f} min") + "\n" + bound
+            sns.heatmap(wide, annot=notes, fmt="", cmap="viridis_r", vmin=0, vmax=vmax, ax=ax,
+                        cbar_kws={"label": "projected steady epoch (min)"}, annot_kws={"fontsize": 7})
+            ax.set_yticklabels([f"{100 * v:g} %" for v in wide.index], rotation=0)
+            dd = part.distdgl_epoch_min.dropna()
+            ax.set_title(f"batch {b}" + (" (the paper's scripts)" if b == PAPER_BATCH else " (this run)")
+                         + (f"; Dist-DGL 2 x 2: {dd.iloc[0]:.0f} min" if not dd.empty else ""), fontsize=9)
+            ax.set_xlabel("NVMe SSDs per GPU")
+            ax.set_ylabel("memory per GPU (fraction of the features)")
+        fig.suptitle("LSM-GNN on IGB-full, profile paper (2 GPUs, BaM reads): epoch and the bound stage", fontsize=10)
     else:
-        ax.text(0.5, 0.5, fig_note, ha="center", va="center", transform=ax.transAxes)
-    ax.set_xlabel("NVMe SSDs per GPU")
-    ax.set_ylabel("projected steady epoch on IGB-full (min)")
-    ax.set_title("Profile paper: 2 GPUs, BaM reads, counts of this graph", fontsize=10)
+        axes[0][0].text(0.5, 0.5, fig_note, ha="center", va="center", transform=axes[0][0].transAxes)
     fig.tight_layout()
     fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
@@ -134,11 +241,30 @@ with atomic_path(sm.output.grid, suffix=".csv") as tmp:
 
 grid_md = fig_note
 if df is not None:
-    wide = df.pivot(index="ssds_per_gpu", columns="memory_per_gpu", values="lsm_epoch_min")
-    wide.columns = [f"{100 * c:g} % memory" for c in wide.columns]
-    grid_md = md_table(wide.reset_index().rename(columns={"ssds_per_gpu": "SSDs per GPU"}))
-    if df.distdgl_epoch_min.notna().any():
-        grid_md += f"\n\nDist-DGL 2 x 2 GPUs on the same scaling: {df.distdgl_epoch_min.iloc[0]:.1f} min per epoch."
+    parts = []
+    for b in dict.fromkeys(df.batch_size):
+        part = df[df.batch_size == b].assign(cell=lambda x: x.lsm_epoch_min.map(lambda v: f"{v:.1f} min") + " ("
+                                             + x.bottleneck + ")")
+        wide = part.pivot(index="ssds_per_gpu", columns="memory_per_gpu", values="cell")
+        wide.columns = [f"{100 * c:g} % memory" for c in wide.columns]
+        dd = part.distdgl_epoch_min.dropna()
+        parts.append(f"Batch {b}{' (the paper' + chr(39) + 's scripts)' if b == PAPER_BATCH else ' (this run)'}"
+                     + (f"; Dist-DGL 2 x 2 GPUs on the same scaling: {dd.iloc[0]:.1f} min per epoch" if not dd.empty else "")
+                     + ":\n\n" + md_table(wide.reset_index().rename(columns={"ssds_per_gpu": "SSDs per GPU"})))
+    grid_md = "\n\n".join(parts)
+
+range_md = prange.get("why_not", "")
+for b, r in prange.get("batches", {}).items():
+    if "why_not" in r:
+        range_md += f"\n\nBatch {b}: not projected ({r['why_not']})."
+        continue
+    tab = pd.DataFrame([{"assumption": v["assumption"], "LSM-GNN ms / iteration": v["lsm_ms_per_iteration"],
+                         "LSM-GNN bound": v["lsm_bound"], "Dist-DGL epoch (s)": v["distdgl_epoch_s"],
+                         "Dist-DGL bound": v["distdgl_bound"], "Dist-DGL / LSM-GNN": v["distdgl_vs_lsm_epoch"]}
+                        for v in r["variants"]])
+    range_md += (f"\n\n**Batch {b}**{' (the paper' + chr(39) + 's scripts; counts moved from this run' + chr(39) + 's by the simulator' + chr(39) + 's trend)' if int(b) != RUN_BATCH else ' (this run' + chr(39) + 's counts)'}: "
+                 f"Dist-DGL / LSM-GNN **{r['base']:.2f}x** in the base case, **{r['min']:.2f}-{r['max']:.2f}x** over "
+                 f"the assumptions:\n\n" + md_table(tab))
 
 text = f"""## What the measured traffic costs on other hardware (projection)
 
@@ -162,10 +288,16 @@ batch, standing for the paper's.
 
 {chr(10).join(p_rows)}
 
+**The ratio at this run's batch and at the paper's ({PAPER_BATCH}), with the range over the
+assumptions** (docs/projection.md's sensitivity table; each row is `lsm-gnn project RECORDS --hardware
+paper` with its `--set` / `--counts`, listed in `paper-range.json`):{range_md}
+
 **IGB-full** ({IGB_FULL_NODES:,} nodes, the same counts per iteration, iterations per epoch grown
-with the node count): LSM-GNN's projected steady epoch (minutes) against SSDs per GPU and memory
-per GPU (fraction of the features; storage and victim rows at each budget from the policy sweep,
-scaled to the LSM-GNN record at its budget).
+with the node count): LSM-GNN's projected steady epoch against SSDs per GPU and memory per GPU
+(fraction of the features; storage and victim rows at each budget and batch from the PVP study's
+hybrid replays, scaled to the LSM-GNN record at its budget), with the stage that bounds each cell
+(`storage`: the SSDs' IOPS; `train`: the GPU step). Where a column turns from `storage` to `train`,
+more SSDs stop paying; where the memory rows differ, the cache does.
 
 {grid_md}
 

@@ -10,7 +10,7 @@ CORES ?= 2
 ASV_ARGS ?=
 export DGLBACKEND := pytorch
 
-.PHONY: env tools reproduce test bench bench-compare clean-results
+.PHONY: env tools reproduce test bench bench-compare clean-results reference compare-reference
 
 env: $(VENV)/.installed tools
 
@@ -56,3 +56,16 @@ COMPARE_ARGS ?=
 bench-compare: env
 	@test -n "$(A)" && test -n "$(B)" || { echo "usage: make bench-compare A=<commit> B=<commit>" >&2; exit 2; }
 	$(PY) benchmarks/compare.py $(A) $(B) $(COMPARE_ARGS)
+
+# The reference report (reports/reference/, docs/workflow.md): REPORT is a finished default run's
+# report folder; `make reference` copies it in (with the machine it ran on), `make compare-reference`
+# puts REPORT beside it (exit status 1 when a hardware-independent figure differs).
+REPORT ?= reports/synthetic-small
+reference:
+	@test -s $(REPORT)/figures.json && test -s $(REPORT)/report.md || { echo "$(REPORT): no finished report (make reproduce first)" >&2; exit 2; }
+	mkdir -p reports/reference
+	rm -rf reports/reference/sections reports/reference/figures
+	cp -r $(REPORT)/report.md $(REPORT)/figures.json $(REPORT)/timings.json $(REPORT)/machine.json $(REPORT)/sections $(REPORT)/figures reports/reference/
+
+compare-reference: env
+	$(VENV)/bin/lsm-gnn report compare reports/reference $(REPORT)

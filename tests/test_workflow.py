@@ -35,6 +35,7 @@ SMALL = [
     "storage_seconds=0.1", "storage_batch_sizes=[16,64]", "storage_seq_batch_sizes=[32]", "fio_seconds=0.3",
     "cache_windows=[4]", "cache_fractions=[0.1,0.2]", "cache_max_batches=null",
     "ratio_batch_sizes=[4,16]", "ratio_seeds=64", "hetero_size=1000", "hetero_dim=8", "hetero_max_batches=8",
+    "pvp_host_shares=[0.2]", "pvp_windows=[8]", "pvp_batch_sizes=[16]", "paper_batch_size=32",
     "train_epochs=2", "train_hidden=16", "train_warmup=1", "train_timed=2",
     "multidevice_batches=4", "multidevice_warmup=1", "multidevice_train_warmup=1", "multidevice_train_iters=2",
     "baselines_warmup=1", "baselines_timed=2", "baselines_cache=[0.2]", "baselines_systems=[lsm]",
@@ -113,9 +114,25 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     np.testing.assert_array_equal(ds.feature_array(), arrays["feat"])
 
     report = (tmp_path / "reports/ogbn-papers100M/report.md").read_text()
-    for section in ("## Dataset: ogbn-papers100M", "## Storage", "## Cache policies", "## Training on one device",
-                    "## Multi-device", "## Baselines", "## What the measured traffic costs on other hardware"):
+    for section in ("## Dataset: ogbn-papers100M", "## Storage", "## Cache policies", "## The victim buffer's regime",
+                    "## Training on one device", "## Multi-device", "## Baselines",
+                    "## What the measured traffic costs on other hardware"):
         assert section in report
+    # the report opens with the four verdicts, each with a verdict computed by a stated rule
+    assert report.index("## Verdicts") < report.index("**Regime.**") < report.index("## Dataset")
+    verdicts = report[report.index("## Verdicts"):report.index("**Regime.**")]
+    for claim in ("(a) one node with 2 GPUs", "(b) the shared cache", "(c) the hybrid policy", "(d) the victim buffer"):
+        assert claim in verdicts
+    assert len(re.findall(r"\*\*(holds|holds only when|does not hold here|not measured here)\*\*", verdicts)) == 4
+    figs = json.loads((tmp_path / "reports/ogbn-papers100M/figures.json").read_text())
+    assert sorted(figs["verdicts"]) == ["b", "c", "d"] and figs["settings"]["batch_size"] == 16
+    timings = json.loads((tmp_path / "reports/ogbn-papers100M/timings.json").read_text())
+    assert timings["verdict_a"]["claim"] == "a" and "hostname" in json.loads(
+        (tmp_path / "reports/ogbn-papers100M/machine.json").read_text())["hardware"]
+    paper_range = json.loads((tmp_path / "results/ogbn-papers100M/projection/paper-range.json").read_text())
+    assert sorted(paper_range["batches"]) == ["16", "32"]
+    assert all(len(b["variants"]) >= 5 and b["min"] <= b["base"] <= b["max"] for b in paper_range["batches"].values())
+    assert "steady vs ideal" in report and "0.89" not in report
     assert "Real dataset `ogbn-papers100M`" in report and "mirror" in report
     # the regime in the summary and in every section that runs a cache
     stated = re.findall(r"cache rows / distinct rows per iteration = \**([0-9.]+)", " ".join(report.split()))
@@ -151,9 +168,10 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     assert all(len(v["measured_runs_s"]) == 2 for v in valid["systems"].values())
     grid = pd.read_csv(tmp_path / "results/ogbn-papers100M/projection/igb_full_grid.csv")
     assert set(grid.ssds_per_gpu) == {1, 2, 4, 8} and set(grid.memory_per_gpu) == {0.1, 0.2}
+    assert set(grid.batch_size) == {16, 32} and grid.bottleneck.notna().all()
     train = json.loads((tmp_path / "results/ogbn-papers100M/train/lsm.json").read_text())
     assert train["config"]["sampler"]["batch_size"] == 16 and train["config"]["sampler"]["fanouts"] == [5, 5]
-    for fig in ("dataset_degree", "storage_throughput", "cache_storage_rows", "cache_regime", "train_epoch_time",
+    for fig in ("dataset_degree", "storage_throughput", "cache_storage_rows", "cache_regime", "cache_pvp", "train_epoch_time",
                 "multidevice", "baselines_epoch", "projection_igb_full"):
         assert (tmp_path / f"reports/ogbn-papers100M/figures/{fig}.png").stat().st_size > 1000
 
@@ -161,6 +179,42 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     again = snakemake(tmp_path, "-n", *ONE_THREAD, config=["dataset=ogbn-papers100M", f"base_url={server.base}/ogb/nodeproppred",
                                               *SMALL])
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+# ---- two runs, the same hardware-independent figures -----------------------------------------------
+# Only the rules figures.json needs (dataset, traces, simulator replays, PVP study): no timed job.
+# 10 jobs per run (generate, 2 traces, a sweep, 2 two-device replays, the PVP study, 3 report steps).
+FIGURES_RUN = ["dataset=synthetic-2000", "synthetic_dim=8", "batch_size=16", "fanouts=5,5", "cache_fraction=0.2",
+               "cache_windows=[4]", "cache_fractions=[0.1,0.2]", "cache_max_batches=20", "ratio_batch_sizes=[]",
+               "hetero_size=null", "pvp_host_shares=[0.2]", "pvp_windows=[8]", "pvp_batch_sizes=[16]",
+               "paper_batch_size=16"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)   # about 2 minutes on 2 idle cores; the margin is for loaded machines
+def test_two_runs_of_the_figures_agree_exactly_and_a_changed_setting_is_not_comparable(tmp_path):
+    runs = [tmp_path / "first", tmp_path / "second"]
+    for wd in runs:
+        proc = snakemake(wd, "figures", config=FIGURES_RUN)
+        assert proc.returncode == 0, _fail(proc, wd)
+    a, b = (wd / "reports/synthetic-2000-d8" for wd in runs)
+    env = dict(os.environ, DGLBACKEND="pytorch")
+    cmp = subprocess.run([sys.executable, "-m", "lsm_gnn.cli", "report", "compare", str(a), str(b), "--json"],
+                         capture_output=True, text=True, env=env)
+    assert cmp.returncode == 0, cmp.stdout + cmp.stderr
+    res = json.loads(cmp.stdout)
+    assert res["agree"] and res["figures"]["equal"] > 50
+    figs = json.loads((a / "figures.json").read_text())
+    assert figs["figures"]["dataset"]["pagerank_normalisation"] == "in-degree"
+    assert {"hybrid m0.2 W4", "static m0.2 W4"} <= set(figs["figures"]["policies"])
+    assert figs["figures"]["pvp"]["points"] and figs["verdicts"]["d"]["verdict"]
+    # the same figures under another seed's settings: refused as not comparable (exit status 2)
+    other = json.loads((b / "figures.json").read_text())
+    other["settings"]["seed"] = 1
+    (b / "figures.json").write_text(json.dumps(other))
+    cmp = subprocess.run([sys.executable, "-m", "lsm_gnn.cli", "report", "compare", str(a), str(b)],
+                         capture_output=True, text=True, env=env)
+    assert cmp.returncode == 2 and "not comparable" in cmp.stdout
 
 
 # ---- download, prepare, verify and describe: the other layouts ------------------------------------

@@ -197,7 +197,7 @@ def spread_words(head: pd.DataFrame, system: str) -> str:
     words = []
     for s_ in (system, "lsm"):
         sp, n = _spread(head, s_)
-        words.append("n/a" if sp is None else f"{100 * sp:.1f} % ({n} runs)")
+        words.append("n/a" if sp is None else f"{100 * sp:.1f} % ({n} run{'s' if n != 1 else ''})")
     return ", ".join(words)
 
 

@@ -96,14 +96,15 @@ def boundary_words(b: dict) -> str:
             f"iteration (pays from {_g(b['pays_from'])}, fails up to {_g(b['fails_up_to'])})")
 
 
-def memory_trend(df: pd.DataFrame) -> dict:
+def memory_trend(df: pd.DataFrame, config_share: float) -> dict:
     """Per batch: hybrid (buffer at the config's share, W = 8) storage and victim rows per iteration
     at every memory budget, and the distinct rows per iteration (R) of the trace."""
     out = {}
     hy = df[(df.policy == "hybrid") & df.buffer & (df.window == 8)]
     for b, part in hy.groupby("batch"):
-        share = part.host_share.mode().iloc[0] if len(part) else None
-        part = part[part.host_share == share].drop_duplicates("cache_fraction").sort_values("cache_fraction")
+        # the config's share, as the budget rounds it (depth = floor(share x total / (W + 1)))
+        near = (part.host_share - config_share).abs()
+        part = part[near < min(0.01, near.min() + 0.005)].drop_duplicates("cache_fraction").sort_values("cache_fraction")
         per = part.batches * part.devices
         out[str(int(b))] = {"distinct_rows_per_iteration": float(part.distinct_rows_per_iteration.iloc[0]),
                             "iterations": int(part.batches.iloc[0]),
@@ -194,7 +195,7 @@ def main(sm):
               for r in at[keep].sort_values(["batch", "policy", "window", "host_share"]).to_dict(orient="records")]
     write_json(sm.output.summary, {"cache_fraction": fraction, "batches": [int(b) for b in sorted(df.batch.unique())],
                                    "points": points, "pays": pays.to_dict(orient="records"), "boundary": bounds,
-                                   "memory": memory_trend(df)})
+                                   "memory": memory_trend(df, float(sm.params.config_share))})
     write_text(sm.output.fragment, fragment(df, pays, bounds, sm.params))
 
 

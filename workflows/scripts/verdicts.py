@@ -145,7 +145,10 @@ def claim_a(measured: dict, projected: dict) -> dict:
     spreads = [s for s in (m.get("spread_lsm"), m.get("spread_distdgl")) if s is not None]
     if m.get("ratio") is None:
         meas_word, meas = NOT_MEASURED, "no Dist-DGL or LSM-GNN run"
-    elif len(spreads) < 2 or max(spreads) >= SPREAD_LIMIT or (m.get("runs") or 0) < 2:
+    elif (m.get("runs") or 0) < 2 or len(spreads) < 2:
+        meas_word = NOT_MEASURED
+        meas = f"{_x(m['ratio'])} from {m.get('runs') or 0} run(s) per system: no spread (2 runs at least)"
+    elif max(spreads) >= SPREAD_LIMIT:
         meas_word = NOT_MEASURED
         meas = (f"{_x(m['ratio'])} from medians of {m.get('runs')} runs, but the runs spread "
                 + ", ".join(f"{100 * s:.1f} %" for s in spreads) + f" (limit {100 * SPREAD_LIMIT:.0f} %)")

@@ -39,8 +39,11 @@ SMALL = [
     "train_epochs=2", "train_hidden=16", "train_warmup=1", "train_timed=2",
     "multidevice_batches=4", "multidevice_warmup=1", "multidevice_train_warmup=1", "multidevice_train_iters=2",
     "baselines_warmup=1", "baselines_timed=2", "baselines_cache=[0.2]", "baselines_systems=[lsm]",
-    "baselines_repeats=2", "baselines_real_runs=1",
+    "baselines_repeats=1", "baselines_real_runs=1",
 ]
+# (the order of the repeats, interleaved and rotated, is checked on a dry run of 3 repeats below,
+# and the median of repeated runs on a copy of this run's record: a second repeat of each baseline
+# would cost the whole test about a minute)
 # The timed rules claim both cores so that timed runs never overlap; here nothing is compared, so
 # two of them may share the machine.
 ONE_THREAD = ["--set-threads", *(f"{r}=1" for r in ("storage_bench", "train_run", "multidevice_bench",
@@ -146,26 +149,39 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     assert all(r["cache_rows_per_iteration_rows"] > 0 for r in sim["results"])
     summary = (tmp_path / "results/ogbn-papers100M/baselines/summary.csv").read_text()
     assert "cache_rows_per_iteration_rows" in summary and "distdgl" in summary and "direct" not in summary
-    # every baseline ran twice with emulated accelerators (baselines_repeats=2) and once really training
+    # every baseline ran once with emulated accelerators (baselines_repeats=1) and once really training
     # (baselines_real_runs=1): one row per configuration and accelerator, the median of its runs
     import pandas as pd
 
     table = pd.read_csv(tmp_path / "results/ogbn-papers100M/baselines/summary.csv")
     emu, real = table[table.accelerator == "a100"], table[table.accelerator == "real"]
     assert sorted(emu.label) == sorted(real.label) == ["distdgl 2x2", "lsm d2 c0.2"]
-    assert (emu.runs == 2).all() and (real.runs == 1).all() and (emu.au > 0).all() and real.au.isna().all()
+    assert (emu.runs == 1).all() and (real.runs == 1).all() and (emu.au > 0).all() and real.au.isna().all()
     assert real.val_acc.notna().all() and emu.val_acc.isna().all()
     runs = tmp_path / "results/ogbn-papers100M/baselines"
-    assert len(list(runs.glob("*-a100-r[01].json"))) == 4 and len(list(runs.glob("*-real-r0.json"))) == 2
-    # the runs ran interleaved and rotated: each one after the one before it in the chain
+    assert len(list(runs.glob("*-a100-r0.json"))) == 2 and len(list(runs.glob("*-real-r0.json"))) == 2
+    # the runs ran in the chain's order: emulated lsm, Dist-DGL, then the real ones
     order = ["lsm-d2-c0.2", "distdgl-m2-t2"]
-    chain = [runs / f"{order[(r + i) % 2]}-a100-r{r}.json" for r in range(2) for i in range(2)]
+    chain = [runs / f"{name}-{mode}-r0.json" for mode in ("a100", "real") for name in order]
     created = [json.loads(p.read_text())["created"] for p in chain]
     assert created == sorted(created)
+    # repeats of one configuration make one row: the median, min, max and the spread (flagged above 5 %)
+    sys.path.insert(0, str(REPO / "workflows/scripts"))
+    import baselines_report
+
+    rep = tmp_path / "repeats"
+    rep.mkdir()
+    rec = json.loads((runs / "lsm-d2-c0.2-a100-r0.json").read_text())
+    for r, scale in enumerate((1.0, 1.2, 1.1)):
+        rec["metrics"]["time"]["epoch_steady_s"] = 10.0 * scale
+        (rep / f"lsm-d2-c0.2-a100-r{r}.json").write_text(json.dumps(rec))
+    agg = baselines_report.rows(sorted(rep.glob("*.json")), 4096).iloc[0]
+    assert agg.runs == 3 and agg.epoch_steady_s == pytest.approx(11.0) and agg.steady_min == pytest.approx(10.0)
+    assert agg.steady_spread == pytest.approx(2.0 / 11.0) and agg.spread_flagged
     ratios = json.loads((runs / "ratios.json").read_text())
     assert ratios["accelerator"] == "a100" and ratios["lsm_au"] > 0
     valid = json.loads((tmp_path / "results/ogbn-papers100M/projection/validate-this-machine.json").read_text())
-    assert all(len(v["measured_runs_s"]) == 2 for v in valid["systems"].values())
+    assert all(len(v["measured_runs_s"]) == 1 for v in valid["systems"].values())
     grid = pd.read_csv(tmp_path / "results/ogbn-papers100M/projection/igb_full_grid.csv")
     assert set(grid.ssds_per_gpu) == {1, 2, 4, 8} and set(grid.memory_per_gpu) == {0.1, 0.2}
     assert set(grid.batch_size) == {16, 32} and grid.bottleneck.notna().all()
@@ -179,6 +195,24 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     again = snakemake(tmp_path, "-n", *ONE_THREAD, config=["dataset=ogbn-papers100M", f"base_url={server.base}/ogb/nodeproppred",
                                               *SMALL])
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_the_baseline_runs_are_planned_interleaved_and_rotated(tmp_path):
+    """Each run waits for the one before it in one chain: repeat r runs the systems from the r-th on
+    (ABC, BCA, CAB), the emulated repeats first, then the real-compute runs."""
+    proc = snakemake(tmp_path, "-n", "results/synthetic-tiny/baselines/summary.csv",
+                     config=["size=tiny", "baselines_repeats=3", "baselines_real_runs=1",
+                             "baselines_systems=[lsm,isolated]"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    after = {out: set(ins.split(", ")) for out, ins in re.findall(
+        r"Missing output files: (\S+?); Input files updated by another job: ([^\n]+)", proc.stdout + proc.stderr)}
+    base = "results/synthetic-tiny/baselines"
+    systems = ["lsm-d2-c0.1", "isolated-d2-c0.1", "distdgl-m2-t2"]
+    chain = [f"{base}/{systems[(r + i) % 3]}-{mode}-r{r}.json"
+             for mode, n in (("a100", 3), ("real", 1)) for r in range(n) for i in range(3)]
+    assert set(chain) <= set(after) | {chain[0]}
+    for prev, run in zip(chain, chain[1:]):
+        assert prev in after[run], f"{run} does not wait for {prev}"
 
 
 # ---- two runs, the same hardware-independent figures -----------------------------------------------

@@ -94,6 +94,9 @@ def test_the_hybrid_verdict_names_the_regime_where_hybrid_wins():
     v = V.claim_c(pts)
     assert v["verdict"] == V.PARTLY and v["wins"] == 1 and "batch 32 (60.0)" in v["why"]
     assert "hybrid 2.005, static 1.306" in v["figure"]
+    nb = V.claim_c(pts, {"hybrid": 1.249, "static": 1.306, "dynamic": 1.553})
+    assert nb["verdict"] == V.PARTLY and "without the victim buffer: hybrid 1.249" in nb["figure"]
+    assert "(hybrid beats both)" in nb["figure"]
     assert V.claim_c(pts[1:2])["verdict"] == V.HOLDS
     assert V.claim_c(pts[2:])["verdict"] == V.NOT_HERE   # a tie is not a win
 

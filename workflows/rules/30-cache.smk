@@ -88,10 +88,12 @@ def pvp_iterations(batch: int) -> int:
 
 def pvp_points(batch: int) -> list[dict]:
     """The configurations of the PVP study at one batch: hybrid and dynamic without the buffer at
-    every W; with it at each host share (W = 8; every W at the config's share); hybrid over
+    every W (static at W = 8); with it at each host share (W = 8; every W at the config's share); hybrid over
     cache_fractions (W = 8, the config's share). Each is one `lsm-gnn simulate` row."""
     pts = [dict(policy=p, fraction=CACHE_FRACTION, window=w, victim=False, host=None)
            for p in ("hybrid", "dynamic") for w in PVP_WINDOWS]
+    # static without the buffer (it reads no window): claim (c) without the buffer
+    pts.append(dict(policy="static", fraction=CACHE_FRACTION, window=8, victim=False, host=None))
     for h in sorted(set(PVP_SHARES) | {PVP_CONFIG_SHARE}):
         for w in (PVP_WINDOWS if h == PVP_CONFIG_SHARE else [8]):
             pts += [dict(policy=p, fraction=CACHE_FRACTION, window=w, victim=True, host=h) for p in ("hybrid", "dynamic")]

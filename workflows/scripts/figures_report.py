@@ -120,8 +120,11 @@ def build(inputs, params) -> dict:
     pvp_out, head = pvp_figures(pvp, int(params.batch), float(params.config_share))
     regime = [{"batch_size": p["batch_size"], RATIO_KEY: p[RATIO_KEY], "storage_rows_vs_min": p["storage_rows_vs_min"]}
               for p in summary.get("regime_sweep") or []]
+    # claim (c) without the victim buffer: the PVP study's no-buffer replays at the run's batch, W = 8
+    nobuf = {p["policy"]: p["storage_rows_vs_min"] for p in pvp["points"]
+             if p["batch"] == int(params.batch) and p["window"] == 8 and not p["buffer"]}
     verdicts = {"b": V.claim_b(ratio),
-                "c": V.claim_c(regime_points(summary, sweep, float(params.fraction))),
+                "c": V.claim_c(regime_points(summary, sweep, float(params.fraction)), nobuf),
                 "d": V.claim_d(head, pvp["boundary"].get("hybrid"))}
     cfg = params.config
     return rounded({

@@ -51,14 +51,16 @@ def claim_b(shared_vs_isolated: dict[str, float]) -> dict:
             "rule": rule_text(claim_b.__doc__)}
 
 
-def claim_c(points: list[dict]) -> dict:
+def claim_c(points: list[dict], without_buffer: dict | None = None) -> dict:
     """(c) Rule: hybrid beats static-only and dynamic-only at a point (one trace, one memory, one W)
     when its storage rows are below both of theirs. HOLDS when at every point (the headline and
     the regime sweep's batch sizes), PARTLY when at some (the verdict names the regime, cache rows
     / distinct rows per iteration, of those points), NOT_HERE when at none.
 
     points: [{"label", "ratio" (cache rows / distinct rows per iteration), "hybrid", "static",
-    "dynamic" (storage rows / MIN)}], the headline first."""
+    "dynamic" (storage rows / MIN)}], the headline first, every policy with the victim buffer at
+    the config's share (the paper's configuration); without_buffer: {policy: storage rows / MIN}
+    at the headline without the buffer, stated beside the verdict (it does not decide it)."""
     pts = [p for p in points if None not in (p.get("hybrid"), p.get("static"), p.get("dynamic"))]
     wins = [p for p in pts if p["hybrid"] < min(p["static"], p["dynamic"])]
     if not pts:
@@ -75,6 +77,11 @@ def claim_c(points: list[dict]) -> dict:
     head = pts[0] if pts else {}
     fig = (f"{head.get('label', '')}: rows / MIN hybrid {_r(head.get('hybrid'))}, static {_r(head.get('static'))}, "
            f"dynamic {_r(head.get('dynamic'))}" if head else "n/a")
+    nb = without_buffer or {}
+    if {"hybrid", "static", "dynamic"} <= set(nb):
+        beats = nb["hybrid"] < min(nb["static"], nb["dynamic"])
+        fig += (f"; without the victim buffer: hybrid {_r(nb['hybrid'])}, static {_r(nb['static'])}, dynamic "
+                f"{_r(nb['dynamic'])} (hybrid {'beats' if beats else 'does not beat'} both)")
     return {"claim": "c", "verdict": word, "why": text, "figure": fig, "points": len(pts), "wins": len(wins),
             "rule": rule_text(claim_c.__doc__)}
 

@@ -87,7 +87,7 @@ def table(figs: dict, va: dict, measured: dict, params, ratios: dict) -> str:
          f"batch {batch}, {mem}, LSM-GNN's cache rows / distinct rows per iteration "
          f"{'n/a' if lsm_regime is None else f'{lsm_regime:.1f}'}, AU {'n/a' if au is None else f'{100 * au:.0f} %'}; "
          f"projection: the paper's setting (profile paper), batch {pb} counts moved by the simulator's trend",
-         V.sentence(va) + f"; measured here: {va['measured_verdict']}", va["rule"]),
+         V.sentence(va) + f"; the measurement here with emulated accelerators: {va['measured_verdict']}", va["rule"]),
         ("(b) the shared cache lowers storage accesses against isolated per-GPU caches",
          f"`lsm-gnn simulate D --trace trace-g2.npz --mode shared` / `--mode isolated` (Cache policies): "
          f"shared / isolated storage rows {vb['figure']}",

@@ -103,8 +103,10 @@ def memory_trend(df: pd.DataFrame, config_share: float) -> dict:
     hy = df[(df.policy == "hybrid") & df.buffer & (df.window == 8)]
     for b, part in hy.groupby("batch"):
         # the config's share, as the budget rounds it (depth = floor(share x total / (W + 1)))
-        near = (part.host_share - config_share).abs()
-        part = part[near < min(0.01, near.min() + 0.005)].drop_duplicates("cache_fraction").sort_values("cache_fraction")
+        part = part[(part.host_fraction - config_share).abs() < 1e-9]
+        if part.empty:
+            continue
+        part = part.drop_duplicates("cache_fraction").sort_values("cache_fraction")
         per = part.batches * part.devices
         out[str(int(b))] = {"distinct_rows_per_iteration": float(part.distinct_rows_per_iteration.iloc[0]),
                             "iterations": int(part.batches.iloc[0]),

@@ -6,7 +6,9 @@ counts exactly what it did: rows requested, distinct rows, I/O operations, bytes
 
 `FeatureStore.read_rows` validates the ids and the output buffer once for every reader, then
 calls the reader's `_read(ids, out)`, which fills `out` and reports (distinct rows, I/O
-operations, bytes read from storage).
+operations, bytes read from storage), and, where the store was given the file's row checksums
+(`row_checksums`, set by `open_feature_store`), verifies every row read against its checksum: a
+row that differs is a DataError naming the file and the row (lsm_gnn.datasets.checksums).
 """
 
 from __future__ import annotations
@@ -80,15 +82,28 @@ class FeatureStore(abc.ABC):
         self.row_map = row_map
         self.counters = IOCounters()
         self.path_info: dict = {"reader": self.reader_name}  # recorded in run records: which path ran
+        self.row_checksums: np.ndarray | None = None  # one per row of the file: reads are verified
+
+    def verify_with(self, row_checksums: np.ndarray | None) -> "FeatureStore":
+        """Verify every row read against `row_checksums` (None: stop verifying)."""
+        self.row_checksums = row_checksums
+        self.path_info["checksums"] = "verified" if row_checksums is not None else "off"
+        return self
 
     def read_rows(self, ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Rows of `ids` in the order given; `out` is (len(ids), dim) of the store's dtype."""
         t0 = time.perf_counter()
+        asked = ids
         ids = self.check_ids(ids)
         out = self.check_out(out, len(ids))
         distinct = io_ops = nbytes = 0
         if len(ids):
             distinct, io_ops, nbytes = self._read(ids, out)
+            if self.row_checksums is not None:
+                from lsm_gnn.datasets.checksums import check_rows
+
+                check_rows(self.path, out, ids, self.row_checksums, self.row_bytes,
+                           names=np.asarray(asked) if self.row_map is not None else None)
         c = self.counters
         c.rows_requested += len(ids)
         c.distinct_rows += distinct

@@ -29,3 +29,35 @@ def verify(root: str | os.PathLike, quick: bool = False, progress: bool = False)
 def errors(problems: list[Problem]) -> list[Problem]:
     """The problems that make a dataset unusable (warnings left out)."""
     return [p for p in problems if p.severity == "error"]
+
+
+def write_checksums(root: str | os.PathLike, progress: bool = False) -> list[Problem]:
+    """Upgrade an older dataset: add the row checksums (features.xxh3.npy) and metadata.sha256.
+
+    A full check runs first and the upgrade happens only when it finds no error (checksums
+    computed over a corrupt file would vouch for it); returns the errors that stopped it (empty:
+    upgraded, or nothing to add). Each file is written atomically; metadata.json last but one and
+    metadata.sha256 last."""
+    import json
+    from pathlib import Path
+
+    from lsm_gnn.datasets import checksums
+    from lsm_gnn.datasets.spec import CHECKSUM_FILE, METADATA_FILE, METADATA_HASH_FILE, sha256_file, sha256_line
+    from lsm_gnn.utils.atomic import write_text
+
+    root = Path(root)
+    found = errors(verify(root, quick=False, progress=progress))
+    if found:
+        return found
+    meta = json.loads((root / METADATA_FILE).read_text())
+    f = meta["features"]
+    if not f.get("checksums"):
+        sums = checksums.file_checksums(root / f["file"], f["num_rows"], f["row_stride"], f["row_bytes"], progress)
+        checksums.save(root / CHECKSUM_FILE, sums)
+        f["checksums"] = {"file": CHECKSUM_FILE, "algorithm": checksums.ALGORITHM, "unit": "row"}
+        p = root / CHECKSUM_FILE
+        meta["files"][CHECKSUM_FILE] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+        text = json.dumps(meta, indent=2) + "\n"
+        write_text(root / METADATA_FILE, text)
+    write_text(root / METADATA_HASH_FILE, sha256_line((root / METADATA_FILE).read_bytes()))
+    return []

@@ -65,9 +65,8 @@ def open_feature_store(source, reader: str = "direct", *, row_map=None, drop_pag
     memory reader checks every row once while it loads the file.
     """
     store = _open(source, reader, row_map, drop_page_cache, verify_checksums, opts)
-    if "checksums" not in store.path_info:
-        lay = _layout(source)
-        store.path_info["checksums"] = "absent" if lay.checksums is None else "off"
+    if _layout(source).checksums is None:  # an older dataset (`dataset verify --write-checksums`)
+        store.path_info["checksums"] = "absent"
     return store
 
 

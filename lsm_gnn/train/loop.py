@@ -36,6 +36,7 @@ launcher's benefit; whether a group is up is read from torch.distributed itself.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -61,7 +62,7 @@ from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.train.evaluate import evaluate
 from lsm_gnn.train.loader import FeatureLoader
 from lsm_gnn.train.timers import StageTimer, StageTimes
-from lsm_gnn.utils.errors import ConfigError, InputError
+from lsm_gnn.utils.errors import ConfigError, DataError, InputError, NumericalError
 
 FETCH = ("fetch_cache", "fetch_victim", "fetch_storage")
 
@@ -100,6 +101,22 @@ def _hit_rates(rows: dict) -> dict:
         return {}
     return {"local": rows["local_hits"] / req, "peer": rows["peer_hits"] / req,
             "victim": rows["victim_hits"] / req, "storage": rows["storage_rows"] / req}
+
+
+def _non_finite(loss: float, x: torch.Tensor, input_nodes, dataset, epoch: int, step: int, lr: float):
+    """Stop on a non-finite loss, naming the feature row that caused it (checked only now: the
+    finite case costs the one `isfinite` of the loss per step). DataError when a fetched row is
+    not finite (a row of the file, whatever its checksum says), NumericalError otherwise."""
+    bad = (~torch.isfinite(x)).any(dim=1).nonzero().flatten()
+    where = f"epoch {epoch} step {step}: the loss is {loss}"
+    if bad.numel():
+        nodes = input_nodes.cpu().numpy() if isinstance(input_nodes, torch.Tensor) else np.asarray(input_nodes)
+        ids = nodes[bad.cpu().numpy()]
+        more = f" ({bad.numel()} of the batch's {len(x)} input rows are)" if bad.numel() > 1 else ""
+        raise DataError(dataset.features().path, f"row {int(ids[0])} holds non-finite values{more}; {where} "
+                        "(`lsm-gnn dataset verify` reports every such row)")
+    raise NumericalError(f"{where} with every input row finite: training diverged (train.lr {lr}); "
+                         "lower the learning rate")
 
 
 def _accelerator(cfg: RunConfig, distributed: bool):
@@ -268,6 +285,13 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
     if tr.warmup_iters >= planned:
         raise ConfigError("<config>", "train.warmup_iters",
                           f"{tr.warmup_iters} warm-up iterations leave none to time in an epoch of {planned}")
+    if cfg.cache.enabled and feature_source is None and cfg.cache.window > planned:
+        # the window is filled within an epoch: one longer than the epoch leaves reuses unseen and,
+        # measured, the victim buffer empty (0 bytes) while the record said it was enabled
+        raise ConfigError("<config>", "cache.window",
+                          f"a lookahead window of {cfg.cache.window} batches is longer than the {planned} "
+                          f"iterations this rank runs per epoch (expected at most {planned}, found "
+                          f"{cfg.cache.window}); set --window {planned} or less")
     # the loader samples as far ahead as the policy reads: W, or K for a long-lookahead policy (horizon)
     from lsm_gnn.cache.policies import lookahead_batches
 
@@ -307,6 +331,8 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
                     loss.backward()
                     opt.step()
                     loss_v = float(loss.item())
+                    if not math.isfinite(loss_v):
+                        _non_finite(loss_v, x, batch.input_nodes, dataset, epoch, step, cfg.train.lr)
             h2d += batch.h2d_bytes
             shapes.append((len(batch.labels), n_rows, n_edges, busy))
             if loss_v is not None:

@@ -112,10 +112,19 @@ def test_a_flipped_feature_byte_is_an_error_naming_the_file_and_the_row(ds, read
         e = _err(lambda: open_feature_store(d, reader))
     else:
         with open_feature_store(d, reader) as store:
-            assert store.path_info["checksums"] == "verified"
+            assert store.checksum_state == "verified"
             store.read_rows(np.array([3, 16, 18]))  # rows beside it are sound
             e = _err(lambda: store.read_rows(np.array([40, 17, 2])))
     assert e.path == str(lay.path) and "row 17 fails its xxh3_64 checksum" in str(e)
+
+
+def test_the_in_memory_ideal_checks_every_row_as_it_loads(ds):
+    lay = ds.features()
+    assert np.array_equal(lay.load_rows(), ds.feature_array())
+    _flip(lay.path, 599 * lay.row_stride)
+    e = _err(lambda: Dataset(ds.root).features().load_rows())
+    assert e.path == str(lay.path) and "row 599 fails" in str(e)
+    Dataset(ds.root).features().load_rows(verify=False)
 
 
 def test_checksums_can_be_turned_off_and_the_store_says_so(ds):
@@ -123,7 +132,7 @@ def test_checksums_can_be_turned_off_and_the_store_says_so(ds):
     _flip(lay.path, 17 * lay.row_stride + 5)
     with open_feature_store(Dataset(ds.root), "direct", verify_checksums=False) as store:
         store.read_rows(np.array([17]))
-        assert store.path_info["checksums"] == "off"
+        assert store.checksum_state == "off"
     assert "1 rows differ from their xxh3_64 checksums" in " ".join(p.message for p in verify(ds.root))
 
 
@@ -174,7 +183,7 @@ def test_an_old_dataset_without_checksums_warns_and_write_checksums_upgrades_it(
         d = Dataset(ds.root)
     assert d.features().checksums is None
     with open_feature_store(d, "direct") as store:
-        assert store.path_info["checksums"] == "absent"
+        assert store.checksum_state == "absent"
         store.read_rows(np.arange(10))
     found = verify(ds.root)
     assert found and not errors(found) and {p.severity for p in found} == {"warning"}

@@ -21,9 +21,9 @@ import numpy as np
 from lsm_gnn.datasets import checksums, validate
 from lsm_gnn.datasets.checks import (Checker, index_range_problems, indptr_problems, label_problems,
                                      split_range_problems)
-from lsm_gnn.datasets.spec import (BLOCK, CHECKSUM_FILE, FEATURE_DTYPES, FEATURE_FILE, FORMAT_NAME,  # noqa: F401
-                                   FORMAT_VERSION, HASH_CHUNK, METADATA_FILE, METADATA_HASH_FILE, SECTOR,
-                                   npy_header, row_stride_for, sha256_file, sha256_line)
+from lsm_gnn.datasets.spec import (BLOCK, CHECKSUM_FILE, FEATURE_FILE, FORMAT_NAME,  # noqa: F401  (re-exported)
+                                   FORMAT_VERSION, METADATA_FILE, METADATA_HASH_FILE, row_stride_for, sha256_file,
+                                   sha256_line)
 from lsm_gnn.utils.atomic import WRITE_ERRNOS, make_parent, remove_leftovers, replace_dir, temp_dir
 from lsm_gnn.utils.errors import DataError, InputError, OutputError
 from lsm_gnn.utils.locks import exclusive
@@ -69,6 +69,17 @@ class FeatureLayout:
         return np.lib.stride_tricks.as_strided(
             raw[: max(self.num_rows * self.row_stride, 1)].view(self.dtype),
             shape=(self.num_rows, self.dim), strides=(self.row_stride, itemsize), writeable=(mode != "r"))
+
+    def load_rows(self, verify: bool = True) -> np.ndarray:
+        """Every row in RAM, (num_rows, dim), each checked against its checksum (where the dataset
+        has them and `verify`): what the in-memory ideal and the Dist-DGL partitioner hold."""
+        rows = np.array(self.view("r"))
+        if verify and self.checksums is not None:
+            step = max(1, (64 << 20) // max(self.row_bytes, 1))
+            for s in range(0, self.num_rows, step):
+                ids = np.arange(s, min(s + step, self.num_rows))
+                checksums.check_rows(self.path, rows[s: s + step], ids, self.checksums, self.row_bytes)
+        return rows
 
 
 class Dataset:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from lsm_gnn.datasets.checks import DERIVED_DIR, Problem, check  # noqa: F401  (Problem: the result type)
+from lsm_gnn.datasets.checks import Problem, check  # noqa: F401  (Problem: the result type)
 
 
 def verify(root: str | os.PathLike, quick: bool = False, progress: bool = False) -> list[Problem]:

@@ -56,6 +56,15 @@ class IOCounters:
         return IOCounters(**asdict(self))
 
 
+def storage_description(store) -> dict:
+    """What a run record says about a store: its path (`path_info`) and whether its reads are
+    verified against the rows' checksums (`checksums`)."""
+    info = dict(getattr(store, "path_info", None) or {})
+    if hasattr(store, "checksum_state"):
+        info["checksums"] = store.checksum_state
+    return info
+
+
 def aligned_empty(shape, dtype, align: int = 4096) -> np.ndarray:
     """An uninitialised C-contiguous array whose data starts on an `align`-byte boundary.
 
@@ -83,11 +92,12 @@ class FeatureStore(abc.ABC):
         self.counters = IOCounters()
         self.path_info: dict = {"reader": self.reader_name}  # recorded in run records: which path ran
         self.row_checksums: np.ndarray | None = None  # one per row of the file: reads are verified
+        self.checksum_state = "off"  # what the record says: verified, verified on load, off, absent, ...
 
     def verify_with(self, row_checksums: np.ndarray | None) -> "FeatureStore":
         """Verify every row read against `row_checksums` (None: stop verifying)."""
         self.row_checksums = row_checksums
-        self.path_info["checksums"] = "verified" if row_checksums is not None else "off"
+        self.checksum_state = "verified" if row_checksums is not None else "off"
         return self
 
     def read_rows(self, ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -43,7 +43,7 @@ class MemoryStore(FeatureStore):
             for s in range(0, layout.num_rows, step):
                 src.read_rows(np.arange(s, min(s + step, layout.num_rows)), out=feats[s: s + step])
         store = cls(feats, path=layout.path, row_map=row_map)
-        store.path_info["checksums"] = "verified on load" if row_checksums is not None else "off"
+        store.checksum_state = "verified on load" if row_checksums is not None else "off"
         return store
 
     def _read(self, ids, out):

@@ -66,7 +66,7 @@ def open_feature_store(source, reader: str = "direct", *, row_map=None, drop_pag
     """
     store = _open(source, reader, row_map, drop_page_cache, verify_checksums, opts)
     if _layout(source).checksums is None:  # an older dataset (`dataset verify --write-checksums`)
-        store.path_info["checksums"] = "absent"
+        store.checksum_state = "absent"
     return store
 
 
@@ -123,13 +123,13 @@ def _open_gpu(lay, args, row_map, opts, sums) -> FeatureStore:
             kv = {k: opts[k] for k in ("block_size", "max_io_bytes") if k in opts}
             store = gpu.KvikioStore(*args, row_map=row_map, **kv)
             # kvikio reads straight to the device: no host copy to verify (`lsm-gnn dataset verify` does)
-            store.path_info["checksums"] = "not verified (kvikio reads to the device)" if sums is not None else "off"
+            store.checksum_state = "not verified (kvikio reads to the device)" if sums is not None else "off"
             return store
         if transfer == "kvikio":
             raise InputError(f"kvikio transfer unavailable: {why}")
     host = open_feature_store(lay, host_reader, row_map=row_map, verify_checksums=sums is not None, **opts)
     store = gpu.PinnedDeviceStore(host, device=device)
-    store.path_info["checksums"] = host.path_info.get("checksums")  # the host reader verifies
+    store.checksum_state = host.checksum_state  # the host reader verifies
     return store
 
 

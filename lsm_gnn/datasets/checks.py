@@ -378,7 +378,7 @@ class Checker:
                 self.add(M, f"field files.{rel}: expected {{'bytes', 'sha256'}}, found {info!r:.60}")
                 continue
             if not p.is_file():
-                if rel not in {a[0] for a in self.arrays()}:  # those are reported by headers()
+                if rel not in {a[0] for a in self.arrays()} | {feature_rel}:  # reported by headers(), features
                     self.add(rel, "missing (listed in metadata.json)")
                 continue
             size = p.stat().st_size

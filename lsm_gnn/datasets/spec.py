@@ -60,6 +60,20 @@ def sha256_line(text_bytes: bytes, name: str = METADATA_FILE) -> str:
     return f"{hashlib.sha256(text_bytes).hexdigest()}  {name}\n"
 
 
+def read_npy_header(fh, path, problem: str = "not a readable .npy file") -> tuple[tuple, bool, np.dtype, int]:
+    """(shape, fortran_order, dtype, data offset) of the .npy file open at its start as `fh`;
+    DataError naming `path` (`problem`: what to call an unreadable header)."""
+    try:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+    except (ValueError, SyntaxError, EOFError, OSError) as e:
+        raise DataError(path, f"{problem}: {e}") from None
+    return tuple(shape), bool(fortran), np.dtype(dtype), fh.tell()
+
+
 def npy_header(path: Path) -> tuple[tuple, np.dtype]:
     """(shape, dtype) from a .npy header; DataError if it is unreadable or the data is truncated."""
     try:
@@ -67,15 +81,7 @@ def npy_header(path: Path) -> tuple[tuple, np.dtype]:
     except OSError as e:
         raise DataError(path, f"cannot be read: {e.strerror}") from None
     with fh:
-        try:
-            version = np.lib.format.read_magic(fh)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-            else:
-                shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-        except (ValueError, SyntaxError, EOFError, OSError) as e:
-            raise DataError(path, f"not a readable .npy file: {e}") from None
-        offset = fh.tell()
+        shape, _, dtype, offset = read_npy_header(fh, path)
     need = offset + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     size = path.stat().st_size
     if size < need:

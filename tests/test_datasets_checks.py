@@ -15,7 +15,7 @@ from lsm_gnn.datasets.format import CHECKSUM_FILE, METADATA_HASH_FILE, Dataset
 from lsm_gnn.datasets.synthetic import generate
 from lsm_gnn.datasets.verify import errors, verify, write_checksums
 from lsm_gnn.storage.open import open_feature_store
-from lsm_gnn.utils.errors import ConfigError, DataError
+from lsm_gnn.utils.errors import DataError
 
 ET = "topology/paper__cites__paper"
 
@@ -266,9 +266,19 @@ def test_a_nan_in_a_feature_row_stops_training_naming_the_row(random_dataset, tm
     assert json.loads(rec.read_text())["status"] == "failed"
 
 
-def test_a_window_longer_than_the_epoch_is_refused(random_dataset):
+def test_a_window_longer_than_the_epoch_is_clamped_and_the_record_says_so(random_dataset, capsys):
     from lsm_gnn.train.loop import run_training
 
-    d = random_dataset(num_nodes=300, dim=16)
-    with pytest.raises(ConfigError, match=r"cache.window: a lookahead window of 50 batches is longer than the 3 "):
-        run_training(_train_cfg(d, **{"cache.enabled": True, "cache.window": 50}), progress=False)
+    d = random_dataset(num_nodes=300, dim=16)  # 180 training seeds: 3 batches of 64
+    rec = run_training(_train_cfg(d, **{"cache.enabled": True, "cache.window": 50, "storage.reader": "buffered"}),
+                       progress=False)
+    src = rec["metrics"]["source"]
+    assert src["window"] == 3 and src["window_clamp"] == {"requested": 50, "used": 3, "iterations_per_epoch": 3}
+    assert rec["config"]["cache"]["window"] == 50  # what was asked stays in the config
+    from lsm_gnn.cli.train import _summary
+
+    _summary(rec, "r.json", as_json=False)
+    assert "note: cache.window 50 is longer than the 3 iterations of an epoch; the run used 3" in capsys.readouterr().out
+    rec = run_training(_train_cfg(d, **{"cache.enabled": True, "cache.window": 3, "storage.reader": "buffered"}),
+                       progress=False)
+    assert rec["metrics"]["source"]["window_clamp"] is None

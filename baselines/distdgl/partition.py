@@ -64,7 +64,7 @@ def dataset_to_dgl(dataset: Dataset):
     # CSC = in-edges per destination, which is what both samplers draw neighbours from.
     dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
     g = dgl.graph((torch.from_numpy(np.array(indices, dtype=np.int64)), torch.from_numpy(dst)), num_nodes=n)
-    feats = np.ascontiguousarray(dataset.feature_array())
+    feats = dataset.features().load_rows()  # every row checked against its checksum
     g.ndata["feat"] = torch.from_numpy(feats)
     g.ndata["label"] = torch.from_numpy(np.asarray(dataset.labels(), dtype=np.int64))
     for split in ("train", "val", "test"):

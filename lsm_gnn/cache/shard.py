@@ -73,7 +73,9 @@ class OwnerShard(FeatureSource):
         return self.store.counters
 
     def storage_info(self) -> dict:
-        return dict(self.store.path_info or {})
+        from lsm_gnn.storage.base import storage_description
+
+        return storage_description(self.store)
 
     def memory(self) -> dict:
         """This device's budget (cache lines + victim queues + landing buffer)."""

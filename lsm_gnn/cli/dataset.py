@@ -130,20 +130,37 @@ def import_(edges, out, features, feature_dtype, feature_dim, labels, num_classe
 
 @dataset.command()
 @click.argument("path", type=click.Path(file_okay=False))
-@click.option("--quick", is_flag=True, help="Skip the sha256 and value scan of features.bin (size still checked).")
+@click.option("--quick", is_flag=True, help="Skip the sha256, row checksums and value scan of features.bin "
+              "(size still checked).")
+@click.option("--write-checksums", is_flag=True, help="Upgrade an older dataset: after a full check that finds no "
+              "error, add the row checksums (features.xxh3.npy) and metadata.sha256.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def verify(path, quick, as_json, no_progress):
+def verify(path, quick, write_checksums, as_json, no_progress):
     """Check every file of the dataset at PATH against its metadata.json. Exit status 1 if any
-    problem is found; each problem is reported under its file."""
+    error is found (warnings, such as an older dataset without checksums, leave it 0); each
+    problem is reported under its file."""
     import sys
 
+    from lsm_gnn.datasets.verify import errors
     from lsm_gnn.datasets.verify import verify as run_verify
+    from lsm_gnn.datasets.verify import write_checksums as upgrade
 
-    problems = run_verify(path, quick=quick, progress=not no_progress and sys.stderr.isatty())
+    show = not no_progress and sys.stderr.isatty()
+    if write_checksums:
+        if quick:
+            raise click.UsageError("--write-checksums runs the full check first; drop --quick")
+        blocked = upgrade(path, progress=show)
+        if blocked:
+            click.echo(f"{path}: not upgraded: the full check found {len(blocked)} error(s)")
+        else:
+            click.echo(f"{path}: row checksums and metadata.sha256 written")
+    problems = run_verify(path, quick=quick, progress=show)
+    bad = errors(problems)
     if as_json:
-        click.echo(json.dumps({"path": path, "quick": quick, "ok": not problems,
-                               "problems": [{"file": p.file, "message": p.message} for p in problems]}, indent=2))
+        click.echo(json.dumps({"path": path, "quick": quick, "ok": not bad,
+                               "problems": [{"file": p.file, "message": p.message, "severity": p.severity}
+                                            for p in problems]}, indent=2))
     elif not problems:
         click.echo(f"{path}: OK ({'quick' if quick else 'full'} check)")
     else:
@@ -153,8 +170,8 @@ def verify(path, quick, as_json, no_progress):
             if p.file != last:
                 click.echo(f"  {p.file}")
                 last = p.file
-            click.echo(f"    - {p.message}")
-    if problems:
+            click.echo(f"    - {p.message}" if p.severity == "error" else f"    - warning: {p.message}")
+    if bad:
         raise SystemExit(1)
 
 

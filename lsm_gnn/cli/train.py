@@ -116,6 +116,10 @@ def _summary(rec: dict, path: Path, as_json: bool):
         return
     t, a = m.get("time", {}), m.get("accuracy", {})
     click.echo(f"system {rec['system']}: status {rec['status']}, record {path}")
+    clamp = (m.get("source") or {}).get("window_clamp")
+    if clamp:
+        click.echo(f"  note: cache.window {clamp['requested']} is longer than the {clamp['iterations_per_epoch']} "
+                   f"iterations of an epoch; the run used {clamp['used']} (metrics.source.window_clamp)")
     click.echo(f"  epoch time cold {_fmt(t.get('epoch_cold_s'))}, steady {_fmt(t.get('epoch_steady_s'))}"
                f" ({'whole epochs' if t.get('timing_window', {}).get('full_epoch') else 'extrapolated from a timed window'})")
     per = t.get("per_iteration", {})

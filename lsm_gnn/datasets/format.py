@@ -12,35 +12,32 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from lsm_gnn.datasets import validate
+from lsm_gnn.datasets import checksums, validate
+from lsm_gnn.datasets.checks import (Checker, index_range_problems, indptr_problems, label_problems,
+                                     split_range_problems)
+from lsm_gnn.datasets.spec import (BLOCK, CHECKSUM_FILE, FEATURE_FILE, FORMAT_NAME,  # noqa: F401  (re-exported)
+                                   FORMAT_VERSION, METADATA_FILE, METADATA_HASH_FILE, row_stride_for, sha256_file,
+                                   sha256_line)
 from lsm_gnn.utils.atomic import WRITE_ERRNOS, make_parent, remove_leftovers, replace_dir, temp_dir
 from lsm_gnn.utils.errors import DataError, InputError, OutputError
 from lsm_gnn.utils.locks import exclusive
 
-FORMAT_NAME = "lsm-gnn-dataset"
-FORMAT_VERSION = 1
-SECTOR = 512          # O_DIRECT alignment unit (logical block size)
-BLOCK = 4096          # storage block: reads are issued in whole 4 KiB blocks
-FEATURE_FILE = "features.bin"
-HASH_CHUNK = 1 << 24
+
+_warned: set[str] = set()
 
 
-def row_stride_for(row_bytes: int) -> int:
-    """Bytes between consecutive rows: rows never straddle a 512-byte sector needlessly.
-
-    Rows of at least 512 bytes are padded to a multiple of 512; smaller rows to the next power of
-    two, so several rows share a sector but none crosses one.
-    """
-    if row_bytes <= 0:
-        raise ValueError("row_bytes must be positive")
-    if row_bytes >= SECTOR:
-        return -(-row_bytes // SECTOR) * SECTOR
-    return 1 << (row_bytes - 1).bit_length()
+def _warn_once(root: Path, text: str) -> None:
+    """An older dataset without checksums is usable: say so once per dataset and process."""
+    key = os.fspath(root.resolve())
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(f"{root}: {text}", stacklevel=3)
 
 
 @dataclass(frozen=True)
@@ -55,6 +52,8 @@ class FeatureLayout:
     row_stride: int
     file_bytes: int
     type_offsets: dict  # node type -> first global row
+    checksums: np.ndarray | None = field(default=None, compare=False, repr=False)
+    """uint64 xxh3_64 of each row (`checksums.py`; memory-mapped), None for an older dataset."""
 
     def row_offset(self, row: int) -> int:
         return row * self.row_stride
@@ -71,34 +70,16 @@ class FeatureLayout:
             raw[: max(self.num_rows * self.row_stride, 1)].view(self.dtype),
             shape=(self.num_rows, self.dim), strides=(self.row_stride, itemsize), writeable=(mode != "r"))
 
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in chunks (the checksum metadata.json records)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _npy_header(path: Path) -> tuple[tuple, np.dtype]:
-    """(shape, dtype) from a .npy header; DataError if it is unreadable or the data is truncated."""
-    with open(path, "rb") as fh:
-        try:
-            version = np.lib.format.read_magic(fh)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-            else:
-                shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-        except (ValueError, SyntaxError, EOFError, OSError) as e:
-            raise DataError(path, f"not a readable .npy file: {e}") from None
-        offset = fh.tell()
-    need = offset + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    size = path.stat().st_size
-    if size < need:
-        raise DataError(path, f"truncated: the .npy header announces shape {tuple(shape)} of {dtype}",
-                        expected=f"{need} bytes", found=f"{size} bytes")
-    return tuple(shape), np.dtype(dtype)
+    def load_rows(self, verify: bool = True) -> np.ndarray:
+        """Every row in RAM, (num_rows, dim), each checked against its checksum (where the dataset
+        has them and `verify`): what the in-memory ideal and the Dist-DGL partitioner hold."""
+        rows = np.array(self.view("r"))
+        if verify and self.checksums is not None:
+            step = max(1, (64 << 20) // max(self.row_bytes, 1))
+            for s in range(0, self.num_rows, step):
+                ids = np.arange(s, min(s + step, self.num_rows))
+                checksums.check_rows(self.path, rows[s: s + step], ids, self.checksums, self.row_bytes)
+        return rows
 
 
 class Dataset:
@@ -106,137 +87,29 @@ class Dataset:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
-        meta_path = self.root / "metadata.json"
-        if not self.root.is_dir():
-            raise DataError(self.root, "dataset directory does not exist")
-        if not meta_path.is_file():
-            raise DataError(meta_path, "missing; not an lsm-gnn dataset directory "
-                            "(create one with `lsm-gnn dataset generate` or `prepare`)")
-        try:
-            self.meta = json.loads(meta_path.read_text())
-        except json.JSONDecodeError as e:
-            raise DataError(meta_path, f"not valid JSON: {e}") from None
-        if self.meta.get("format") != FORMAT_NAME:
-            raise DataError(meta_path, "field format", expected=FORMAT_NAME, found=self.meta.get("format"))
-        if self.meta.get("format_version") != FORMAT_VERSION:
-            raise DataError(meta_path, "field format_version", expected=FORMAT_VERSION,
-                            found=self.meta.get("format_version"))
-        for key in ("name", "node_types", "edge_types", "features", "labels", "splits", "files"):
-            if key not in self.meta:
-                raise DataError(meta_path, f"missing field {key}")
-        self._layout = self._check(meta_path)
+        self._layout = self._check()
+        self._checked: set[str] = set()
 
-    def _check(self, meta_path: Path) -> FeatureLayout:
-        """Metadata agrees with itself and with its files: the feature file's size, the shapes and
-        dtypes in the .npy headers. Cheap (stat and header reads; no hashing: `lsm-gnn dataset verify`
-        does that) and run once, on open. Returns the feature layout `features()` hands out."""
-        m = self.meta
-
-        def bad(field, problem, expected=None, found=None):
-            raise DataError(meta_path, f"field {field}: {problem}", expected=expected, found=found)
-
-        for key in ("node_types", "edge_types", "features", "labels", "splits", "files"):
-            if not isinstance(m[key], dict):
-                bad(key, "must be an object", "a JSON object", type(m[key]).__name__)
-        counts = {}
-        for t, info in m["node_types"].items():
-            n = info.get("num_nodes") if isinstance(info, dict) else None
-            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-                bad(f"node_types.{t}.num_nodes", "must be a non-negative integer", "an integer >= 0", repr(n))
-            counts[t] = n
-        for et, e in m["edge_types"].items():
-            for key in ("src_type", "dst_type"):
-                if not isinstance(e, dict) or e.get(key) not in counts:
-                    bad(f"edge_types.{et}.{key}", "not a declared node type", f"one of {sorted(counts)}",
-                        repr(e.get(key) if isinstance(e, dict) else e))
-            if not isinstance(e.get("num_edges"), int) or e["num_edges"] < 0:
-                bad(f"edge_types.{et}.num_edges", "must be a non-negative integer", "an integer >= 0",
-                    repr(e.get("num_edges")))
-
-        # ---- features: the layout agrees with itself, the node counts and the file's size ----
-        f = m["features"]
-        try:
-            lay = FeatureLayout(path=self.path(f["file"]), num_rows=int(f["num_rows"]), dim=int(f["dim"]),
-                                dtype=np.dtype(f["dtype"]), row_bytes=int(f["row_bytes"]),
-                                row_stride=int(f["row_stride"]), file_bytes=int(f["file_bytes"]),
-                                type_offsets=dict(f["type_offsets"]))
-        except (KeyError, TypeError, ValueError) as e:
-            bad("features", f"malformed ({type(e).__name__}: {e})")
-        if lay.dim < 1 or lay.num_rows < 0:
-            bad("features", "dim must be >= 1 and num_rows >= 0", found=f"dim {lay.dim}, num_rows {lay.num_rows}")
-        if lay.row_bytes != lay.dim * lay.dtype.itemsize:
-            bad("features.row_bytes", "must be dim x itemsize", lay.dim * lay.dtype.itemsize, lay.row_bytes)
-        if lay.row_stride != row_stride_for(lay.row_bytes):
-            bad("features.row_stride", f"wrong for rows of {lay.row_bytes} bytes", row_stride_for(lay.row_bytes),
-                lay.row_stride)
-        featured = 0
-        for t, off in lay.type_offsets.items():
-            if t not in counts:
-                bad("features.type_offsets", "not a declared node type", f"one of {sorted(counts)}", repr(t))
-            if off != featured:
-                bad(f"features.type_offsets.{t}", "node types must follow each other from row 0", featured, off)
-            featured += counts[t]
-        if not lay.path.is_file():
-            raise DataError(lay.path, "missing (the feature file named by metadata.json field features.file)")
-        size = lay.path.stat().st_size
-        need = lay.num_rows * lay.row_stride
-        if size < need:
-            raise DataError(lay.path, f"too small for metadata.json field features.num_rows = {lay.num_rows} "
-                            f"(rows of {lay.row_stride} bytes)", expected=f"at least {need} bytes", found=f"{size} bytes")
-        if lay.num_rows != featured:
-            bad("features.num_rows", "disagrees with node_types: the featured types ("
-                + ", ".join(lay.type_offsets) + ") have that many nodes", featured, lay.num_rows)
-        padded = -(-need // BLOCK) * BLOCK
-        if lay.file_bytes != padded:
-            bad("features.file_bytes", f"disagrees with num_rows x row_stride padded to whole {BLOCK}-byte blocks",
-                padded, lay.file_bytes)
-        if size != lay.file_bytes:
-            raise DataError(lay.path, "size differs from metadata.json field features.file_bytes",
-                            expected=f"{lay.file_bytes} bytes", found=f"{size} bytes")
-
-        # ---- labels and split sizes ----
-        lab = m["labels"]
-        lt = lab.get("node_type") if isinstance(lab, dict) else None
-        if lt not in counts:
-            bad("labels.node_type", "not a declared node type", f"one of {sorted(counts)}", repr(lt))
-        nc, nl = lab.get("num_classes"), lab.get("num_labeled")
-        if not isinstance(nc, int) or nc < 1:
-            bad("labels.num_classes", "must be an integer >= 1", "an integer >= 1", repr(nc))
-        if not isinstance(nl, int) or not 0 <= nl <= counts[lt]:
-            bad("labels.num_labeled", f"must lie in [0, num_nodes of {lt}]", f"[0, {counts[lt]}]", repr(nl))
-        for name, k in m["splits"].items():
-            if name not in ("train", "val", "test") or not isinstance(k, int) or k < 0:
-                bad(f"splits.{name}", "a split (train, val, test) size must be an integer >= 0", found=repr(k))
-        if sum(m["splits"].values()) > counts[lt]:
-            bad("splits", f"split sizes sum to more than the {lt} nodes (splits hold distinct nodes)",
-                f"at most {counts[lt]}", sum(m["splits"].values()))
-
-        # ---- every array file's .npy header agrees with the counts ----
-        arrays = []
-        for et, e in m["edge_types"].items():
-            ns, nd, ne = counts[e["src_type"]], counts[e["dst_type"]], e["num_edges"]
-            for kind, n_major in (("csc", nd), ("csr", ns)):
-                arrays.append((f"topology/{et}/{kind}_indptr.npy", np.int64, (n_major + 1,),
-                               f"node_types.{e['dst_type' if kind == 'csc' else 'src_type']}.num_nodes + 1"))
-                arrays.append((f"topology/{et}/{kind}_indices.npy", np.int64, (ne,), f"edge_types.{et}.num_edges"))
-        arrays.append((f"labels/{lt}.npy", np.int64, (counts[lt],), f"node_types.{lt}.num_nodes"))
-        for name, k in m["splits"].items():
-            arrays.append((f"splits/{name}.npy", np.int64, (k,), f"splits.{name}"))
-        for t, n in counts.items():
-            arrays.append((f"static/{t}.pagerank_u8.npy", np.uint8, (n,), f"node_types.{t}.num_nodes"))
-            arrays.append((f"static/{t}.degree.npy", np.int64, (n,), f"node_types.{t}.num_nodes"))
-        for rel, dtype, shape, field in arrays:
-            p = self.path(rel)
-            if not p.is_file():
-                if rel in m["files"]:
-                    raise DataError(p, "missing (listed in metadata.json)")
-                continue  # not written (an older dataset): an error when it is used
-            found_shape, found_dtype = _npy_header(p)
-            if found_dtype != np.dtype(dtype):
-                raise DataError(p, "dtype", expected=np.dtype(dtype), found=found_dtype)
-            if found_shape != shape:
-                raise DataError(p, f"shape disagrees with metadata.json field {field}", expected=shape, found=found_shape)
-        return lay
+    def _check(self) -> FeatureLayout:
+        """The one checker at level "open" (`checks.py`: metadata against itself and its files'
+        sizes and .npy headers; no hashing, nothing that grows with the data), first error raised.
+        Returns the feature layout `features()` hands out."""
+        checker = Checker(self.root, "open")
+        c_problems = checker.run()
+        for p in c_problems:
+            if p.severity == "error":
+                raise p.error(self.root)
+        self.meta = checker.meta
+        f = self.meta["features"]
+        sums = None
+        if f.get("checksums"):
+            sums = checksums.load(self.root / CHECKSUM_FILE)
+        else:
+            _warn_once(self.root, "; ".join(str(p) for p in c_problems if p.severity == "warning"))
+        return FeatureLayout(path=self.path(f["file"]), num_rows=int(f["num_rows"]), dim=int(f["dim"]),
+                             dtype=np.dtype(f["dtype"]), row_bytes=int(f["row_bytes"]),
+                             row_stride=int(f["row_stride"]), file_bytes=int(f["file_bytes"]),
+                             type_offsets=dict(f["type_offsets"]), checksums=sums)
 
     # ---- structure -------------------------------------------------------------------------
     @property
@@ -281,13 +154,32 @@ class Dataset:
         except ValueError as e:
             raise DataError(p, f"not a readable .npy file: {e}") from None
 
+    def _load_checked(self, rel: str, rule) -> np.ndarray:
+        """`_load`, and on the first load in this process the values' rule (`checks.py`): a pass over
+        an array that its caller is about to read whole anyway (the sampler, the labels)."""
+        arr = self._load(rel)
+        if rel not in self._checked:
+            problems = rule(rel, arr)
+            if problems:
+                raise problems[0].error(self.root)
+            self._checked.add(rel)
+        return arr
+
+    def _topology(self, etype: str, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        e = self.meta["edge_types"][etype]
+        minor = self.num_nodes(e["src_type"] if kind == "csc" else e["dst_type"])
+        base = f"topology/{etype}/{kind}"
+        indptr = self._load_checked(f"{base}_indptr.npy", lambda r, a: indptr_problems(r, a, e["num_edges"]))
+        indices = self._load_checked(f"{base}_indices.npy", lambda r, a: index_range_problems(r, a, minor))
+        return indptr, indices
+
     def csc(self, etype: str) -> tuple[np.ndarray, np.ndarray]:
         """(indptr over destination nodes, source ids): in-edges, what samplers need."""
-        return self._load(f"topology/{etype}/csc_indptr.npy"), self._load(f"topology/{etype}/csc_indices.npy")
+        return self._topology(etype, "csc")
 
     def csr(self, etype: str) -> tuple[np.ndarray, np.ndarray]:
         """(indptr over source nodes, destination ids): out-edges."""
-        return self._load(f"topology/{etype}/csr_indptr.npy"), self._load(f"topology/{etype}/csr_indices.npy")
+        return self._topology(etype, "csr")
 
     # ---- labels, splits, static scores -----------------------------------------------------
     @property
@@ -300,12 +192,14 @@ class Dataset:
 
     def labels(self) -> np.ndarray:
         """int64 class per node of the labelled type; -1 where unlabelled."""
-        return self._load(f"labels/{self.label_type}.npy")
+        return self._load_checked(f"labels/{self.label_type}.npy",
+                                  lambda r, a: label_problems(r, a, self.num_classes))
 
     def split(self, name: str) -> np.ndarray:
         if name not in ("train", "val", "test"):
             raise ValueError(f"split must be train, val or test, not {name!r}")
-        return self._load(f"splits/{name}.npy")
+        n = self.num_nodes(self.label_type)
+        return self._load_checked(f"splits/{name}.npy", lambda r, a: split_range_problems(r, a, n))
 
     def pagerank_u8(self, ntype: str | None = None) -> np.ndarray:
         """PageRank percentile byte per node (0 = least central, 255 = most)."""
@@ -532,6 +426,11 @@ class DatasetWriter:
         for t, (pr, deg) in static_scores(counts, rels, type_order, normalisation=normalisation).items():
             self.set_static(t, pr, deg)
 
+    def add_checksums(self, sums: np.ndarray) -> None:
+        """Store the rows' checksums (`checksums.py`) beside features.bin and name them in the metadata."""
+        checksums.save(self.tmp / CHECKSUM_FILE, sums)
+        self.meta["features"]["checksums"] = {"file": CHECKSUM_FILE, "algorithm": checksums.ALGORITHM, "unit": "row"}
+
     def commit(self) -> Dataset:
         if self.meta["features"] is None:
             raise ValueError("no features written (use feature_file())")
@@ -541,13 +440,19 @@ class DatasetWriter:
         if missing:
             validate.fail("DatasetWriter.commit", "static scores missing for node types " + ", ".join(missing),
                           expected="set_static() or add_static_scores() for every node type", found="none")
+        f = self.meta["features"]
+        if not f.get("checksums"):  # a writer that did not hash its rows (a linked or copied file)
+            sums = checksums.file_checksums(self.tmp / f["file"], f["num_rows"], f["row_stride"], f["row_bytes"])
+            self.add_checksums(sums)
         files = {}
         for p in sorted(self.tmp.rglob("*")):
             if p.is_file():
                 rel = p.relative_to(self.tmp).as_posix()
                 files[rel] = {"bytes": p.stat().st_size, "sha256": self._hashes.get(rel) or sha256_file(p)}
         self.meta["files"] = files
-        (self.tmp / "metadata.json").write_text(json.dumps(self.meta, indent=2) + "\n")
+        text = (json.dumps(self.meta, indent=2) + "\n").encode()
+        (self.tmp / METADATA_FILE).write_bytes(text)
+        (self.tmp / METADATA_HASH_FILE).write_text(sha256_line(text))  # what `dataset verify` checks
         replace_dir(self.tmp, self.root)
         self._committed = True
         self._lock.close()
@@ -580,6 +485,7 @@ class FeatureFileWriter:
         self.f = open(self.path, "wb")
         self.h = hashlib.sha256()
         self.rows = 0
+        self.sums: list[np.ndarray] = []  # per-row checksums, computed from the bytes written
 
     def __enter__(self):
         return self
@@ -589,7 +495,10 @@ class FeatureFileWriter:
         mv = encode_rows(rows, self.dim, self.dtype, self.row_stride, room=self.total - self.rows)
         self.f.write(mv)
         self.h.update(mv)
-        self.rows += len(mv) // self.row_stride
+        n = len(mv) // self.row_stride
+        self.sums.append(checksums.row_checksums(np.frombuffer(mv, np.uint8).reshape(n, self.row_stride),
+                                                 self.row_bytes))
+        self.rows += n
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
@@ -613,3 +522,4 @@ class FeatureFileWriter:
                                    "dtype": self.dtype.name, "row_bytes": self.row_bytes,
                                    "row_stride": self.row_stride, "file_bytes": data_bytes + pad,
                                    "type_offsets": self.offsets}
+        self.w.add_checksums(np.concatenate(self.sums) if self.sums else np.zeros(0, np.uint64))

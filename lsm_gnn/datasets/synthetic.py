@@ -46,7 +46,7 @@ HOMOPHILY = 0.6             # fraction of R-MAT draws rewired to stay inside the
 MIN_BLOCK_BITS = 4          # a community holds at least 16 ids
 FEATURE_SEPARATION = 2.26   # distance between two class centroids, in noise standard deviations
 CHUNK_BYTES = 32 << 20      # float32 bytes per generated feature chunk (fixes the RNG streams)
-FEATURE_DTYPES = ("float32", "float16", "float64")
+from lsm_gnn.datasets.spec import FEATURE_DTYPES  # noqa: E402,F401  (the format's rule; imported from here too)
 
 # IGBH node counts per size: paper, author, institute, fos (IGB, arXiv 2302.13522; as listed in
 # `num_nodes`/`num_edges` of DGL's examples/graphbolt/rgcn/download.py, github.com/dmlc/dgl).

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lsm_gnn.datasets.checksums import check_rows
 from lsm_gnn.datasets.format import BLOCK, Dataset, FeatureLayout
 from lsm_gnn.utils.atomic import atomic_path
 from lsm_gnn.utils.errors import DataError, InputError
@@ -41,8 +42,10 @@ def owner_dir(dataset: Dataset, num_owners: int, out_dir: str | os.PathLike | No
 def owner_layout(layout: FeatureLayout, path: Path, num_owners: int, owner: int) -> FeatureLayout:
     n = owner_num_rows(layout.num_rows, num_owners, owner)
     data = n * layout.row_stride
+    # an owner file holds features.bin's rows owner, owner + G, ...: their checksums are a view
+    sums = None if layout.checksums is None else layout.checksums[owner::num_owners]
     return dataclasses.replace(layout, path=path, num_rows=n, file_bytes=data + (-data) % BLOCK,
-                               type_offsets={})
+                               type_offsets={}, checksums=sums)
 
 
 def _source_id(dataset: Dataset) -> dict:
@@ -62,7 +65,10 @@ def _is_current(directory: Path, expected: dict, layouts: list[FeatureLayout]) -
     return all(lay.path.is_file() and lay.path.stat().st_size == lay.file_bytes for lay in layouts)
 
 
-def _write_owner_file(src_rows: np.ndarray, lay: FeatureLayout, num_owners: int, owner: int, bar) -> None:
+def _write_owner_file(src_rows: np.ndarray, lay: FeatureLayout, num_owners: int, owner: int, bar,
+                      src: FeatureLayout | None = None) -> None:
+    """Copy owner `owner`'s rows; each row is checked against features.bin's checksums on the way
+    (`src.checksums`), so a corrupt row is never copied into a file that then looks sound."""
     stride = lay.row_stride
     rows_per_chunk = max(1, CHUNK_BYTES // stride)
     with atomic_path(lay.path) as tmp:
@@ -71,6 +77,9 @@ def _write_owner_file(src_rows: np.ndarray, lay: FeatureLayout, num_owners: int,
                 stop = min(lay.num_rows, start + rows_per_chunk)
                 # local rows start..stop-1 are global rows owner + G*start .. (step G)
                 block = src_rows[owner + num_owners * start: owner + num_owners * (stop - 1) + 1: num_owners]
+                if src is not None and src.checksums is not None:
+                    rows = np.arange(owner + num_owners * start, owner + num_owners * (stop - 1) + 1, num_owners)
+                    check_rows(src.path, block, rows, src.checksums, src.row_bytes)
                 f.write(np.ascontiguousarray(block).data)
                 if bar is not None:
                     bar.update(len(block))
@@ -114,7 +123,7 @@ def ensure_owner_files(dataset: Dataset | str | os.PathLike, num_owners: int, *,
                    desc=f"owner files (G={num_owners})")
     try:
         for o in wanted:
-            _write_owner_file(src_rows, layouts[o], num_owners, o, bar)
+            _write_owner_file(src_rows, layouts[o], num_owners, o, bar, lay)
     finally:
         if bar is not None:
             bar.close()

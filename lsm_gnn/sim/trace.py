@@ -51,15 +51,33 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Trace":
+        """Read a trace, checking it as a dataset is checked on open: the header's fields, the
+        arrays' dtypes, offsets from 0 to len(ids) that never decrease, ids in [0, num_rows)."""
         try:
-            z = np.load(path)
-            header = json.loads(bytes(z["header"]).decode())
-            ids, offsets = z["ids"], z["offsets"]
-        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as e:  # a truncated .npz too
+            with np.load(path) as z:
+                header = json.loads(bytes(z["header"]).decode())
+                ids, offsets = z["ids"], z["offsets"]
+        except FileNotFoundError:
+            raise DataError(path, "trace file does not exist") from None
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, UnicodeDecodeError) as e:  # a truncated .npz too
             raise DataError(path, f"not a trace file (or a truncated one): {type(e).__name__}: {e}") from None
+        if not isinstance(header, dict):
+            raise DataError(path, "header: expected a JSON object", found=type(header).__name__)
+        for key in ("num_devices", "num_batches", "num_rows"):
+            v = header.get(key)
+            if not isinstance(v, int) or isinstance(v, bool) or v < (1 if key == "num_devices" else 0):
+                raise DataError(path, f"header field {key}", expected="a non-negative integer", found=repr(v))
+        for name, arr in (("ids", ids), ("offsets", offsets)):
+            if arr.dtype != np.int64 or arr.ndim != 1:
+                raise DataError(path, f"array {name}", expected="1-D int64", found=f"{arr.ndim}-D {arr.dtype}")
         g, nb = header["num_devices"], header["num_batches"]
         if len(offsets) != g * nb + 1 or offsets[-1] != len(ids):
             raise DataError(path, "offsets do not match ids", expected=g * nb + 1, found=len(offsets))
+        from lsm_gnn.datasets.checks import index_range_problems, indptr_problems
+
+        found = indptr_problems("offsets", offsets, len(ids)) + index_range_problems("ids", ids, header["num_rows"])
+        if found:
+            raise DataError(path, f"array {found[0]}")
         flat = [ids[offsets[i]: offsets[i + 1]] for i in range(g * nb)]
         batches = [flat[b * g:(b + 1) * g] for b in range(nb)]
         return cls(g, header["num_rows"], batches, header.get("meta", {}))

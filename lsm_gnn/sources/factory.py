@@ -76,7 +76,7 @@ def make_feature_source(cfg, dataset, rank: int = 0, world: int = 1, *, heartbea
     if world > 1 and cfg.distributed.mode == "shared":
         return _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_layouts)
     if not cfg.cache.enabled and cfg.storage.reader == "memory":
-        local = MemoryFeatureSource(np.array(lay.view("r")))
+        local = MemoryFeatureSource(lay.load_rows(verify=cfg.storage.verify_checksums))
     else:
         local = _over_store(cfg, open_from_config(lay, cfg.storage), lay, dataset.static_scores(),
                             num_owners=1, owner=0)

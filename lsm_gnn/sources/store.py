@@ -52,7 +52,9 @@ class StoreFeatureSource(FeatureSource):
         return self.store.counters
 
     def storage_info(self) -> dict:
-        return dict(self.store.path_info or {})
+        from lsm_gnn.storage.base import storage_description
+
+        return storage_description(self.store)
 
     def memory(self) -> dict:
         """What holds rows: the memory reader its rows, mmap the page cache (uncapped: every

@@ -6,7 +6,9 @@ counts exactly what it did: rows requested, distinct rows, I/O operations, bytes
 
 `FeatureStore.read_rows` validates the ids and the output buffer once for every reader, then
 calls the reader's `_read(ids, out)`, which fills `out` and reports (distinct rows, I/O
-operations, bytes read from storage).
+operations, bytes read from storage), and, where the store was given the file's row checksums
+(`row_checksums`, set by `open_feature_store`), verifies every row read against its checksum: a
+row that differs is a DataError naming the file and the row (lsm_gnn.datasets.checksums).
 """
 
 from __future__ import annotations
@@ -54,6 +56,15 @@ class IOCounters:
         return IOCounters(**asdict(self))
 
 
+def storage_description(store) -> dict:
+    """What a run record says about a store: its path (`path_info`) and whether its reads are
+    verified against the rows' checksums (`checksums`)."""
+    info = dict(getattr(store, "path_info", None) or {})
+    if hasattr(store, "checksum_state"):
+        info["checksums"] = store.checksum_state
+    return info
+
+
 def aligned_empty(shape, dtype, align: int = 4096) -> np.ndarray:
     """An uninitialised C-contiguous array whose data starts on an `align`-byte boundary.
 
@@ -80,15 +91,29 @@ class FeatureStore(abc.ABC):
         self.row_map = row_map
         self.counters = IOCounters()
         self.path_info: dict = {"reader": self.reader_name}  # recorded in run records: which path ran
+        self.row_checksums: np.ndarray | None = None  # one per row of the file: reads are verified
+        self.checksum_state = "off"  # what the record says: verified, verified on load, off, absent, ...
+
+    def verify_with(self, row_checksums: np.ndarray | None) -> "FeatureStore":
+        """Verify every row read against `row_checksums` (None: stop verifying)."""
+        self.row_checksums = row_checksums
+        self.checksum_state = "verified" if row_checksums is not None else "off"
+        return self
 
     def read_rows(self, ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Rows of `ids` in the order given; `out` is (len(ids), dim) of the store's dtype."""
         t0 = time.perf_counter()
+        asked = ids
         ids = self.check_ids(ids)
         out = self.check_out(out, len(ids))
         distinct = io_ops = nbytes = 0
         if len(ids):
             distinct, io_ops, nbytes = self._read(ids, out)
+            if self.row_checksums is not None:
+                from lsm_gnn.datasets.checksums import check_rows
+
+                check_rows(self.path, out, ids, self.row_checksums, self.row_bytes,
+                           names=np.asarray(asked) if self.row_map is not None else None)
         c = self.counters
         c.rows_requested += len(ids)
         c.distinct_rows += distinct

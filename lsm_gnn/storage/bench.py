@@ -37,6 +37,7 @@ FIO_LATENCY = {
     "mmap_qd1": {"rw": "randread", "bs": "4k", "iodepth": 1, "ioengine": "mmap", "direct": 0},
 }
 BLOCK_READERS = ("direct", "buffered")
+CHECKSUM_COST_TARGET = 0.05  # row checksums verified on read: at most 5 % of the random-read rate
 
 
 def run_fio(fio: str, path: str, size: int, seconds: float, job: dict) -> dict:
@@ -130,6 +131,36 @@ def ratios(results: list[dict], fio_random: dict, fio_seq: dict, num_rows: int |
     return {"random_iops_vs_fio": rnd, "seq_bw_vs_fio": seq}
 
 
+def checksum_cost(lay, sizes: list[int], seconds: float, seed: int, repeats: int, threads: int, drop) -> dict:
+    """What verifying every row against its checksum costs the direct reader's random reads: the
+    rate with verification over the rate without, `repeats` pairs per batch size in this run,
+    interleaved (the order alternates) on the same ids; over the IOPS ratio's batch sizes.
+    `cost` = 1 - the lowest ratio of medians."""
+    from lsm_gnn.storage.open import open_feature_store
+
+    if lay.checksums is None:
+        return {"available": False, "reason": "the dataset has no row checksums "
+                "(`lsm-gnn dataset verify --write-checksums` adds them)"}
+    min_batch = min(RATIO_MIN_BATCH, lay.num_rows)
+    pts = [s for s in sizes if s >= min_batch] or sizes[-1:]
+    points = []
+    opts = dict(threads=threads, queue_depth=threads)
+    with open_feature_store(lay, "direct", verify_checksums=True, **opts) as on, \
+            open_feature_store(lay, "direct", verify_checksums=False, **opts) as off:
+        for size in pts:
+            rates = {"verified": [], "unverified": []}
+            for i in range(repeats):
+                pair = [("verified", on), ("unverified", off)]
+                for key, store in (pair if i % 2 == 0 else pair[::-1]):
+                    rates[key].append(measure(store, "random", min(size, lay.num_rows), seconds, seed + i,
+                                              drop)["rows_per_s"])
+            ratio = float(np.median(rates["verified"]) / np.median(rates["unverified"]))
+            points.append({"batch_size": size, "rows_per_s_verified": rates["verified"],
+                           "rows_per_s_unverified": rates["unverified"], "ratio": ratio})
+    return {"available": True, "repeats": repeats, "points": points,
+            "cost": max(0.0, 1 - min(p["ratio"] for p in points)), "target": CHECKSUM_COST_TARGET}
+
+
 def fault_costs(latency: dict, capped: dict | None = None) -> dict:
     """What a synchronous page fault costs on this device, from fio's QD1 jobs (lsm-gnn project's
     `storage.latency_s` and `cpu.fault_cpu_s`): the read's latency alone, the wait one more
@@ -179,12 +210,15 @@ def _parse_ints(text: str, what: str) -> list[int]:
                    "run); 0 leaves it out.")
 @click.option("--fault-batch", default=4096, show_default=True, type=click.IntRange(min=1),
               help="Distinct rows per gather in the capped-mmap fault measurement.")
+@click.option("--checksum-repeats", default=3, show_default=True, type=click.IntRange(min=0),
+              help="Interleaved pairs (row checksums verified / not) of the direct reader's random batches of "
+                   f"{RATIO_MIN_BATCH} rows or more, for the checksums' cost; 0 skips it.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON object here.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
 def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threads, seq_depth, fio_path,
-                  fio_seconds, fault_processes, fault_batch, seed, as_json, output, progress):
+                  fio_seconds, fault_processes, fault_batch, checksum_repeats, seed, as_json, output, progress):
     """Random and sequential row-read throughput of every reader vs fio's raw device limit."""
     from tqdm import tqdm
 
@@ -229,6 +263,8 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
                         results.append(measure(store, pattern, min(size, lay.num_rows), seconds, seed,
                                                None if name == "memory" else drop))
                         bar.update()
+    sums = (checksum_cost(lay, sizes, seconds, seed, checksum_repeats, threads, drop) if checksum_repeats
+            else {"available": False, "reason": "--checksum-repeats 0"})
     drop()
     fio_random = run_fio(fio_path, path, lay.file_bytes, fio_seconds, FIO_RANDOM)
     bar.update()
@@ -253,7 +289,7 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
     obj = {"benchmark": "storage", "dataset": str(dataset), "file": path, "num_rows": lay.num_rows,
            "row_bytes": lay.row_bytes, "row_stride": lay.row_stride, "file_bytes": lay.file_bytes,
            "seconds_per_point": seconds, "fio": {"random": fio_random, "sequential": fio_seq, **latency},
-           "fault": fault_costs(latency, capped), "capped_mmap": capped, "results": results, **r, "targets": TARGETS, "meets_targets": meets}
+           "fault": fault_costs(latency, capped), "capped_mmap": capped, "checksums": sums, "results": results, **r, "targets": TARGETS, "meets_targets": meets}
     if output:
         write_json(output, obj)
     if as_json:
@@ -272,6 +308,14 @@ def _print_table(obj: dict) -> None:
         echo(f"{r['reader']:<10}{str(r['backend']):<12}{r['pattern']:<12}{r['batch_size']:>7}"
              f"{r['rows_per_s']:>12.0f}{r['gb_per_s']:>8.3f}{r['storage_gb_per_s']:>14.3f}{r['iops']:>10.0f}"
              f"{r['block_iops']:>10.0f}{r['read_amplification']:>6.2f}")
+    cs = obj.get("checksums") or {}
+    if cs.get("available"):
+        pts = ", ".join(f"batch {p['batch_size']}: {p['ratio']:.3f}" for p in cs["points"])
+        verdict = "meets" if cs["cost"] <= cs["target"] else "ABOVE"
+        echo(f"row checksums verified on read: random rate verified / unverified ({cs['repeats']} interleaved "
+             f"pairs, medians) {pts}; cost {cs['cost']:.1%} ({verdict} the {cs['target']:.0%} target)")
+    else:
+        echo(f"row checksums: cost not measured ({cs.get('reason')})")
     fr, fs = obj["fio"]["random"], obj["fio"]["sequential"]
     if not fr["available"]:
         echo(f"raw device limit: NOT MEASURED: {fr['reason']}; no ratios")

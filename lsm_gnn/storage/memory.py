@@ -22,8 +22,9 @@ class MemoryStore(FeatureStore):
         self.path_info = {"reader": "memory", "backend": "ram", "bytes": int(self.features.nbytes)}
 
     @classmethod
-    def load(cls, layout, *, row_map=None, **_) -> "MemoryStore":
-        """Read a whole feature file into RAM (one sequential pass through the dataset's layout)."""
+    def load(cls, layout, *, row_map=None, row_checksums=None, **_) -> "MemoryStore":
+        """Read a whole feature file into RAM (one sequential pass through the dataset's layout),
+        every row checked against `row_checksums` (when given) as it is read."""
         from lsm_gnn.storage.buffered import BufferedStore
         from lsm_gnn.storage.direct import DirectStore
         from lsm_gnn.utils.errors import DataError
@@ -35,12 +36,15 @@ class MemoryStore(FeatureStore):
             if "O_DIRECT" not in str(e):
                 raise
             src = BufferedStore(*args, max_io_bytes=8 << 20)
+        src.verify_with(row_checksums)
         with src:
             feats = np.empty((layout.num_rows, layout.dim), layout.dtype)
             step = max(1, (64 << 20) // max(layout.row_stride, 1))
             for s in range(0, layout.num_rows, step):
                 src.read_rows(np.arange(s, min(s + step, layout.num_rows)), out=feats[s: s + step])
-        return cls(feats, path=layout.path, row_map=row_map)
+        store = cls(feats, path=layout.path, row_map=row_map)
+        store.checksum_state = "verified on load" if row_checksums is not None else "off"
+        return store
 
     def _read(self, ids, out):
         np.take(self.features, ids, axis=0, out=out)

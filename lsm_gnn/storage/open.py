@@ -54,13 +54,23 @@ def owner_row_map(owner: int, num_owners: int) -> Callable[[np.ndarray], np.ndar
 
 
 def open_feature_store(source, reader: str = "direct", *, row_map=None, drop_page_cache: bool = False,
-                       **opts) -> FeatureStore:
+                       verify_checksums: bool = True, **opts) -> FeatureStore:
     """Open a feature store; `opts` go to the reader (see docs/storage.md for each reader's options).
 
     direct / buffered (accepted and ignored by mmap and memory): backend ("auto", "aio", "threads", "io_uring"), threads, queue_depth, block_size,
     max_io_bytes. mmap: advice ("normal", or "random" to turn readahead off). gpu: host_reader (default "direct"), transfer ("auto", "pinned", "kvikio"),
     device, plus the host reader's options. drop_page_cache evicts the file's pages first.
+    verify_checksums: every row read is checked against the layout's row checksums (where it has
+    them; docs/storage.md, "Row checksums": measured at a few % of the random-read rate); the
+    memory reader checks every row once while it loads the file.
     """
+    store = _open(source, reader, row_map, drop_page_cache, verify_checksums, opts)
+    if _layout(source).checksums is None:  # an older dataset (`dataset verify --write-checksums`)
+        store.checksum_state = "absent"
+    return store
+
+
+def _open(source, reader, row_map, drop_page_cache, verify_checksums, opts) -> FeatureStore:
     if reader not in READERS:
         raise InputError(f"reader must be one of {', '.join(READERS)}, found {reader!r}")
     lay = _layout(source)
@@ -69,8 +79,9 @@ def open_feature_store(source, reader: str = "direct", *, row_map=None, drop_pag
 
         drop_file_cache(lay.path)
     args = (lay.path, lay.num_rows, lay.dim, lay.dtype, lay.row_stride, lay.file_bytes)
+    sums = lay.checksums if verify_checksums else None
     if reader == "gpu":
-        return _open_gpu(lay, args, row_map, opts)
+        return _open_gpu(lay, args, row_map, opts, sums)
     advice = opts.pop("advice", "normal") if reader == "mmap" else "normal"
     unknown = set(opts) - _BLOCK_OPTS
     if unknown:
@@ -81,21 +92,21 @@ def open_feature_store(source, reader: str = "direct", *, row_map=None, drop_pag
     if reader == "direct":
         from lsm_gnn.storage.direct import DirectStore
 
-        return DirectStore(*args, row_map=row_map, **opts)
+        return DirectStore(*args, row_map=row_map, **opts).verify_with(sums)
     if reader == "buffered":
         from lsm_gnn.storage.buffered import BufferedStore
 
-        return BufferedStore(*args, row_map=row_map, **opts)
+        return BufferedStore(*args, row_map=row_map, **opts).verify_with(sums)
     if reader == "mmap":
         from lsm_gnn.storage.mmap_store import MmapStore
 
-        return MmapStore(*args, row_map=row_map, advice=advice)
+        return MmapStore(*args, row_map=row_map, advice=advice).verify_with(sums)
     from lsm_gnn.storage.memory import MemoryStore
 
-    return MemoryStore.load(lay, row_map=row_map)
+    return MemoryStore.load(lay, row_map=row_map, row_checksums=sums)
 
 
-def _open_gpu(lay, args, row_map, opts) -> FeatureStore:
+def _open_gpu(lay, args, row_map, opts, sums) -> FeatureStore:
     from lsm_gnn.storage import gpu
 
     opts = dict(opts)
@@ -110,11 +121,16 @@ def _open_gpu(lay, args, row_map, opts) -> FeatureStore:
         ok, why = gpu.kvikio_status(lay.path)
         if ok:
             kv = {k: opts[k] for k in ("block_size", "max_io_bytes") if k in opts}
-            return gpu.KvikioStore(*args, row_map=row_map, **kv)
+            store = gpu.KvikioStore(*args, row_map=row_map, **kv)
+            # kvikio reads straight to the device: no host copy to verify (`lsm-gnn dataset verify` does)
+            store.checksum_state = "not verified (kvikio reads to the device)" if sums is not None else "off"
+            return store
         if transfer == "kvikio":
             raise InputError(f"kvikio transfer unavailable: {why}")
-    host = open_feature_store(lay, host_reader, row_map=row_map, **opts)
-    return gpu.PinnedDeviceStore(host, device=device)
+    host = open_feature_store(lay, host_reader, row_map=row_map, verify_checksums=sums is not None, **opts)
+    store = gpu.PinnedDeviceStore(host, device=device)
+    store.checksum_state = host.checksum_state  # the host reader verifies
+    return store
 
 
 def open_from_config(source, cfg, *, row_map=None) -> FeatureStore:
@@ -122,7 +138,8 @@ def open_from_config(source, cfg, *, row_map=None) -> FeatureStore:
     The block readers' options go to every reader (mmap and memory ignore them, the gpu reader
     hands them to its host reader); mmap also takes its advice."""
     opts = {"backend": cfg.backend, "threads": cfg.threads, "queue_depth": cfg.queue_depth,
-            "block_size": cfg.block_size, "max_io_bytes": cfg.max_io_bytes}
+            "block_size": cfg.block_size, "max_io_bytes": cfg.max_io_bytes,
+            "verify_checksums": cfg.verify_checksums}
     if cfg.reader == "mmap":
         opts["advice"] = cfg.mmap_advice
     return open_feature_store(source, cfg.reader, row_map=row_map, drop_page_cache=cfg.drop_page_cache, **opts)

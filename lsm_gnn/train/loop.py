@@ -36,6 +36,7 @@ launcher's benefit; whether a group is up is read from torch.distributed itself.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -61,7 +62,7 @@ from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.train.evaluate import evaluate
 from lsm_gnn.train.loader import FeatureLoader
 from lsm_gnn.train.timers import StageTimer, StageTimes
-from lsm_gnn.utils.errors import ConfigError, InputError
+from lsm_gnn.utils.errors import ConfigError, DataError, InputError, NumericalError
 
 FETCH = ("fetch_cache", "fetch_victim", "fetch_storage")
 
@@ -100,6 +101,35 @@ def _hit_rates(rows: dict) -> dict:
         return {}
     return {"local": rows["local_hits"] / req, "peer": rows["peer_hits"] / req,
             "victim": rows["victim_hits"] / req, "storage": rows["storage_rows"] / req}
+
+
+def _clamp_window(cfg: RunConfig, per_epoch: int) -> tuple[RunConfig, dict | None]:
+    """A lookahead window W longer than the epoch becomes the epoch's length, said in the record
+    (`metrics.source.window_clamp`; `lsm-gnn train` prints it): the window is filled within an epoch, and
+    `--window 1000` on a 235-iteration epoch left the victim buffer empty (0 bytes) while the
+    record said it was enabled. A clamp, not an error: the default W = 8 is longer than the epoch
+    of a tiny graph."""
+    w = cfg.cache.window
+    if w <= per_epoch:
+        return cfg, None
+    clamp = {"requested": w, "used": per_epoch, "iterations_per_epoch": per_epoch}
+    return cfg.model_copy(update={"cache": cfg.cache.model_copy(update={"window": per_epoch})}), clamp
+
+
+def _non_finite(loss: float, x: torch.Tensor, input_nodes, dataset, epoch: int, step: int, lr: float):
+    """Stop on a non-finite loss, naming the feature row that caused it (checked only now: the
+    finite case costs the one `isfinite` of the loss per step). DataError when a fetched row is
+    not finite (a row of the file, whatever its checksum says), NumericalError otherwise."""
+    bad = (~torch.isfinite(x)).any(dim=1).nonzero().flatten()
+    where = f"epoch {epoch} step {step}: the loss is {loss}"
+    if bad.numel():
+        nodes = input_nodes.cpu().numpy() if isinstance(input_nodes, torch.Tensor) else np.asarray(input_nodes)
+        ids = nodes[bad.cpu().numpy()]
+        more = f" ({bad.numel()} of the batch's {len(x)} input rows are)" if bad.numel() > 1 else ""
+        raise DataError(dataset.features().path, f"row {int(ids[0])} holds non-finite values{more}; {where} "
+                        "(`lsm-gnn dataset verify` reports every such row)")
+    raise NumericalError(f"{where} with every input row finite: training diverged (train.lr {lr}); "
+                         "lower the learning rate")
 
 
 def _accelerator(cfg: RunConfig, distributed: bool):
@@ -236,6 +266,7 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
     fanouts = list(cfg.sampler.fanouts)
     sampler = NeighborSampler(dataset, fanouts, cfg.sampler.batch_size, seed=cfg.train.seed,
                               shuffle=cfg.sampler.shuffle, rank=rank, world_size=world_size)
+    cfg, window_clamp = _clamp_window(cfg, len(sampler))
     tr = cfg.train
     accel = _accelerator(cfg, distributed)
     # an emulated accelerator trains nothing: no model, no optimiser, no evaluation
@@ -307,6 +338,8 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
                     loss.backward()
                     opt.step()
                     loss_v = float(loss.item())
+                    if not math.isfinite(loss_v):
+                        _non_finite(loss_v, x, batch.input_nodes, dataset, epoch, step, cfg.train.lr)
             h2d += batch.h2d_bytes
             shapes.append((len(batch.labels), n_rows, n_edges, busy))
             if loss_v is not None:
@@ -402,7 +435,7 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
                      "train_curve": [ep["train_acc"] for ep in epochs],
                      "eval_nodes": {"val": epochs[-1].get("val_nodes"), "test": test_nodes}},
         "source": {"kind": source.source_name, "window": window, "stats": source_stats,
-                   "storage_path": source.storage_info()},
+                   "storage_path": source.storage_info(), "window_clamp": window_clamp},
         "accelerator": accelerator_block(accel.record() if accel is not None else None, cfg.train.device,
                                          [epochs[i]["batches"] for i in (steady_idx or range(E))],
                                          overshoot_s=accel.overshoot_s if accel is not None else None),

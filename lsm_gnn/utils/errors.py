@@ -36,6 +36,10 @@ class InputError(LsmGnnError):
     """An argument given to an API (ids, buffers, dtypes) is invalid."""
 
 
+class NumericalError(LsmGnnError):
+    """A computed value (a training loss) is not finite although every input was."""
+
+
 class DownloadError(LsmGnnError):
     """A remote file could not be fetched or did not match its size/checksum."""
 

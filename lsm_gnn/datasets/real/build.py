@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 from tqdm import tqdm
 
-from lsm_gnn.datasets.format import FEATURE_FILE, Dataset, DatasetWriter
+from lsm_gnn.datasets.format import CHECKSUM_FILE, FEATURE_FILE, Dataset, DatasetWriter
 from lsm_gnn.datasets.real import convert
 from lsm_gnn.datasets.real.npy import EdgeArray
 from lsm_gnn.datasets.real.state import PrepareState, fingerprint
@@ -281,6 +281,8 @@ def _commit(g: RawGraph, state: PrepareState, out: Path, feats: dict, overwrite:
             w.set_static(t, np.load(state.dir / "static" / f"{t}.pagerank_u8.npy", mmap_mode="r"),
                          np.load(state.dir / "static" / f"{t}.degree.npy", mmap_mode="r"))
         _link(state.dir / FEATURE_FILE, w.tmp / FEATURE_FILE)
+        if feats.get("checksums"):  # a state from before row checksums: commit computes them
+            _link(state.dir / CHECKSUM_FILE, w.tmp / CHECKSUM_FILE)
         w.meta["features"] = {"file": FEATURE_FILE, **{k: v for k, v in feats.items() if k != "sha256"}}
         w._hashes[FEATURE_FILE] = feats["sha256"]  # hashed while written; saves re-reading it
         return w.commit()

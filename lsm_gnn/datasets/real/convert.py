@@ -21,7 +21,8 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from lsm_gnn.datasets.format import BLOCK, encode_rows, row_stride_for
+from lsm_gnn.datasets import checksums
+from lsm_gnn.datasets.format import BLOCK, CHECKSUM_FILE, encode_rows, row_stride_for
 from lsm_gnn.utils.atomic import write_json
 from lsm_gnn.utils.errors import DataError
 
@@ -195,6 +196,7 @@ class FeatureFile:
         self.row_stride = row_stride_for(self.row_bytes)
         self.ckpt = self.path.with_name(self.path.name + ".rows.json")
         self.h = hashlib.sha256()
+        self.sums: list[np.ndarray] = []  # per-row checksums (datasets/checksums.py), as sha256: while written
         self.rows = 0
         if self.path.exists() and self.ckpt.exists():
             import json
@@ -209,11 +211,17 @@ class FeatureFile:
 
     def _rehash(self):
         left = self.rows * self.row_stride
+        step = max(1, HASH_CHUNK // self.row_stride) * self.row_stride  # whole rows, for the row checksums
         self.f.seek(0)
         while left:
-            chunk = self.f.read(min(HASH_CHUNK, left))
+            chunk = self.f.read(min(step, left))
             self.h.update(chunk)
+            self._sum(chunk)
             left -= len(chunk)
+
+    def _sum(self, data) -> None:
+        rows = np.frombuffer(data, np.uint8).reshape(-1, self.row_stride)
+        self.sums.append(checksums.row_checksums(rows, self.row_bytes))
 
     @property
     def chunk_rows(self) -> int:
@@ -223,6 +231,7 @@ class FeatureFile:
         mv = encode_rows(rows, self.dim, self.dtype, self.row_stride, room=self.total - self.rows)
         self.f.write(mv)
         self.h.update(mv)
+        self._sum(mv)
         self.rows += len(mv) // self.row_stride
 
     def checkpoint(self):
@@ -243,7 +252,10 @@ class FeatureFile:
             self.h.update(z)
         self.f.close()
         self.ckpt.unlink(missing_ok=True)
-        return {"num_rows": self.total, "dim": self.dim, "dtype": self.dtype.name, "row_bytes": self.row_bytes,
+        checksums.save(self.path.with_name(CHECKSUM_FILE),
+                       np.concatenate(self.sums) if self.sums else np.zeros(0, np.uint64))
+        return {"checksums": {"file": CHECKSUM_FILE, "algorithm": checksums.ALGORITHM, "unit": "row"},
+                "num_rows": self.total, "dim": self.dim, "dtype": self.dtype.name, "row_bytes": self.row_bytes,
                 "row_stride": self.row_stride, "file_bytes": data_bytes + pad, "sha256": self.h.hexdigest()}
 
     def abort(self):

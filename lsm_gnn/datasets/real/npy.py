@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lsm_gnn.datasets.spec import read_npy_header
 from lsm_gnn.utils.errors import DataError
 
 MAGIC = b"\x93NUMPY"
@@ -42,15 +43,7 @@ def inspect(path: str | os.PathLike, *, dtype=None, row_shape: tuple | None = No
         head = f.read(len(MAGIC))
         if head == MAGIC:
             f.seek(0)
-            try:
-                version = np.lib.format.read_magic(f)
-                if version == (1, 0):
-                    shape, fortran, dt = np.lib.format.read_array_header_1_0(f)
-                else:
-                    shape, fortran, dt = np.lib.format.read_array_header_2_0(f)
-            except (ValueError, SyntaxError) as e:
-                raise DataError(path, f"corrupt .npy header: {e}") from None
-            offset = f.tell()
+            shape, fortran, dt, offset = read_npy_header(f, path, "corrupt .npy header")
             if dt.hasobject:
                 raise DataError(path, "holds pickled Python objects (for example an id-mapping dict), "
                                 "not a numeric array that can be memory-mapped")

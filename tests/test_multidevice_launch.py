@@ -89,6 +89,8 @@ def test_shared_reads_at_most_isolated_and_runs_are_deterministic(setup):
     assert rows_i["storage_rows"] == sum(r.totals["storage_rows"] for r in device_replays)
     assert md["exchange_bytes_per_iteration"] > 0 and shared["metrics"]["traffic"]["device_exchange_bytes"] > 0
     assert iso["metrics"]["traffic"]["device_exchange_bytes"] == 0
+    # ranks on one host: the rows went through the owners' shared-memory outboxes, and the record says so
+    assert md["row_transport"] == "shm" and iso["metrics"]["multidevice"]["row_transport"] is None
     # same seed, same trace: identical records apart from times and provenance stamps
     assert strip_times(shared["metrics"]) == strip_times(again["metrics"])
 

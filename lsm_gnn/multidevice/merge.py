@@ -113,7 +113,7 @@ def merge_records(cfg: RunConfig, results: list[dict], worker: str, wall_s: floa
     metrics["memory"] = for_devices(results[0]["source"]["memory"], G)
     metrics["multidevice"] = {
         "devices": G, "mode": cfg.distributed.mode, "backend": resolve_backend(cfg), "worker": worker,
-        "row_transport": stats[0].get("exchange_transport"),
+        "row_transport": results[0]["source"].get("row_transport"),
         "wall_s": wall_s, "iterations": iters,
         "exchange_bytes_per_iteration": ex_bytes / iters,
         "exchange_seconds_per_iteration": ex_seconds / iters,

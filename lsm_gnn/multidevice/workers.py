@@ -24,7 +24,10 @@ from lsm_gnn.sources.factory import make_feature_source
 
 def source_metrics(src) -> dict:
     """What a rank contributes to the merged record: rows, stats, storage I/O, memory."""
-    out = {"rows": src.counters.as_dict(), "stats": numeric_stats(src.stats()), "memory": src.memory()}
+    stats = src.stats()
+    out = {"rows": src.counters.as_dict(), "stats": numeric_stats(stats), "memory": src.memory()}
+    if stats.get("exchange_transport"):  # a name, which numeric_stats leaves out
+        out["row_transport"] = stats["exchange_transport"]
     io = src.io_counters()
     if io is not None:
         out["io"] = io.as_dict()

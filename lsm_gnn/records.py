@@ -1,7 +1,10 @@
 """Run records: one JSON document per run, in the schema of schemas/run_record.schema.json.
 
 Every system (lsm-gnn, isolated caches, plain loaders, Dist-DGL, the in-memory ideal) and every
-simulator or benchmark run writes one, so the reports compare like with like.
+simulator or benchmark run writes one, so the reports compare like with like. Every rule about a
+record is written here once (docs/results-schema.md, "Rules"): the row keys and stages, the system
+name, the hit rates, the cold and steady epochs, a training worker's metrics block and the merge
+over ranks; the loop, the integrations, the merge, the harness and the simulator call them.
 """
 
 from __future__ import annotations

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import click
 
+from lsm_gnn.records import bound_stage, timed_iterations
+
 COMPARED = ("lsm", "distdgl", "mmap", "direct")
 EMULATED = ("lsm", "isolated", "direct", "mmap", "memory", "distdgl")
 SPREAD_LIMIT = 0.05
@@ -61,31 +63,13 @@ def rotated_order(systems: list[str], repeats: int) -> list[list[str]]:
     return [[systems[(r + i) % S] for i in range(S)] for r in range(repeats)]
 
 
-def bound_stage(rec: dict) -> str | None:
-    """The stage on the iteration's critical path that costs most (exposed times where the loop
-    reports them; Dist-DGL's stages run one after another)."""
-    t = rec["metrics"].get("time") or {}
-    stages = t.get("per_iteration_exposed") or t.get("per_iteration") or {}
-    stages = {k: v for k, v in stages.items() if v}
-    return max(stages, key=stages.get) if stages else None
-
-
-def _window_iterations(rec: dict) -> int:
-    """Timed iterations of one worker over every epoch: what metrics.rows and traffic sum over."""
-    win = (rec["metrics"].get("time") or {}).get("timing_window") or {}
-    warm = int(win.get("warmup_iters") or 0)
-    per_epoch = win.get("iterations_run_per_epoch") or ((win.get("timed_iters") or 0) + warm) \
-        or win.get("iterations_per_epoch") or 0
-    return max(1, len(rec.get("epochs") or []) * (int(per_epoch) - warm))
-
-
 def summarise_run(rec: dict) -> dict:
     """One run's figures: steady epoch, AU, samples/s, stages, storage rows and reads per iteration
     (all devices together), the accelerator's busy time per step."""
     m = rec["metrics"]
     t = m.get("time") or {}
     acc = m.get("accelerator") or {}
-    its = _window_iterations(rec)
+    its = timed_iterations(rec)
     rows, traffic = m.get("rows") or {}, m.get("traffic") or {}
     return {"epoch_steady_s": t.get("epoch_steady_s"), "epoch_cold_s": t.get("epoch_cold_s"),
             "first_epoch_s": t.get("first_epoch_s"), "preprocessing_s": t.get("preprocessing_s"),

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from lsm_gnn.config import RunConfig, config_to_dict, parse_config
-from lsm_gnn.records import STAGES, claim_record, new_record, write_record
+from lsm_gnn.records import STAGES, claim_record, epoch_times, measured_epochs, new_record, steady_epochs, write_record
 from lsm_gnn.utils.errors import ConfigError, DistributedError
 
 SYSTEMS = ("lsm", "isolated", "mmap", "direct", "memory", "distdgl")
@@ -202,11 +202,10 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
                        "cold_estimate_s": float(all_steps.mean() * P) if timed else wall,
                        "extrapolated": timed and len(win[0]) < P,
                        "loss": float(np.mean(all_losses)) if (e == 0 and all_losses) else None})
-    steady_idx = list(range(1, E)) if E > 1 else ([0] if timed and warm > 0 else [])
-    cold = epochs[0]["epoch_s"] if (E > 1 or not timed or warm == 0) else epochs[0]["cold_estimate_s"]
-    steady = float(np.mean([epochs[i]["epoch_s"] for i in steady_idx])) if steady_idx else None
-    chosen = [it for m in metrics for it in m["iterations"]
-              if it["epoch"] in (steady_idx or range(E)) and it["step"] >= warm]
+    steady_idx = steady_epochs(E, timed=timed, warmup_iters=warm)
+    measured = measured_epochs(E, timed=timed, warmup_iters=warm)
+    times = epoch_times(epochs, timed=timed, warmup_iters=warm)
+    chosen = [it for m in metrics for it in m["iterations"] if it["epoch"] in measured and it["step"] >= warm]
     stage = {k: 0.0 for k in STAGES}
     if chosen:
         stage["sample"] = float(np.mean([it["sample"] for it in chosen]))
@@ -219,8 +218,7 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
         for m in metrics:
             if m["local_rank"] == 0 and m["net_start"] and m["net_end"]:
                 net += m["net_end"]["tx_bytes"] - m["net_start"]["tx_bytes"]
-    measured_epochs = steady_idx or list(range(E))
-    feat_bytes = sum(it["feature_bytes"] for m in metrics for it in m["iterations"] if it["epoch"] in measured_epochs)
+    feat_bytes = sum(it["feature_bytes"] for m in metrics for it in m["iterations"] if it["epoch"] in measured)
     startup = max(m["startup"]["initialize_s"] + m["startup"]["setup_s"] for m in metrics)
     from lsm_gnn.cache.budget import system_memory
     from lsm_gnn.datasets.format import Dataset
@@ -228,7 +226,7 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
 
     accs = []
     for m in metrics:  # each trainer's timed windows, as lsm-gnn's loop counts its own
-        win = [it for it in m["iterations"] if it["epoch"] in measured_epochs and it["step"] >= warm]
+        win = [it for it in m["iterations"] if it["epoch"] in measured and it["step"] >= warm]
         shapes = [(it.get("seeds", 0), it["input_rows"], it.get("edges", 0), it.get("busy", 0.0)) for it in win]
         emu = m.get("accelerator")
         overshoot = (m.get("overshoot_s_per_step") or 0.0) if emu else None
@@ -242,7 +240,7 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
         "traffic": {"storage_bytes": 0, "storage_io_ops": 0, "device_exchange_bytes": 0, "host_to_device_bytes": 0,
                     **({"network_bytes": int(net)} if net is not None else {}),
                     "kvstore_feature_bytes": int(feat_bytes)},
-        "time": {"per_iteration": stage, "epoch_cold_s": cold, "epoch_steady_s": steady,
+        "time": {"per_iteration": stage, **times,
                  "preprocessing_s": info.preprocessing_s, "partition_s": info.partition_s,
                  "partition_load_s": info.load_s, "startup_s": startup, "cluster_wall_s": wall_s,
                  "timing_window": {"full_epoch": (not timed) or epochs[0]["iterations"] == P,
@@ -254,7 +252,7 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
         "throughput": throughput(acc, per_worker=accs),
         "distdgl": {"machines": spec.machines, "trainers_per_machine": spec.trainers, "servers_per_machine":
                     spec.servers, "samplers_per_trainer": spec.samplers, "network": spec.network,
-                    "network_bytes_over_epochs": measured_epochs if net is not None else None,
+                    "network_bytes_over_epochs": measured if net is not None else None,
                     "partition": info.as_dict(), "part_ids": [m["part_id"] for m in metrics],
                     "train_nodes_per_trainer": [m["num_train_nids"] for m in metrics],
                     "trainer_threads": metrics[0].get("threads"),

@@ -90,7 +90,8 @@ class CacheConfig(Section):
     number of victim queues."""
     lookahead: int = Field(128, ge=1, le=65536)
     """K: future mini-batches a long-lookahead policy (horizon) reads; the loader samples
-    max(W, K) batches ahead for it (policies.lookahead_batches). 128 chosen by measurement (docs/cache.md, "Beyond the paper")."""
+    max(W, K) batches ahead for it (policies.lookahead_batches). 128 chosen by measurement
+    (docs/cache.md, "Beyond the paper"); the one place this default is written."""
     refresh_every: int = Field(1, ge=1)
     engine: Literal["cpu", "gpu", "reference"] = "cpu"
     victim_buffer: VictimBufferConfig = VictimBufferConfig()
@@ -134,7 +135,9 @@ class ModelConfig(Section):
 
 class TrainConfig(Section):
     epochs: int = Field(2, ge=1)
-    lr: float = Field(0.003, gt=0.0)
+    lr: float = Field(0.01, gt=0.0)
+    """Adam's learning rate: 0.01, the default of the authors' training script (dist_homogenous_train.py
+    in github.com/jeongminpark417/COALA-GNN; the paper does not state its value)."""
     weight_decay: float = Field(0.0, ge=0.0)
     seed: int = 0
     device: Literal["cpu", "cuda"] = "cpu"

@@ -1,7 +1,10 @@
 """Run records: one JSON document per run, in the schema of schemas/run_record.schema.json.
 
 Every system (lsm-gnn, isolated caches, plain loaders, Dist-DGL, the in-memory ideal) and every
-simulator or benchmark run writes one, so the reports compare like with like.
+simulator or benchmark run writes one, so the reports compare like with like. Every rule about a
+record is written here once (docs/results-schema.md, "Rules"): the row keys and stages, the system
+name, the hit rates, the cold and steady epochs, a training worker's metrics block and the merge
+over ranks; the loop, the integrations, the merge, the harness and the simulator call them.
 """
 
 from __future__ import annotations
@@ -26,8 +29,232 @@ from lsm_gnn.utils.machine import git_commit, hardware, versions
 SCHEMA_VERSION = 1
 
 ROW_KEYS = ("requests", "distinct", "local_hits", "peer_hits", "victim_hits", "storage_rows")
+"""metrics.rows: what every feature source counts per batch (docs/results-schema.md)."""
+IO_KEYS = ("bytes_read", "io_ops")
+"""An epoch's `io`: storage bytes read (read amplification included) and read operations."""
 STAGES = ("sample", "exchange_ids", "fetch_cache", "fetch_victim", "fetch_storage",
           "exchange_rows", "train", "other")
+FETCH_STAGES = ("fetch_cache", "fetch_victim", "fetch_storage")
+ITERATION_KEYS = STAGES + ("wall", "wait")
+"""One iteration's times: the stages, its wall time and how long the train step waited for inputs."""
+
+
+# ---- the system ---------------------------------------------------------------------------------------
+def system_name(cfg) -> str:
+    """The record's `system` for a run config: memory (the ideal), the plain reader's name without a
+    cache, isolated (per-device caches on several devices), else lsm."""
+    if not cfg.cache.enabled:
+        return cfg.storage.reader
+    if cfg.distributed.devices > 1 and cfg.distributed.mode == "isolated":
+        return "isolated"
+    return "lsm"
+
+
+# ---- hit rates: one definition per name ---------------------------------------------------------------
+def served_rows(rows: dict) -> int:
+    """Rows served from a cache tier (device caches and the victim buffer), not from storage: in a
+    record's names local_hits + peer_hits + victim_hits; in a cache engine's (one owner's cache,
+    whoever asked) hits + victim_hits."""
+    if "hits" in rows:
+        return int(rows["hits"]) + int(rows.get("victim_hits", 0))
+    return sum(int(rows.get(k, 0)) for k in ("local_hits", "peer_hits", "victim_hits"))
+
+
+def hit_rates(rows: dict) -> dict:
+    """metrics.hit_rate: each tier's rows as a share of the requests (duplicates in a batch
+    included): local, peer, victim, storage; empty without requests."""
+    req = rows.get("requests", 0)
+    if not req:
+        return {}
+    return {"local": rows["local_hits"] / req, "peer": rows["peer_hits"] / req,
+            "victim": rows["victim_hits"] / req, "storage": rows["storage_rows"] / req}
+
+
+def hit_rate(rows: dict) -> float:
+    """`hit_rate`: rows served from a cache tier / requests (0 without requests): the sum of
+    metrics.hit_rate's local, peer and victim; the simulator's column."""
+    req = int(rows.get("requests", 0))
+    return served_rows(rows) / req if req else 0.0
+
+
+def distinct_hit_rate(rows: dict) -> float:
+    """`distinct_hit_rate`: rows served from a cache tier / distinct rows (each batch's duplicates
+    coalesced first; 0 without any): a replay's and `bench cache`'s rate."""
+    distinct = int(rows.get("distinct", 0))
+    return served_rows(rows) / distinct if distinct else 0.0
+
+
+def sum_counts(parts, keys) -> dict:
+    """`keys` summed over `parts` (count dicts: batches, epochs or ranks; a missing key is 0)."""
+    parts = list(parts)
+    return {k: int(sum(int(p.get(k, 0)) for p in parts)) for k in keys}
+
+
+# ---- epochs: cold and steady ------------------------------------------------------------------------
+def steady_epochs(n_epochs: int, *, timed: bool = False, warmup_iters: int = 0) -> list[int]:
+    """The steady epochs: every epoch after the first (the cold one). A run of one epoch has none,
+    unless that epoch is a timed window after warm-up iterations: then the window is steady."""
+    if n_epochs > 1:
+        return list(range(1, n_epochs))
+    return [0] if n_epochs == 1 and timed and warmup_iters > 0 else []
+
+
+def measured_epochs(n_epochs: int, *, timed: bool = False, warmup_iters: int = 0) -> list[int]:
+    """The epochs a record's per-iteration means, AU and throughput cover: the steady ones, or every
+    epoch where there is none."""
+    return steady_epochs(n_epochs, timed=timed, warmup_iters=warmup_iters) or list(range(n_epochs))
+
+
+def epoch_times(epochs: list[dict], *, timed: bool = False, warmup_iters: int = 0, key: str = "epoch_s") -> dict:
+    """`epoch_cold_s`, `epoch_steady_s` of a record from its epochs' times (`key`): cold = the first
+    epoch (where that epoch is also the steady one, its estimate over all its iterations,
+    `cold_estimate_s`, warm-up included), steady = the mean over the steady epochs (None without)."""
+    steady = steady_epochs(len(epochs), timed=timed, warmup_iters=warmup_iters)
+    if not epochs:
+        cold = None
+    else:
+        cold = epochs[0]["cold_estimate_s"] if steady == [0] else epochs[0][key]
+    mean = sum(epochs[i][key] for i in steady) / len(steady) if steady else None
+    return {"epoch_cold_s": cold, "epoch_steady_s": None if mean is None else float(mean)}
+
+
+def slowest(values):
+    """Over ranks that step together: the slowest one's value (None if a rank has none)."""
+    values = list(values)
+    return max(values) if values and all(v is not None for v in values) else None
+
+
+def timed_iterations(rec: dict) -> int:
+    """Timed iterations of one worker over every epoch of a record: what metrics.rows and traffic
+    sum over (the iterations run per epoch less the warm-up; at least 1)."""
+    win = (rec["metrics"].get("time") or {}).get("timing_window") or {}
+    warm = int(win.get("warmup_iters") or 0)
+    run = win.get("iterations_run_per_epoch")
+    if isinstance(run, list):  # an integration's record: each epoch's own count
+        return max(1, sum(max(0, int(n) - warm) for n in run))
+    per_epoch = run or ((win.get("timed_iters") or 0) + warm) or win.get("iterations_per_epoch") or 0
+    return max(1, len(rec.get("epochs") or []) * (int(per_epoch) - warm))
+
+
+def bound_stage(rec: dict) -> str | None:
+    """The stage on the iteration's critical path that costs most (exposed times where the record
+    has them; Dist-DGL's stages run one after another)."""
+    t = rec["metrics"].get("time") or {}
+    stages = t.get("per_iteration_exposed") or t.get("per_iteration") or {}
+    stages = {k: v for k, v in stages.items() if v}
+    return max(stages, key=stages.get) if stages else None
+
+
+# ---- a training worker's metrics (lsm-gnn train and the integrations' loaders) ------------------------
+def mean_times(items) -> dict:
+    """The mean of iterations' times per key (ITERATION_KEYS at least; zeros without iterations)."""
+    items = list(items)
+    total = dict.fromkeys(ITERATION_KEYS, 0.0)
+    for it in items:
+        for k, v in it.items():
+            total[k] = total.get(k, 0.0) + float(v)
+    return {k: v / len(items) for k, v in total.items()} if items else total
+
+
+def exposed_times(mean: dict) -> dict:
+    """Critical-path view of one iteration: train + other + the wait, split over the loading stages
+    in proportion to their busy time (sums to the iteration's wall time)."""
+    load = ("sample",) + FETCH_STAGES
+    busy = sum(mean[k] for k in load)
+    out = {k: (mean["wait"] * mean[k] / busy if busy > 0 else 0.0) for k in load}
+    out["train"], out["other"] = mean["train"], mean["other"]
+    return out
+
+
+def hidden_fetch_fraction(items) -> float | None:
+    """1 - (time the train step waited for inputs) / (fetch busy time): the share of fetch time
+    hidden behind compute (waits for sampling count against it: a lower bound); None without fetches."""
+    items = list(items)
+    fetch = sum(sum(it[k] for k in FETCH_STAGES) for it in items)
+    wait = sum(it["wait"] for it in items)
+    return None if fetch <= 0 else max(0.0, min(1.0, 1.0 - wait / fetch))
+
+
+def epoch_window(items: list, counts: list, shapes: list) -> dict:
+    """One epoch's timed window: stage means per iteration (with wall and wait), their exposed view,
+    the hidden fetch fraction, rows and io summed over its batches (`counts`: one per batch), and
+    `batches` (`shapes`: one (seeds, input rows, edges, busy s) per batch; batch_window)."""
+    mean = mean_times(items)
+    return {"per_iteration": {k: mean[k] for k in ITERATION_KEYS}, "per_iteration_exposed": exposed_times(mean),
+            "hidden_fetch_fraction": hidden_fetch_fraction(items), "rows": sum_counts(counts, ROW_KEYS),
+            "io": sum_counts(counts, IO_KEYS), "batches": batch_window(shapes, [it["wall"] for it in items])}
+
+
+def dataset_block(dataset) -> dict:
+    """metrics.dataset: where and what the dataset is (an lsm_gnn.datasets.format.Dataset)."""
+    lay = dataset.features()
+    return {"path": os.fspath(dataset.root), "name": dataset.name, "nodes": dataset.num_nodes(),
+            "edges": dataset.num_edges(), "feature_bytes": lay.num_rows * lay.row_bytes}
+
+
+def training_metrics(epochs: list[dict], iterations: list[list], *, rank: int, timed: bool, warmup_iters: int,
+                     timing_window: dict, accelerator: dict, host_to_device_bytes: int, source: dict,
+                     memory: dict, preprocessing_s: float | None, eval_s: float) -> dict:
+    """The metrics one training worker's record shares with every other: rows and hit rates, traffic,
+    times (stage means over the measured epochs' iterations, cold and steady epochs, the timing
+    window), the accelerator (`accelerator`: accelerator_block's arguments but the windows: `emulated`,
+    `device`, `overshoot_s`), throughput, the source and memory blocks as given, and this rank's
+    block. `epochs` are the epochs' entries (epoch_window's fields and `epoch_s`, `cold_estimate_s`),
+    `iterations` each epoch's timed iterations."""
+    n = len(epochs)
+    steady = steady_epochs(n, timed=timed, warmup_iters=warmup_iters)
+    measured = measured_epochs(n, timed=timed, warmup_iters=warmup_iters)
+    times = epoch_times(epochs, timed=timed, warmup_iters=warmup_iters)
+    chosen = [it for i in measured for it in iterations[i]]
+    mean = mean_times(chosen)
+    rows = sum_counts((ep["rows"] for ep in epochs), ROW_KEYS)
+    io = sum_counts((ep["io"] for ep in epochs), IO_KEYS)
+    time_m = {"per_iteration": {k: mean[k] for k in STAGES}, "per_iteration_wall": mean["wall"],
+              "per_iteration_wait": mean["wait"], "per_iteration_exposed": exposed_times(mean), **times,
+              "preprocessing_s": preprocessing_s, "eval_s": eval_s, "hidden_fetch_fraction": hidden_fetch_fraction(chosen),
+              "timing_window": {**timing_window, "warmup_iters": warmup_iters, "steady_epochs": steady}}
+    acc = accelerator_block(accelerator.get("emulated"), accelerator["device"],
+                            [epochs[i]["batches"] for i in measured], overshoot_s=accelerator.get("overshoot_s"))
+    return {
+        "rows": rows, "hit_rate": hit_rates(rows),
+        "traffic": {"storage_bytes": io["bytes_read"], "storage_io_ops": io["io_ops"], "device_exchange_bytes": 0,
+                    "host_to_device_bytes": int(host_to_device_bytes)},
+        "time": time_m, "source": source, "accelerator": acc, "memory": memory, "throughput": throughput(acc),
+        "ranks": {str(rank): {"rows": rows, "time": {**times, "per_iteration": dict(time_m["per_iteration"])},
+                              "storage_bytes": io["bytes_read"], "accelerator": acc}},
+    }
+
+
+# ---- merging over ranks -------------------------------------------------------------------------------
+def merge_rank_records(rec: dict, ranks: list[dict]) -> dict:
+    """Rank 0's record `rec` (a copy) made the run's from every rank's record (in rank order): rows,
+    hit rates, traffic and each epoch's timed-window rows and io summed over the ranks, epoch times the
+    slowest rank's (the ranks step together), each rank's own block, accelerators merged (AU over all
+    of them, samples/s summed). Returns `rec`."""
+    metrics = rec.setdefault("metrics", {})
+    rows = sum_counts((r.get("metrics", {}).get("rows") or {} for r in ranks), ROW_KEYS)
+    metrics["rows"] = {**metrics.get("rows", {}), **rows}
+    if "hit_rate" in metrics:  # rank 0's own rates: over all devices
+        metrics["hit_rate"] = hit_rates(rows)
+    traffic = metrics.setdefault("traffic", {})
+    traffic.update(sum_counts((r["metrics"].get("traffic", {}) for r in ranks),
+                              ("storage_bytes", "storage_io_ops", "host_to_device_bytes")))
+    rank_time = [r["metrics"].get("time", {}) for r in ranks]
+    for key in ("epoch_cold_s", "epoch_steady_s"):
+        metrics.setdefault("time", {})[key] = slowest(t.get(key) for t in rank_time)
+    metrics["ranks"] = {str(i): r["metrics"].get("ranks", {}).get(str(i), {}) for i, r in enumerate(ranks)}
+    accs = [rk.get("accelerator") for rk in metrics["ranks"].values()]
+    if all(accs):
+        metrics["accelerator"] = merge_accelerators(accs)
+        metrics["throughput"] = throughput(metrics["accelerator"], per_worker=accs)
+    # each epoch's timed-window counts over all devices, as metrics.rows and traffic are (a steady
+    # epoch can miss more than the cold one's window: lsm_gnn.project reads these)
+    rank_epochs = [r.get("epochs") or [] for r in ranks]
+    for i, ep in enumerate(rec.get("epochs") or []):
+        for key in ("rows", "io"):
+            if key in ep and all(len(e) > i and key in e[i] for e in rank_epochs):
+                ep[key] = sum_counts((e[i][key] for e in rank_epochs), ep[key])
+    return rec
 
 
 WINDOW_KEYS = ("iterations", "seeds", "input_rows", "edges", "busy_s", "wall_s")

@@ -232,7 +232,7 @@ def _nccl_rank(rank, G, port, outdir):
     feats = np.random.default_rng(7).normal(size=(N, DIM)).astype(np.float32)
     # a duck-typed CacheConfig (the GPU image may lack pydantic): lsm_gnn.config's defaults, 10 %
     cache_cfg = SimpleNamespace(enabled=True, capacity_fraction=0.1, capacity_bytes=None, ways=32, policy="hybrid",
-                                window=W, refresh_every=1, engine="cpu",
+                                window=W, lookahead=W, refresh_every=1, engine="cpu",
                                 victim_buffer=SimpleNamespace(enabled=True, depth=None, host_fraction=0.1, force=False))
     store = MemoryStore(feats)
     owner = DeviceCachedFeatureSource(store, N, DIM, np.float32, cache_cfg, np.zeros(N, np.uint8),

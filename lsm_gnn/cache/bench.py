@@ -19,6 +19,7 @@ import click
 import numpy as np
 
 from lsm_gnn.cache.policies import configurable_names
+from lsm_gnn.records import distinct_hit_rate
 
 # every policy of the registry, the paper's first (the headline)
 POLICY_NAMES = ("hybrid",) + tuple(n for n in configurable_names() if n != "hybrid")
@@ -119,8 +120,8 @@ def bench_cache(trace_path, device, static_path, rows, batches, batch_size, skew
             "requests_per_s_per_core": rate,
             "reference_requests_per_s": ref_rate,
             "speedup_vs_reference": rate / ref_rate,
-            "hit_rate": tot["hits"] / max(tot["distinct"], 1),
-            "victim_hit_rate": tot["victim_hits"] / max(tot["distinct"], 1),
+            "distinct_hit_rate": distinct_hit_rate(tot),
+            "victim_hits": tot["victim_hits"],
             "storage_rows": tot["storage_rows"],
             "evictions": tot["evictions"],
             "spills": tot["spills"],
@@ -138,16 +139,16 @@ def bench_cache(trace_path, device, static_path, rows, batches, batch_size, skew
     click.echo(f"{requests:,} requests, {num_rows:,} rows, budget {budget.total_rows:,} rows "
                f"({budget.total_rows / num_rows:.1%}): cache {budget.cache_rows:,} lines + victim buffer "
                f"{budget.host_rows:,} rows, W={window}, ways={ways}")
-    click.echo(f"{'policy':<12} {'Mreq/s/core':>12} {'reference':>11} {'speedup':>9} {'hit':>7} {'victim':>7}")
+    click.echo(f"{'policy':<12} {'Mreq/s/core':>12} {'reference':>11} {'speedup':>9} {'hit/dist':>8} {'victim hits':>11}")
     for name, r in results.items():
         click.echo(f"{name:<12} {r['requests_per_s_per_core'] / 1e6:>12.2f} {r['reference_requests_per_s'] / 1e6:>11.4f} "
-                   f"{r['speedup_vs_reference']:>8.0f}x {r['hit_rate']:>7.3f} {r['victim_hit_rate']:>7.3f}")
+                   f"{r['speedup_vs_reference']:>8.0f}x {r['distinct_hit_rate']:>8.3f} {r['victim_hits']:>11,}")
     click.echo(f"requests_per_s_per_core (hybrid + PVP): {headline / 1e6:.2f} M")
 
 
 # ---- on a GPU (steps of `lsm-gnn check gpu`) ---------------------------------------------------
 # the paper's policy with and without its victim buffer, two baselines, and horizon (its long
-# lookahead ring: K = 128 batches, no host tier)
+# lookahead ring: K = cache.lookahead's default, no host tier)
 ENGINE_CASES = (("hybrid", True), ("hybrid", False), ("lru", False), ("sieve", False), ("horizon", False))
 
 
@@ -193,7 +194,7 @@ def gpu_engine_vs_cpu(num_rows: int = 4_000_000, batches: int = 40, batch: int =
         c = {"policy": gpu.policy_name, "pvp": pvp, "cpu_requests_per_s": len(flat) / t_cpu,
              "gpu_requests_per_s": len(flat) / t_gpu, "gpu_vs_cpu_requests_ratio": t_cpu / t_gpu,
              "gpu_ms_per_batch": 1e3 * t_gpu / batches, "cpu_ms_per_batch": 1e3 * t_cpu / batches,
-             "hit_rate": tot["hits"] / max(tot["distinct"], 1), "counts_equal": same}
+             "distinct_hit_rate": distinct_hit_rate(tot), "counts_equal": same}
         if not same:
             bad = int(np.flatnonzero((out_c != out_g).any(axis=1))[0])
             c.update(first_differing_batch=bad, cpu_counts=dict(zip(COUNT_NAMES, out_c[bad].tolist())),

@@ -21,6 +21,7 @@ from lsm_gnn.cache.geometry import cache_geometry, check_owned_ids, check_owner_
 from lsm_gnn.cache.policies import get_policy, lookahead_batches, resolve_policy
 from lsm_gnn.cache.policies.horizon import ring_capacity
 from lsm_gnn.cache.window import MAX_ITERATIONS
+from lsm_gnn.records import distinct_hit_rate
 from lsm_gnn.utils.errors import InputError
 
 
@@ -55,15 +56,14 @@ class ReplayResult:
     def num_batches(self) -> int:
         return len(self.per_batch["requests"])
 
-    def hit_rate(self) -> float:
-        """(cache + victim hits) / distinct rows."""
-        t = self.totals
-        return (t["hits"] + t["victim_hits"]) / t["distinct"] if t["distinct"] else 0.0
+    def distinct_hit_rate(self) -> float:
+        """(cache + victim hits) / distinct rows (lsm_gnn.records.distinct_hit_rate)."""
+        return distinct_hit_rate(self.totals)
 
     def as_dict(self) -> dict:
         return {"policy": self.policy, "engine": self.engine, "capacity_rows": self.capacity_rows,
                 "sets": self.sets, "ways": self.ways, "seconds": self.seconds,
-                "totals": self.totals, "hit_rate": self.hit_rate(), "config": self.config,
+                "totals": self.totals, "distinct_hit_rate": self.distinct_hit_rate(), "config": self.config,
                 "lookahead": self.lookahead}
 
 

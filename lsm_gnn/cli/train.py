@@ -87,7 +87,7 @@ def default_record_path(system: str) -> Path:
 def train(config, sets, dataset, epochs, model, policy, cache_fraction, no_cache, reader, window, batch_size,
           fanouts, warmup, timed, seed, device, threads, devices, record, quiet, as_json):
     """Train a GNN with features from storage through the LSM-GNN cache (or the in-memory ideal)."""
-    from lsm_gnn.sources.factory import system_name
+    from lsm_gnn.records import system_name
 
     cfg = build_config(config, sets, dataset=dataset, epochs=epochs, policy=policy, cache_fraction=cache_fraction,
                        reader=reader, devices=devices, record=record, model=model, seed=seed,

@@ -28,13 +28,11 @@ import torch
 
 from lsm_gnn.features import as_source, numeric_stats
 from lsm_gnn.accelerator import batch_edges
-from lsm_gnn.records import ROW_KEYS, STAGES, accelerator_block, batch_window, new_record, throughput, write_record
+from lsm_gnn.records import dataset_block, epoch_window, new_record, system_name, training_metrics, write_record
 from lsm_gnn.sampling import deal_seeds
 from lsm_gnn.train.loader import FeatureLoader
-from lsm_gnn.train.timers import StageTimer, StageTimes
+from lsm_gnn.train.timers import StageTimes
 from lsm_gnn.utils.errors import InputError
-
-IO_KEYS = ("bytes_read", "io_ops")
 
 
 def process_rank() -> tuple[int, int]:
@@ -211,84 +209,51 @@ class WindowedLoader:
 
 
 # ---- the record (the vocabulary of lsm_gnn.train.loop) -----------------------------------------------
-def _epoch_entry(ep: dict, per_epoch: int, warmup: int) -> dict:
-    from lsm_gnn.train.loop import _exposed, _hidden_fraction
-
+def _epoch_entry(ep: dict, per_epoch: int, warmup: int) -> tuple[dict, list]:
     its = ep["items"]
-    timed = its[warmup:] or its
-    mean = StageTimer.mean(timed)
+    skip = warmup if len(its) > warmup else 0  # an epoch shorter than the warm-up: all of it
+    timed = its[skip:]
     full = len(its) >= per_epoch
-    counts = ep["counts"][warmup:] if len(its) > warmup else ep["counts"]
+    measured = epoch_window(timed, ep["counts"][skip:], ep["shapes"][skip:])
     out = {"epoch": ep["epoch"], "iterations": len(its), "time_s": ep["time_s"],
-           "epoch_s": ep["time_s"] if full else mean["wall"] * per_epoch, "extrapolated": not full,
-           "per_iteration": {k: mean[k] for k in STAGES + ("wall", "wait")},
-           "per_iteration_exposed": _exposed(mean), "hidden_fetch_fraction": _hidden_fraction(timed),
-           "rows": {k: int(sum(c.get(k, 0) for c in counts)) for k in ROW_KEYS},
-           "io": {k: int(sum(c.get(k, 0) for c in counts)) for k in IO_KEYS}}
+           "epoch_s": ep["time_s"] if full else measured["per_iteration"]["wall"] * per_epoch,
+           "extrapolated": not full, **measured}
     if ep["losses"]:
         out["loss"], out["losses"] = float(np.mean(ep["losses"])), list(ep["losses"])
-    shapes = ep["shapes"][warmup:] if len(its) > warmup else ep["shapes"]
-    out["batches"] = batch_window(shapes, [it["wall"] for it in timed])
     return out, timed
 
 
 def _metrics(loader: WindowedLoader) -> dict:
     from lsm_gnn.cache.budget import for_devices
-    from lsm_gnn.train.loop import _exposed, _hidden_fraction, _hit_rates
 
     rank, world = process_rank()
     per_epoch = len(loader.batches)
     done = [_epoch_entry(ep, per_epoch, loader.warmup_iters) for ep in loader.epochs if ep["items"]]
     entries = [e for e, _ in done]
-    steady_idx = list(range(1, len(done))) if len(done) > 1 else []
-    chosen = [it for i in (steady_idx or range(len(done))) for it in done[i][1]]
-    mean = StageTimer.mean(chosen)
-    rows = {k: sum(e["rows"][k] for e in entries) for k in ROW_KEYS}
-    io = {k: sum(e["io"][k] for e in entries) for k in IO_KEYS}
     src = loader.source
     source_stats = numeric_stats(src.stats())
     h2d = sum(ep["h2d"] for ep in loader.epochs) + source_stats.get("h2d_bytes", 0)
-    cold = entries[0]["epoch_s"] if entries else None
-    steady = float(np.mean([entries[i]["epoch_s"] for i in steady_idx])) if steady_idx else None
-    time_m = {"per_iteration": {k: mean[k] for k in STAGES}, "per_iteration_wall": mean["wall"],
-              "per_iteration_wait": mean["wait"], "per_iteration_exposed": _exposed(mean),
-              "epoch_cold_s": cold, "epoch_steady_s": steady, "preprocessing_s": None, "eval_s": 0.0,
-              "hidden_fetch_fraction": _hidden_fraction(chosen),
-              "timing_window": {"full_epoch": all(not e["extrapolated"] for e in entries),
-                                "warmup_iters": loader.warmup_iters, "timed_iters": None,
-                                "iterations_per_epoch": per_epoch,
-                                "iterations_run_per_epoch": [e["iterations"] for e in entries],
-                                "steady_epochs": steady_idx}}
     # the user's own step runs between two batches: real compute, on the device the rows land on
-    acc = accelerator_block(None, str(getattr(src, "device", "cpu")),
-                            [entries[i]["batches"] for i in (steady_idx or range(len(entries)))])
-    metrics = {
-        "accelerator": acc, "throughput": throughput(acc),
-        "rows": rows, "hit_rate": _hit_rates(rows),
-        "traffic": {"storage_bytes": int(io["bytes_read"]), "storage_io_ops": int(io["io_ops"]),
-                    "device_exchange_bytes": 0, "host_to_device_bytes": int(h2d)},
-        "time": time_m,
-        "accuracy": {"val": None, "test": None},
-        "source": {"kind": src.source_name, "window": loader.window, "stats": source_stats,
-                   "storage_path": src.storage_info()},
-        "pipeline": {"loader": loader.kind, "sample_ahead": loader.sample_ahead,
-                     "overlap_fetch": loader.overlap_fetch, "torch_threads": torch.get_num_threads()},
-        "memory": for_devices(src.memory(), world),
-        "ranks": {str(rank): {"rows": rows, "time": {"epoch_cold_s": cold, "epoch_steady_s": steady,
-                                                     "per_iteration": dict(time_m["per_iteration"])},
-                              "storage_bytes": int(io["bytes_read"])}},
-    }
-    ds = loader.dataset
-    if ds is not None:
-        lay = ds.features()
-        metrics["dataset"] = {"path": os.fspath(ds.root), "name": ds.name, "nodes": ds.num_nodes(),
-                              "edges": ds.num_edges(), "feature_bytes": lay.num_rows * lay.row_bytes}
+    metrics = training_metrics(
+        entries, [timed for _, timed in done], rank=rank, timed=False, warmup_iters=loader.warmup_iters,
+        timing_window={"full_epoch": all(not e["extrapolated"] for e in entries), "timed_iters": None,
+                       "iterations_per_epoch": per_epoch,
+                       "iterations_run_per_epoch": [e["iterations"] for e in entries]},
+        accelerator={"emulated": None, "device": str(getattr(src, "device", "cpu"))},
+        host_to_device_bytes=h2d,
+        source={"kind": src.source_name, "window": loader.window, "stats": source_stats,
+                "storage_path": src.storage_info()},
+        memory=for_devices(src.memory(), world), preprocessing_s=None, eval_s=0.0)
+    metrics["accuracy"] = {"val": None, "test": None}
+    metrics["pipeline"] = {"loader": loader.kind, "sample_ahead": loader.sample_ahead,
+                           "overlap_fetch": loader.overlap_fetch, "torch_threads": torch.get_num_threads()}
+    if loader.dataset is not None:
+        metrics["dataset"] = dataset_block(loader.dataset)
     return metrics, entries
 
 
 def _record(loader: WindowedLoader) -> dict:
     from lsm_gnn.config import config_to_dict
-    from lsm_gnn.sources.factory import system_name
 
     cfg = loader.cfg
     rec = new_record("train", system_name(cfg) if cfg is not None else loader.source.source_name,

@@ -29,6 +29,7 @@ from tqdm import tqdm
 from lsm_gnn.cache.budget import MemoryBudget, memory_budget
 from lsm_gnn.cache.geometry import local_rows
 from lsm_gnn.config import CacheConfig
+from lsm_gnn.records import hit_rate
 from lsm_gnn.sim import bounds as B
 from lsm_gnn.sim.trace import Trace
 from lsm_gnn.utils.errors import InputError
@@ -198,7 +199,7 @@ def simulate(trace: Trace, configs: Sequence[CacheConfig], *, static_scores: np.
         row["spill_dropped_per_iteration"] = counts["spill_dropped"] / per_it
         row["prefetched_per_iteration"] = counts["prefetched"] / per_it
         row["victim_hits_per_iteration"] = counts["victim_hits"] / per_it
-        row["hit_rate"] = _ratio(counts["hits"] + counts["victim_hits"], counts["requests"])
+        row["hit_rate"] = hit_rate(counts)
         for name, key in (("min", "min_rows"), ("min_cache", "min_cache_rows"), ("min_set", "min_set_rows"),
                           ("opt_static", "opt_static_rows"), ("compulsory", "compulsory")):
             row[f"storage_rows_vs_{name}"] = _ratio(counts["storage_rows"], bnd[key])

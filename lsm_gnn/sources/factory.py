@@ -25,15 +25,6 @@ from lsm_gnn.storage.open import open_from_config, owner_row_map
 from lsm_gnn.utils.errors import InputError
 
 
-def system_name(cfg) -> str:
-    """The record's `system`: memory (the ideal), lsm (cache engine), isolated, or the plain reader's name."""
-    if not cfg.cache.enabled:
-        return "memory" if cfg.storage.reader == "memory" else cfg.storage.reader
-    if cfg.distributed.devices > 1 and cfg.distributed.mode == "isolated":
-        return "isolated"
-    return "lsm"
-
-
 def _over_store(cfg, store, lay, static, *, num_owners: int, owner: int) -> FeatureSource:
     """A device's own source over `store` (which it closes): plain storage, the cache, or the
     cache with its rows on the GPU."""

@@ -12,7 +12,8 @@ Timing (written to `metrics.time.timing_window`):
   its epoch time is extrapolated: mean wall time per timed iteration x batches per epoch.
 - cold = the first epoch (with a single timed epoch: extrapolated from all its iterations,
   warm-up included); steady = the mean of the later epochs (with a single timed epoch: its timed
-  window, which follows the warm-up).
+  window, which follows the warm-up). The rule, the hit rates and the rest of the metrics block are
+  lsm_gnn.records' (`training_metrics`), shared with the integrations' loaders.
 `hidden_fetch_fraction` = 1 - (time the train step waited for inputs) / (fetch busy time): the
 share of fetch time hidden behind compute (waits for sampling count against it, so it is a
 lower bound).
@@ -37,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import signal
 import sys
 import threading
@@ -54,18 +54,15 @@ from lsm_gnn.config import RunConfig, config_to_dict
 from lsm_gnn.datasets.format import Dataset
 from lsm_gnn.features import FeatureSource, as_source, numeric_stats
 from lsm_gnn.models import build_model
-from lsm_gnn.records import ROW_KEYS, STAGES, accelerator_block, batch_window, claim_record, new_record, throughput, \
-    write_record
+from lsm_gnn.records import claim_record, dataset_block, epoch_window, mean_times, new_record, system_name, \
+    training_metrics, write_record
 from lsm_gnn.sampling import NeighborSampler
-from lsm_gnn.sources.factory import make_feature_source, system_name
+from lsm_gnn.sources.factory import make_feature_source
 from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.train.evaluate import evaluate
 from lsm_gnn.train.loader import FeatureLoader
-from lsm_gnn.train.timers import StageTimer, StageTimes
+from lsm_gnn.train.timers import StageTimer
 from lsm_gnn.utils.errors import ConfigError, DataError, InputError, NumericalError
-
-FETCH = ("fetch_cache", "fetch_victim", "fetch_storage")
-
 
 def _distributed_ready(world_size: int) -> bool:
     return world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized()
@@ -77,30 +74,6 @@ def _check(cfg: RunConfig, world_size: int, source: str):
     if world_size > 1 and not _distributed_ready(world_size):
         raise InputError(f"world_size={world_size} needs an initialised torch.distributed process group "
                          "(use `lsm-gnn train --devices N`, which starts one)")
-
-
-def _exposed(mean: StageTimes) -> dict:
-    """Critical-path view of one iteration: train + other + the wait, split over the loading stages
-    in proportion to their busy time (sums to the iteration's wall time)."""
-    load = ("sample",) + FETCH
-    busy = sum(mean[k] for k in load)
-    out = {k: (mean["wait"] * mean[k] / busy if busy > 0 else 0.0) for k in load}
-    out["train"], out["other"] = mean["train"], mean["other"]
-    return out
-
-
-def _hidden_fraction(items) -> float | None:
-    fetch = sum(sum(it[k] for k in FETCH) for it in items)
-    wait = sum(it["wait"] for it in items)
-    return None if fetch <= 0 else max(0.0, min(1.0, 1.0 - wait / fetch))
-
-
-def _hit_rates(rows: dict) -> dict:
-    req = rows.get("requests", 0)
-    if not req:
-        return {}
-    return {"local": rows["local_hits"] / req, "peer": rows["peer_hits"] / req,
-            "victim": rows["victim_hits"] / req, "storage": rows["storage_rows"] / req}
 
 
 def _clamp_window(cfg: RunConfig, per_epoch: int) -> tuple[RunConfig, dict | None]:
@@ -365,19 +338,13 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
         if len(its) != planned:
             raise RuntimeError(f"epoch {epoch}: loader gave {len(its)} batches, expected {planned}")
         window_items = its[tr.warmup_iters:]
-        mean = StageTimer.mean(window_items)
-        epoch_s = mean["wall"] * per_epoch if timed else wall
+        measured = epoch_window(window_items, batch_counts[tr.warmup_iters:], shapes[tr.warmup_iters:])
+        epoch_s = measured["per_iteration"]["wall"] * per_epoch if timed else wall
         ep = {"epoch": epoch, "iterations": len(its), "time_s": wall, "epoch_s": epoch_s,
               "extrapolated": timed and planned < per_epoch,
-              "cold_estimate_s": StageTimer.mean(its)["wall"] * per_epoch if timed else wall,
+              "cold_estimate_s": mean_times(its)["wall"] * per_epoch if timed else wall,
               "loss": float(np.mean(losses)) if losses else None, "losses": losses,
-              "train_acc": correct / seen if seen else None,
-              "batches": batch_window(shapes[tr.warmup_iters:], [it["wall"] for it in window_items]),
-              "per_iteration": {k: mean[k] for k in STAGES + ("wall", "wait")},
-              "per_iteration_exposed": _exposed(mean),
-              "hidden_fetch_fraction": _hidden_fraction(window_items),
-              "rows": {k: sum(c.get(k, 0) for c in batch_counts[tr.warmup_iters:]) for k in ROW_KEYS},
-              "io": {k: sum(c.get(k, 0) for c in batch_counts[tr.warmup_iters:]) for k in ("bytes_read", "io_ops")}}
+              "train_acc": correct / seen if seen else None, **measured}
         if evaluating:
             te = time.perf_counter()
             ep["val_acc"], ep["val_nodes"] = evaluate(
@@ -398,60 +365,27 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
         eval_s += time.perf_counter() - te
 
     # ---- the record ---------------------------------------------------------------------------
-    E = len(epochs)
-    steady_idx = list(range(1, E)) if E > 1 else ([0] if timed and tr.warmup_iters > 0 else [])
-    cold = epochs[0]["epoch_s"] if (E > 1 or not timed or tr.warmup_iters == 0) else epochs[0]["cold_estimate_s"]
-    steady = float(np.mean([epochs[i]["epoch_s"] for i in steady_idx])) if steady_idx else None
-    chosen = [it for i in (steady_idx or range(E)) for it in measured_items[i]]
-    mean = StageTimer.mean(chosen)
-    rows = {k: sum(ep["rows"][k] for ep in epochs) for k in ROW_KEYS}
-    io = {k: sum(ep["io"].get(k, 0) for ep in epochs) for k in ("bytes_read", "io_ops")}
-    for ep in epochs:
-        ep["rows"] = {k: int(v) for k, v in ep["rows"].items()}
-    time_metrics = {
-        "per_iteration": {k: mean[k] for k in STAGES},
-        "per_iteration_wall": mean["wall"],
-        "per_iteration_wait": mean["wait"],
-        "per_iteration_exposed": _exposed(mean),
-        "epoch_cold_s": cold,
-        "epoch_steady_s": steady,
-        "preprocessing_s": preprocessing_s,
-        "eval_s": eval_s,
-        "hidden_fetch_fraction": _hidden_fraction(chosen),
-        "timing_window": {"full_epoch": not timed or planned == per_epoch, "warmup_iters": tr.warmup_iters,
-                          "timed_iters": tr.timed_iters, "iterations_per_epoch": per_epoch,
-                          "iterations_run_per_epoch": planned, "steady_epochs": steady_idx},
-    }
     source_stats = numeric_stats(source.stats())
     h2d += source_stats.get("h2d_bytes", 0)  # a source on the device uploads its storage rows itself
-    metrics = {
-        "rows": rows,
-        "hit_rate": _hit_rates(rows),
-        "traffic": {"storage_bytes": int(io["bytes_read"]), "storage_io_ops": int(io["io_ops"]),
-                    "device_exchange_bytes": 0, "host_to_device_bytes": int(h2d)},
-        "time": time_metrics,
-        "accuracy": {"val": epochs[-1].get("val_acc"), "test": test_acc, "trained": accel is None,
-                     "val_curve": [ep.get("val_acc") for ep in epochs],
-                     "train_curve": [ep["train_acc"] for ep in epochs],
-                     "eval_nodes": {"val": epochs[-1].get("val_nodes"), "test": test_nodes}},
-        "source": {"kind": source.source_name, "window": window, "stats": source_stats,
-                   "storage_path": source.storage_info(), "window_clamp": window_clamp},
-        "accelerator": accelerator_block(accel.record() if accel is not None else None, cfg.train.device,
-                                         [epochs[i]["batches"] for i in (steady_idx or range(E))],
-                                         overshoot_s=accel.overshoot_s if accel is not None else None),
-        "pipeline": {"sample_ahead": cfg.sampler.prefetch_batches, "overlap_fetch": tr.overlap_fetch,
-                     "torch_threads": torch.get_num_threads()},
-        "dataset": {"path": os.fspath(dataset.root), "name": dataset.name, "nodes": dataset.num_nodes(),
-                    "edges": dataset.num_edges(), "feature_bytes": dataset.features().num_rows
-                    * dataset.features().row_bytes},
-    }
     from lsm_gnn.cache.budget import for_devices
 
-    metrics["memory"] = for_devices(source.memory(), world_size)  # what the source holds, per device
-    metrics["throughput"] = throughput(metrics["accelerator"])
-    metrics["ranks"] = {str(rank): {"rows": rows, "time": {"epoch_cold_s": cold, "epoch_steady_s": steady,
-                                                           "per_iteration": dict(time_metrics["per_iteration"])},
-                                    "storage_bytes": int(io["bytes_read"]),
-                                    "accelerator": metrics["accelerator"]}}
+    metrics = training_metrics(
+        epochs, measured_items, rank=rank, timed=timed, warmup_iters=tr.warmup_iters,
+        timing_window={"full_epoch": not timed or planned == per_epoch, "timed_iters": tr.timed_iters,
+                       "iterations_per_epoch": per_epoch, "iterations_run_per_epoch": planned},
+        accelerator={"emulated": accel.record() if accel is not None else None, "device": cfg.train.device,
+                     "overshoot_s": accel.overshoot_s if accel is not None else None},
+        host_to_device_bytes=h2d,
+        source={"kind": source.source_name, "window": window, "stats": source_stats,
+                "storage_path": source.storage_info(), "window_clamp": window_clamp},
+        memory=for_devices(source.memory(), world_size),  # what the source holds, per device
+        preprocessing_s=preprocessing_s, eval_s=eval_s)
+    metrics["accuracy"] = {"val": epochs[-1].get("val_acc"), "test": test_acc, "trained": accel is None,
+                           "val_curve": [ep.get("val_acc") for ep in epochs],
+                           "train_curve": [ep["train_acc"] for ep in epochs],
+                           "eval_nodes": {"val": epochs[-1].get("val_nodes"), "test": test_nodes}}
+    metrics["pipeline"] = {"sample_ahead": cfg.sampler.prefetch_batches, "overlap_fetch": tr.overlap_fetch,
+                           "torch_threads": torch.get_num_threads()}
+    metrics["dataset"] = dataset_block(dataset)
     record["metrics"] = metrics
     record["epochs"] = epochs

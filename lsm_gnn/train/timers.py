@@ -11,14 +11,12 @@ from __future__ import annotations
 import contextlib
 import time
 
-from lsm_gnn.records import STAGES
-
-EXTRA = ("wall", "wait")   # wall: iteration wall time; wait: consumer waited for its inputs
+from lsm_gnn.records import ITERATION_KEYS, mean_times
 
 
 class StageTimes(dict):
     def __init__(self, *args, **kw):
-        super().__init__({k: 0.0 for k in STAGES + EXTRA})
+        super().__init__(dict.fromkeys(ITERATION_KEYS, 0.0))
         self.update(*args, **kw)
 
     def add(self, other: dict) -> "StageTimes":
@@ -62,5 +60,4 @@ class StageTimer:
 
     @staticmethod
     def mean(items) -> StageTimes:
-        items = list(items)
-        return StageTimer.total(items).scaled(1.0 / len(items)) if items else StageTimes()
+        return StageTimes(mean_times(items))

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from lsm_gnn.records import STAGES, read_record  # noqa: E402
+from lsm_gnn.records import STAGES, bound_stage, read_record, timed_iterations  # noqa: E402
 from lsm_gnn.utils.atomic import write_json, write_text  # noqa: E402
 
 SPREAD_LIMIT = 0.05
@@ -53,15 +53,12 @@ def rows(paths, row_bytes_: int) -> pd.DataFrame:
         per_iter = t.get("per_iteration_exposed") or t.get("per_iteration") or {}
         iters = (t.get("timing_window") or {}).get("iterations_per_epoch") or 0
         acc = m.get("accelerator") or {"mode": "real"}
-        win = t.get("timing_window") or {}
-        per_ep = (win.get("iterations_run_per_epoch") or ((win.get("timed_iters") or 0) + (win.get("warmup_iters") or 0)))
-        its = max(1, len(rec.get("epochs") or []) * (int(per_ep) - int(win.get("warmup_iters") or 0)))
-        stages = {k: v for k, v in per_iter.items() if v}
+        its = timed_iterations(rec)
         row = {"label": label(rec, p), "system": rec["system"], "status": rec["status"],
                "accelerator": acc.get("profile") if acc.get("mode") == "emulated" else "real",
                "au": acc.get("au"), "samples_per_s": (m.get("throughput") or {}).get("samples_per_s"),
                "storage_rows_per_iteration": (m.get("rows") or {}).get("storage_rows", 0) / its,
-               "bound": max(stages, key=stages.get) if stages else None,
+               "bound": bound_stage(rec),
                "devices": rec["config"]["distributed"]["devices"],
                "cache_fraction": rec["config"]["cache"]["capacity_fraction"],
                "memory_MiB_per_device": m["memory"]["total_bytes"] / 2**20,

@@ -608,14 +608,23 @@ def _gen_killed(ctx: Ctx) -> Outcome:
     return judge_run(ran, removed)
 
 
-@case("trace-truncated", "a saved trace cut in half; simulate --trace", cheap=False, timeout_s=120)
-def _trace_trunc(ctx: Ctx) -> Outcome:
+def _saved_trace(ctx: Ctx):
+    """A 3-iteration trace of the case's dataset: (dataset, trace path, None) or an Outcome when the
+    trace could not be made."""
     ds = ctx.dataset()
     tr = ctx.tmp / "t.npz"
     made = ctx.cli("simulate", ds, "--trace-only", "--save-trace", tr, "--max-batches", "3", "--batch-size", "64",
                    "--fanouts", "4,4")
     if made.error is not None:
-        return Outcome("traceback", f"could not make the trace: {_first_line(made.error)}")
+        return ds, tr, Outcome("traceback", f"could not make the trace: {_first_line(made.error)}")
+    return ds, tr, None
+
+
+@case("trace-truncated", "a saved trace cut in half; simulate --trace", cheap=False, timeout_s=120)
+def _trace_trunc(ctx: Ctx) -> Outcome:
+    ds, tr, failed = _saved_trace(ctx)
+    if failed is not None:
+        return failed
     os.truncate(tr, tr.stat().st_size // 2)
     return judge_error(ctx.cli("simulate", ds, "--trace", tr, "--policy", "hybrid"), names="t.npz")
 
@@ -632,12 +641,9 @@ def _trace_text(ctx: Ctx) -> Outcome:
 def _trace_offsets(ctx: Ctx) -> Outcome:
     import numpy as np
 
-    ds = ctx.dataset()
-    tr = ctx.tmp / "t.npz"
-    made = ctx.cli("simulate", ds, "--trace-only", "--save-trace", tr, "--max-batches", "3", "--batch-size", "64",
-                   "--fanouts", "4,4")
-    if made.error is not None:
-        return Outcome("traceback", f"could not make the trace: {_first_line(made.error)}")
+    ds, tr, failed = _saved_trace(ctx)
+    if failed is not None:
+        return failed
     z = dict(np.load(tr))
     off = z["offsets"].copy()
     off[1], off[2] = off[2], off[1]

@@ -30,7 +30,6 @@ LSM-GNN's. With emulated accelerators also:
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -38,6 +37,7 @@ from pathlib import Path
 import click
 
 from lsm_gnn.records import bound_stage, timed_iterations
+from lsm_gnn.utils.output import emit
 
 COMPARED = ("lsm", "distdgl", "mmap", "direct")
 EMULATED = ("lsm", "isolated", "direct", "mmap", "memory", "distdgl")
@@ -333,7 +333,6 @@ def bench_compare(config_path, dataset, devices, machines, trainers, warmup, tim
                   sweep, limits, fio_path, overrides, records_dir, output, as_json):
     """Every system at equal memory, replicated and interleaved; with --accelerator, AU and the floor."""
     from lsm_gnn.config import load_config
-    from lsm_gnn.utils.atomic import write_json
 
     sets = [f"train.warmup_iters={warmup}", f"train.timed_iters={timed}", "train.epochs=2", *overrides]
     if dataset:
@@ -350,9 +349,6 @@ def bench_compare(config_path, dataset, devices, machines, trainers, warmup, tim
     res = compare(cfg, devices=devices, machines=machines, trainers=trainers,
                   systems=_systems(systems, cfg.train.accelerator == "emulated"), repeats=repeats,
                   records_dir=records_dir, sweep=scales, limits=limits, fio=fio_path, progress=not as_json)
-    if output:
-        write_json(output, res)
-    if as_json:
-        click.echo(json.dumps(res, default=str))
+    if emit(res, output, as_json):
         return
     print_compare(res)

@@ -31,18 +31,19 @@ that only has advance/fetch/counters (a user's cache, a test stand-in).
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
+from lsm_gnn.utils.counts import Counts
 from lsm_gnn.utils.errors import InputError
 
 STAGES = ("cache", "victim", "storage")
 
 
 @dataclass
-class TierCounters:
+class TierCounters(Counts):
     """Row-level counts per tier (hit rates are computed from rows, never thread accesses)."""
 
     requests: int = 0
@@ -51,13 +52,6 @@ class TierCounters:
     peer_hits: int = 0
     victim_hits: int = 0
     storage_rows: int = 0
-
-    def add(self, other: "TierCounters") -> None:
-        for k, v in asdict(other).items():
-            setattr(self, k, getattr(self, k) + v)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 class FeatureIdError(InputError, IndexError):

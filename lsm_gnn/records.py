@@ -21,8 +21,8 @@ from typing import Iterator
 
 import jsonschema
 
-from lsm_gnn.utils.atomic import WRITE_ERRNOS, make_parent, remove_leftovers, write_json
-from lsm_gnn.utils.errors import DataError, OutputError, is_environment_error
+from lsm_gnn.utils.atomic import make_parent, refused, remove_leftovers, write_json
+from lsm_gnn.utils.errors import DataError, OutputError
 from lsm_gnn.utils.locks import exclusive
 from lsm_gnn.utils.machine import git_commit, hardware, versions
 
@@ -103,6 +103,15 @@ def measured_epochs(n_epochs: int, *, timed: bool = False, warmup_iters: int = 0
     """The epochs a record's per-iteration means, AU and throughput cover: the steady ones, or every
     epoch where there is none."""
     return steady_epochs(n_epochs, timed=timed, warmup_iters=warmup_iters) or list(range(n_epochs))
+
+
+def record_measured_epochs(rec: dict) -> list[int]:
+    """`measured_epochs` of a written record: the steady epochs its timing window names (those
+    within its epochs[]), or every epoch where it names none."""
+    n = len(rec.get("epochs") or [])
+    win = ((rec.get("metrics") or {}).get("time") or {}).get("timing_window") or {}
+    steady = [int(i) for i in (win.get("steady_epochs") or []) if 0 <= int(i) < n]
+    return steady or list(range(n))
 
 
 def epoch_times(epochs: list[dict], *, timed: bool = False, warmup_iters: int = 0, key: str = "epoch_s") -> dict:
@@ -367,15 +376,11 @@ def claim_record(path: str | os.PathLike | None) -> Iterator[Path | None]:
         raise OutputError(path, "the run record's path is a folder; give a file name (e.g. run.json)")
     folder = make_parent(path)
     with exclusive(path, "run record"):
-        try:
-            with tempfile.NamedTemporaryFile(prefix=f".{path.name}.", suffix=".probe.partial", dir=folder) as f:
-                f.write(b"{}\n")
-                f.flush()
-                os.fsync(f.fileno())
-        except OSError as e:
-            if is_environment_error(e) or e.errno in WRITE_ERRNOS:
-                raise OutputError.from_os_error(path, e, "the run record cannot be written here") from None
-            raise
+        with refused(path, "the run record cannot be written here"), \
+                tempfile.NamedTemporaryFile(prefix=f".{path.name}.", suffix=".probe.partial", dir=folder) as f:
+            f.write(b"{}\n")
+            f.flush()
+            os.fsync(f.fileno())
         remove_leftovers(path)
         yield path
 

@@ -138,3 +138,20 @@ def test_the_stored_results_of_two_commits_are_compared_without_running_asv(tmp_
     shutil.rmtree(machine)
     with pytest.raises(FileNotFoundError, match="no asv result for commit 11111111"):
         main(["A", "B", "--no-run", "--machine", "box"])
+
+
+def test_asv_environment_pins_every_core_dependency_at_the_requirements_pin():
+    """The benchmarked commit is installed with --no-deps: a core dependency missing from asv's
+    matrix fails every benchmark that imports it, at both commits alike (so no comparison shows it)."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = re.sub(r"^\s*//.*$", "", (root / "asv.conf.json").read_text(), flags=re.M)
+    matrix = json.loads(text)["matrix"]["req"]
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (root / "requirements.txt").read_text(), flags=re.M))
+    pins = {k.lower(): v for k, v in pins.items()}
+    core = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = [re.match(r"[A-Za-z0-9_.-]+", d).group(0).lower() for d in core]
+    assert {n: matrix.get(n) for n in names} == {n: pins.get(n) for n in names}

@@ -41,14 +41,26 @@ def test_hetero_dataset_has_no_problems(tmp_path):
     assert verify(h.root) == []
 
 
-def test_flipped_feature_byte_needs_full_check(ds):
+def test_flipped_feature_byte_is_found_by_the_quick_check_too(ds):
     p = ds.root / "features.bin"
     raw = bytearray(p.read_bytes())
-    raw[100] ^= 0x01
+    raw[100] ^= 0x01  # row 3 of 32-byte rows
     p.write_bytes(bytes(raw))
-    ok, msgs = _has(verify(ds.root), "features.bin", "sha256")
-    assert ok, msgs
-    assert verify(ds.root, quick=True) == []  # quick skips hashing features.bin
+    full = verify(ds.root)
+    assert _has(full, "features.bin", "sha256")[0] and _has(full, "features.bin", "first: row 3")[0], full
+    quick = verify(ds.root, quick=True)  # no sha256 of features.bin, but every row's xxh3
+    assert _has(quick, "features.bin", "first: row 3")[0], quick
+    assert not _has(quick, "features.bin", "sha256")[0]
+
+
+def test_a_flipped_padding_byte_is_found_by_the_full_check_only(random_dataset):
+    d = random_dataset(num_nodes=300, dim=100)  # 400-byte rows padded to a 512-byte stride
+    p = d.root / "features.bin"
+    raw = bytearray(p.read_bytes())
+    raw[512 * 7 + 450] ^= 0x01  # padding of row 7: no value, no checksum covers it
+    p.write_bytes(bytes(raw))
+    assert _has(verify(d.root), "features.bin", "padding")[0]
+    assert verify(d.root, quick=True) == []
 
 
 def test_truncated_features(ds):

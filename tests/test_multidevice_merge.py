@@ -30,3 +30,17 @@ def test_epochs_count_every_device_like_the_totals():
     assert sum(e["io"]["bytes_read"] for e in rec["epochs"]) == rec["metrics"]["traffic"]["storage_bytes"]
     # times stay rank 0's per epoch; the run's epoch times are the slowest rank's
     assert rec["epochs"][0]["epoch_s"] == 10.0 and rec["metrics"]["time"]["epoch_steady_s"] == 11.0
+
+
+def test_the_record_says_why_the_rows_fell_back_to_the_collective():
+    cfg = parse_config({"dataset": {"path": "."}, "distributed": {"devices": 2, "mode": "shared"}})
+    ranks = [rank_result(0, (10, 30)), rank_result(1, (20, 40))]
+    for r in ranks:
+        r["source"]["row_transport"] = "collective"
+    ranks[1]["source"]["row_transport_note"] = "rank 1 does not map its peers' /dev/shm segments (not one host?)"
+    md = merge_records(cfg, ranks, "train", 1.0)["metrics"]["multidevice"]
+    assert md["row_transport"] == "collective"
+    assert md["row_transport_note"] == ranks[1]["source"]["row_transport_note"]
+    for r in ranks:
+        r["source"].pop("row_transport_note", None)
+    assert "row_transport_note" not in merge_records(cfg, ranks, "train", 1.0)["metrics"]["multidevice"]

@@ -91,7 +91,6 @@ def bench_cache(trace_path, device, static_path, rows, batches, batch_size, skew
         num_rows = tr.num_rows
         static = np.load(static_path) if static_path else np.full(num_rows, 128, np.uint8)
         source = {"trace": str(trace_path), "device": device}
-        num_owners, owner = 1, 0
     else:
         trace, static = synthetic_trace(rows, batches, batch_size, skew, seed)
         num_rows = rows

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
-import numpy as np
 import torch
 
 from lsm_gnn.cache.rowpool import _available_memory

@@ -30,7 +30,7 @@ import torch
 
 from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.device_pool import DeviceRowPool
-from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT
+from lsm_gnn.cache.engine import STORAGE, VICTIM_HIT
 from lsm_gnn.cache.engines import make_engine
 from lsm_gnn.cache.fetcher import add_step_counts
 from lsm_gnn.cache.shard import OwnerShard

@@ -34,7 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from lsm_gnn.cache import engine as _cpu, policies as _pol, window as _win
+from lsm_gnn.cache import engine as _cpu, window as _win
 from lsm_gnn.cache.engine import COUNT_NAMES, StepResult
 from lsm_gnn.cache.policies import REGISTRY, STATE_ORDER, STATE_SPECS, state_arrays
 from lsm_gnn.cache.geometry import local_rows

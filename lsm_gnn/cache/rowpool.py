@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT
+from lsm_gnn.cache.engine import HIT, STORAGE
 from lsm_gnn.utils.errors import ConfigError, InputError
 from lsm_gnn.utils.native import memcpy
 

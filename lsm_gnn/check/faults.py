@@ -243,22 +243,16 @@ class Case:
     run: Callable[[Ctx], Outcome]
     cheap: bool = True
     timeout_s: float = 60.0
-    pending: str | None = None   # the outcome may be bad until this work lands (said in the report)
 
 
 CASES: list[Case] = []
 
 
-def case(name: str, what: str, *, cheap: bool = True, timeout_s: float = 60.0, pending: str | None = None):
+def case(name: str, what: str, *, cheap: bool = True, timeout_s: float = 60.0):
     def deco(fn):
-        CASES.append(Case(name, what, fn, cheap, timeout_s, pending))
+        CASES.append(Case(name, what, fn, cheap, timeout_s))
         return fn
     return deco
-
-
-# verify --quick reads no rows by design (its cost must not grow with the data): a flipped bit is
-# caught by the row checksums when a run reads the row, and by a full verify (the cases above)
-QUICK_READS_NO_ROWS = "a quick verify that reads rows (it reads none by design; reads and full verify catch it)"
 
 
 # dataset files, opened by training
@@ -300,54 +294,52 @@ def _npy_edit(rel: str, fn):
     return damage
 
 
-for _name, _what, _damage, _names, _cheap, _pending in [
-    ("missing-metadata", "metadata.json deleted", _remove("metadata.json"), "metadata.json", True, None),
-    ("metadata-not-json", "metadata.json cut in half", _truncate("metadata.json"), "metadata.json", True, None),
+for _name, _what, _damage, _names, _cheap in [
+    ("missing-metadata", "metadata.json deleted", _remove("metadata.json"), "metadata.json", True),
+    ("metadata-not-json", "metadata.json cut in half", _truncate("metadata.json"), "metadata.json", True),
     ("metadata-wrong-format", "metadata.json format: 'other'", _meta_edit(lambda m: m.update(format="other")),
-     "metadata.json", True, None),
-    ("missing-features", "features.bin deleted", _remove("features.bin"), "features.bin", True, None),
-    ("truncated-features", "features.bin cut in half", _truncate("features.bin"), "features.bin", True, None),
+     "metadata.json", True),
+    ("missing-features", "features.bin deleted", _remove("features.bin"), "features.bin", True),
+    ("truncated-features", "features.bin cut in half", _truncate("features.bin"), "features.bin", True),
     ("features-longer", "features.bin 64 KiB longer than metadata says",
-     lambda ds: open(ds / "features.bin", "ab").write(b"\0" * 65536), "features.bin", True, None),
+     lambda ds: open(ds / "features.bin", "ab").write(b"\0" * 65536), "features.bin", True),
     ("wrong-row-count", "metadata features.num_rows one more than the graph",
-     _meta_edit(lambda m: m["features"].update(num_rows=m["features"]["num_rows"] + 1)), "num_rows", True, None),
+     _meta_edit(lambda m: m["features"].update(num_rows=m["features"]["num_rows"] + 1)), "num_rows", True),
     ("int32-dtype", "metadata features.dtype 'int32' (the bytes are float32)",
-     _meta_edit(lambda m: m["features"].update(dtype="int32")), "dtype", False, None),
+     _meta_edit(lambda m: m["features"].update(dtype="int32")), "dtype", False),
     ("unknown-dtype", "metadata features.dtype 'float13'", _meta_edit(lambda m: m["features"].update(dtype="float13")),
-     "dtype", True, None),
+     "dtype", True),
     ("wrong-dim", "metadata features.dim doubled (row_bytes kept)",
-     _meta_edit(lambda m: m["features"].update(dim=m["features"]["dim"] * 2)), "dim", True, None),
+     _meta_edit(lambda m: m["features"].update(dim=m["features"]["dim"] * 2)), "dim", True),
     ("missing-csc", "the CSC indices file deleted", _remove(f"topology/{ETYPE}/csc_indices.npy"), "csc_indices",
-     True, None),
+     True),
     ("truncated-csc", "the CSC indices .npy cut in half", _truncate(f"topology/{ETYPE}/csc_indices.npy"),
-     "csc_indices", True, None),
+     "csc_indices", True),
     ("non-monotonic-indptr", "csc_indptr with two offsets swapped (non-monotonic)",
      _npy_edit(f"topology/{ETYPE}/csc_indptr.npy", lambda a: (a.__setitem__(slice(10, 12), a[10:12][::-1] + [50, -50]), a)[1]),
-     "csc_indptr", False, None),
+     "csc_indptr", False),
     ("csc-index-out-of-range", "a CSC neighbour id = 10 x the node count",
      _npy_edit(f"topology/{ETYPE}/csc_indices.npy", lambda a: (a.__setitem__(5, 10 * BASE_NODES), a)[1]),
-     "csc_indices", False, None),
+     "csc_indices", False),
     ("float-indices", "CSC indices stored as float64", _npy_edit(f"topology/{ETYPE}/csc_indices.npy",
                                                                  lambda a: a.astype("float64")),
-     "csc_indices", True, None),
-    ("missing-labels", "labels/paper.npy deleted", _remove("labels/paper.npy"), "labels", True, None),
+     "csc_indices", True),
+    ("missing-labels", "labels/paper.npy deleted", _remove("labels/paper.npy"), "labels", True),
     ("labels-short", "labels/paper.npy with 10 rows missing", _npy_edit("labels/paper.npy", lambda a: a[:-10]),
-     "labels", True, None),
+     "labels", True),
     ("label-out-of-range", "a label = num_classes + 5", _npy_edit("labels/paper.npy",
                                                                    lambda a: (a.__setitem__(0, 24), a)[1]),
-     "labels", False, None),
+     "labels", False),
     ("split-out-of-range", "a train split id = node count + 7",
-     _npy_edit("splits/train.npy", lambda a: (a.__setitem__(0, BASE_NODES + 7), a)[1]), "train", True, None),
-    ("missing-split", "splits/val.npy deleted", _remove("splits/val.npy"), "val", True, None),
+     _npy_edit("splits/train.npy", lambda a: (a.__setitem__(0, BASE_NODES + 7), a)[1]), "train", True),
+    ("missing-split", "splits/val.npy deleted", _remove("splits/val.npy"), "val", True),
     ("truncated-pagerank", "the PageRank bytes file cut in half", _truncate("static/paper.pagerank_u8.npy"),
-     "pagerank", True, None),
+     "pagerank", True),
 ]:
-    case(f"dataset-{_name}", f"{_what}; train", cheap=_cheap, timeout_s=60 if _cheap else 120,
-         pending=_pending)(_train_on_damaged(_damage, _names))
+    case(f"dataset-{_name}", f"{_what}; train", cheap=_cheap, timeout_s=60 if _cheap else 120)(_train_on_damaged(_damage, _names))
 
 
-@case("features-bit-flip", "one bit flipped in a hub's row of features.bin; train", cheap=False, timeout_s=120,
-      pending=None)
+@case("features-bit-flip", "one bit flipped in a hub's row of features.bin; train", cheap=False, timeout_s=120)
 def _bit_flip(ctx: Ctx) -> Outcome:
     ds = ctx.dataset()
     row = _hub(ds)
@@ -357,8 +349,7 @@ def _bit_flip(ctx: Ctx) -> Outcome:
     return judge_error(ctx.train(ds, rec), rec, names="features.bin")
 
 
-@case("features-bit-flip-verify-quick", "one bit flipped in features.bin; dataset verify --quick",
-      pending=QUICK_READS_NO_ROWS)
+@case("features-bit-flip-verify-quick", "one bit flipped in features.bin; dataset verify --quick")
 def _bit_flip_quick(ctx: Ctx) -> Outcome:
     ds = ctx.dataset()
     _flip_byte(ds / "features.bin", 100)
@@ -387,8 +378,7 @@ case("features-nan-row", "NaN in every value of a hub's row; train", cheap=False
 case("features-inf-row", "+inf in a hub's row; train", cheap=False, timeout_s=120)(_train_with_row_of(float("inf")))
 
 
-@case("metadata-not-hashed", "metadata.json features.dtype int32 (bytes are float32); dataset verify (full)",
-      pending=None)
+@case("metadata-not-hashed", "metadata.json features.dtype int32 (bytes are float32); dataset verify (full)")
 def _verify_meta(ctx: Ctx) -> Outcome:
     ds = ctx.dataset()
     _meta_edit(lambda m: m["features"].update(dtype="int32"))(ds)
@@ -426,8 +416,7 @@ def _baseline_ro(ctx: Ctx) -> Outcome:
 
 
 # configuration
-@case("window-1000", "--window 1000 on an epoch of a few iterations; train", cheap=False, timeout_s=120,
-      pending=None)
+@case("window-1000", "--window 1000 on an epoch of a few iterations; train", cheap=False, timeout_s=120)
 def _window(ctx: Ctx) -> Outcome:
     ds = ctx.dataset()
     rec = ctx.tmp / "run.json"
@@ -636,8 +625,7 @@ def _trace_text(ctx: Ctx) -> Outcome:
     return judge_error(ctx.cli("simulate", ctx.dataset(), "--trace", tr, "--policy", "hybrid"), names="t.npz")
 
 
-@case("trace-bad-offsets", "a trace whose offsets run backwards; simulate --trace", cheap=False, timeout_s=120,
-      pending=None)
+@case("trace-bad-offsets", "a trace whose offsets run backwards; simulate --trace", cheap=False, timeout_s=120)
 def _trace_offsets(ctx: Ctx) -> Outcome:
     import numpy as np
 
@@ -1010,7 +998,7 @@ def run_case(c: Case, root: Path, base: Path) -> dict:
         res = {"outcome": "traceback", "detail": f"the command crashed: {how}", "notes": []}
     else:
         res = json.loads(b"".join(chunks))
-    res.update({"name": c.name, "what": c.what, "seconds": round(secs, 2), "cheap": c.cheap, "pending": c.pending})
+    res.update({"name": c.name, "what": c.what, "seconds": round(secs, 2), "cheap": c.cheap})
     _cleanup(tmp)
     return res
 
@@ -1043,7 +1031,7 @@ def run_suite(cases: list[Case], *, workdir: str | os.PathLike | None = None, sa
         for i, c in enumerate(cases, 1):
             res = run_case(c, root, base)
             results.append(res)
-            flag = "" if res["outcome"] in GOOD else "  <-- " + ("pending: " + c.pending if c.pending else "BAD")
+            flag = "" if res["outcome"] in GOOD else "  <-- BAD"
             say(f"[{i:2d}/{len(cases)}] {c.name:<{width}}  {res['outcome']:<14} {res['seconds']:6.1f} s  "
                 f"{c.what}")
             say(f"{'':>{width + 8}}  -> {res['detail'][:400]}" + (f" ({'; '.join(res['notes'])})" if res["notes"]

@@ -9,7 +9,9 @@ import sys
 
 import click
 
-from lsm_gnn.config import POLICIES
+from lsm_gnn.config import POLICIES, CacheConfig
+
+_CACHE = CacheConfig()  # the defaults the help texts name (written once, in lsm_gnn.config)
 
 
 def _int_list(text: str) -> list[int]:
@@ -38,18 +40,20 @@ def _int_list(text: str) -> list[int]:
               help="Eviction policy (repeatable; default all).")
 @click.option("--cache-fraction", "fractions", multiple=True, type=float,
               help="Total memory per device (cache + victim buffer + landing buffer) as a fraction of all "
-                   "rows (repeatable; default config's, 0.10).")
-@click.option("--window", "windows", multiple=True, type=int, help="Lookahead window W (repeatable; default config's, 8).")
+                   f"rows (repeatable; default config's, {_CACHE.capacity_fraction}).")
+@click.option("--window", "windows", multiple=True, type=int, help=f"Lookahead window W (repeatable; default config's, {_CACHE.window}).")
 @click.option("--lookahead", "lookaheads", multiple=True, type=int,
               help="K, future batches a long-lookahead policy (horizon) reads (repeatable: a K sweep; default "
-                   "config's, 128). Other policies read W.")
+                   f"config's, {_CACHE.lookahead}). Other policies read W.")
 @click.option("--victim-depth", default="config", show_default=True,
               help="Victim-buffer lines per queue: an integer (taken out of the same budget) or 'config' (the "
                    "run config's cache.victim_buffer: by default its host_fraction of the budget).")
 @click.option("--host-fraction", type=float, default=None,
-              help="Share of the budget for the victim buffer + landing buffer (default config's, 0.10).")
-@click.option("--victim/--no-victim", "victim", default=None, help="Victim buffer + PVP on/off (default config's, on).")
-@click.option("--ways", type=int, default=None, help="Set associativity (default config's, 32).")
+              help="Share of the budget for the victim buffer + landing buffer (default config's; unset: the "
+                   "policy's share, lsm_gnn.cache.budget).")
+@click.option("--victim/--no-victim", "victim", default=None, help=f"Victim buffer + PVP on/off (default config's, "
+              f"{'on' if _CACHE.victim_buffer.enabled else 'off'}).")
+@click.option("--ways", type=int, default=None, help=f"Set associativity (default config's, {_CACHE.ways}).")
 @click.option("--engine", type=click.Choice(["cpu", "gpu", "reference"]), default="cpu", show_default=True)
 @click.option("--save-trace", type=click.Path(dir_okay=False), help="Write the trace (.npz) for later replays.")
 @click.option("--trace-only", is_flag=True, help="Only sample (and --save-trace) the trace; replay nothing.")

@@ -4,10 +4,10 @@
 dataset is sound; a problem of severity "warning" leaves it usable). The rules are those of the
 one checker (`lsm_gnn.datasets.checks`, level "quick" or "full"), the same that `Dataset` applies
 on open: presence, byte size and sha256 of every listed file (`quick` skips features.bin's
-sha256, row checksums and value scan), metadata.json against metadata.sha256, unlisted files,
+sha256, non-finite scan and padding check; it still checks every row against its xxh3 checksum), metadata.json against metadata.sha256, unlisted files,
 .npy dtypes and shapes, CSC/CSR indptr (starts at 0, monotone, ends at the edge count) and index
 ranges, CSC and CSR agreeing on every degree, the feature layout and dtype (row stride, block
-padding, type offsets; non-finite values and row checksums unless `quick`), label range and count,
+padding, type offsets; row checksums; non-finite values unless `quick`), label range and count,
 split sizes, ranges, overlaps and labelled-ness, and the static scores.
 """
 
@@ -20,7 +20,8 @@ from lsm_gnn.datasets.checks import Problem, check  # noqa: F401  (Problem: the 
 
 def verify(root: str | os.PathLike, quick: bool = False, progress: bool = False) -> list[Problem]:
     """All problems found in the dataset at `root` (empty list: sound). `quick` skips features.bin's
-    sha256, row checksums and value scan (its size is still checked)."""
+    sha256, non-finite scan and padding check (its size and every row's xxh3 checksum are still
+    checked: one read of the file)."""
     problems = check(root, "quick" if quick else "full", progress)
     # one problem per (file, message), in file order
     return sorted(dict.fromkeys(problems), key=lambda p: p.file)

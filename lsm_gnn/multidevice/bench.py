@@ -15,7 +15,6 @@ No model is trained: this is the data path only (epoch time with training: `lsm-
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -196,17 +195,14 @@ def _cross_duplicates(trace) -> float:
 def bench_multidevice(dataset, devices, cache_fraction, policy, window, batch_size, fanouts, batches, epochs,
                       reader, seed, trace_path, warmup, victim_depth, victim, verify, as_json, output):
     """Shared cache vs isolated caches vs one device (same total memory) on one trace."""
-    from lsm_gnn.utils.atomic import write_json
+    from lsm_gnn.utils.output import emit
 
     res = run_comparison(dataset, devices=devices, cache_fraction=cache_fraction, policy=policy, window=window,
                          batch_size=batch_size, fanouts=[int(x) for x in fanouts.split(",")], batches=batches,
                          epochs=epochs, reader=reader, seed=seed, verify=verify, trace_path=trace_path, warmup=warmup,
                          victim_depth=victim_depth, victim=victim,
                          progress=not as_json)
-    if output:
-        write_json(output, res)
-    if as_json:
-        click.echo(json.dumps(res, default=float))
+    if emit(res, output, as_json, default=float):
         return
     s = res["systems"]
     m = res["memory"]

@@ -84,4 +84,8 @@ def merge_records(cfg: RunConfig, results: list[dict], worker: str, wall_s: floa
         "per_rank": [{"rank": r, "rows": res["source"]["rows"], "stats": res["source"]["stats"]}
                      for r, res in enumerate(results)],
     }
+    # why `row_transport: auto` fell back to the collective (each rank's own reason)
+    notes = [res["source"]["row_transport_note"] for res in results if res["source"].get("row_transport_note")]
+    if notes:
+        metrics["multidevice"]["row_transport_note"] = "; ".join(dict.fromkeys(notes))
     return rec

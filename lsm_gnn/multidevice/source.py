@@ -255,6 +255,8 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         out.update({f"{k}_s": v for k, v in self.times.items()})
         out.update({f"exchange_{k}": v for k, v in self.ex.stats.as_dict().items()})
         out["exchange_transport"] = self.ex.transport
+        if self.ex.transport_note:
+            out["exchange_transport_note"] = self.ex.transport_note
         out.update({"peer_rows": self.peer_rows, "served_for_peers": self.served_for_peers,
                     "coalesced_requests": self.coalesced,
                     "owner_requests": self.cache.counters.requests,

@@ -28,6 +28,8 @@ def source_metrics(src) -> dict:
     out = {"rows": src.counters.as_dict(), "stats": numeric_stats(stats), "memory": src.memory()}
     if stats.get("exchange_transport"):  # a name, which numeric_stats leaves out
         out["row_transport"] = stats["exchange_transport"]
+    if stats.get("exchange_transport_note"):  # why `auto` fell back to the collective
+        out["row_transport_note"] = stats["exchange_transport_note"]
     io = src.io_counters()
     if io is not None:
         out["io"] = io.as_dict()

@@ -26,6 +26,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from lsm_gnn.records import record_measured_epochs
 from lsm_gnn.utils.errors import DataError
 
 PAGE = 4096  # page size of the mmap loader's faults
@@ -123,9 +124,8 @@ def _steady_shares(rec: dict) -> tuple[list[int], dict]:
     rows). On several devices the epochs hold every device's counts; in records written before
     they did, rank 0's: their ratio stands for all. Without per-epoch counts: every epoch, share 1."""
     eps = rec.get("epochs") or []
-    win = (rec["metrics"].get("time") or {}).get("timing_window") or {}
-    steady = [i for i in (win.get("steady_epochs") or []) if 0 <= i < len(eps)]
-    if not steady or not all("rows" in e and "io" in e for e in eps):
+    steady = record_measured_epochs(rec)
+    if len(steady) == len(eps) or not all("rows" in e and "io" in e for e in eps):
         return list(range(len(eps))), {}
     shares = {}
     for key in ("rows", "io"):
@@ -193,7 +193,7 @@ def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
         if not run_iters or not E:
             raise DataError(source, "a Dist-DGL record needs epochs[] with their iterations")
         c.rows = rows.get("requests", 0) / (c.workers * E * run_iters)
-        steady = win.get("steady_epochs") or list(range(E))
+        steady = record_measured_epochs(rec)
         c.kvstore_bytes = traffic.get("kvstore_feature_bytes", c.rows * row_bytes * c.workers * len(steady) * run_iters) \
             / (c.workers * len(steady) * run_iters)
         if traffic.get("network_bytes") is not None:

@@ -11,7 +11,6 @@ import json
 import os
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 

@@ -8,7 +8,6 @@ it imports them, none of them imports it. Caches size themselves from the config
 
 from __future__ import annotations
 
-import numpy as np
 
 from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
 from lsm_gnn.cache.fetcher import CachedFeatureSource

@@ -16,16 +16,17 @@ from __future__ import annotations
 import abc
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from lsm_gnn.utils.counts import Counts
 from lsm_gnn.utils.errors import InputError
 
 
 @dataclass
-class IOCounters:
+class IOCounters(Counts):
     rows_requested: int = 0
     distinct_rows: int = 0
     io_ops: int = 0
@@ -36,24 +37,10 @@ class IOCounters:
     """Bytes of the distinct rows themselves (distinct_rows * row_bytes)."""
     batches: int = 0
 
-    def add(self, other: "IOCounters") -> None:
-        for k, v in asdict(other).items():
-            setattr(self, k, getattr(self, k) + v)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def reset(self) -> None:
-        for k in asdict(self):
-            setattr(self, k, type(getattr(self, k))())
-
     @property
     def read_amplification(self) -> float:
         """Bytes read from storage per useful byte (1.0 = no waste; 0 when nothing was read)."""
         return self.bytes_read / self.useful_bytes if self.useful_bytes else 0.0
-
-    def snapshot(self) -> "IOCounters":
-        return IOCounters(**asdict(self))
 
 
 def storage_description(store) -> dict:

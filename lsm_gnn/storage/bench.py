@@ -24,6 +24,7 @@ import click
 import numpy as np
 
 from lsm_gnn.storage.faults import capped_fault_seconds
+from lsm_gnn.utils.output import emit
 
 TARGETS = {"random_iops_vs_fio": 0.80, "seq_bw_vs_fio": 0.90}
 RATIO_MIN_BATCH = 4096
@@ -225,7 +226,6 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
     from lsm_gnn.datasets.format import Dataset
     from lsm_gnn.storage.open import READERS, open_feature_store
     from lsm_gnn.storage.pagecache import drop_file_cache
-    from lsm_gnn.utils.atomic import write_json
 
     sizes = _parse_ints(batch_sizes, "--batch-sizes")
     seq_sizes = _parse_ints(seq_batch_sizes, "--seq-batch-sizes") if seq_batch_sizes.strip() else []
@@ -290,10 +290,7 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
            "row_bytes": lay.row_bytes, "row_stride": lay.row_stride, "file_bytes": lay.file_bytes,
            "seconds_per_point": seconds, "fio": {"random": fio_random, "sequential": fio_seq, **latency},
            "fault": fault_costs(latency, capped), "capped_mmap": capped, "checksums": sums, "results": results, **r, "targets": TARGETS, "meets_targets": meets}
-    if output:
-        write_json(output, obj)
-    if as_json:
-        click.echo(json.dumps(obj, default=str))
+    if emit(obj, output, as_json):
         return
     _print_table(obj)
 

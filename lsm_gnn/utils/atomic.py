@@ -27,21 +27,26 @@ from lsm_gnn.utils.errors import OutputError, is_environment_error
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 
 
-def _refused(path: Path, e: OSError, doing: str = "cannot write") -> OutputError:
-    return OutputError.from_os_error(path, e, doing)
+@contextlib.contextmanager
+def refused(path: str | os.PathLike, doing: str = "cannot write", errnos: tuple[int, ...] | None = None):
+    """Inside the block, an OSError of the file system (`is_environment_error`; with `errnos`, only
+    those) becomes an `OutputError` naming `path` and what was being done; other errors pass."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in errnos if errnos is not None else is_environment_error(e):
+            raise OutputError.from_os_error(Path(path), e, doing) from None
+        raise
 
 
 def make_parent(path: str | os.PathLike) -> Path:
     """Create `path`'s folder (and above); an OutputError naming it when that is refused."""
     parent = Path(path).parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        with refused(parent, "cannot create the output folder"):
+            parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError as e:
         raise OutputError(parent, "cannot create the output folder: a file of that name is in the way") from e
-    except OSError as e:
-        if is_environment_error(e):
-            raise _refused(parent, e, "cannot create the output folder") from None
-        raise
     return parent
 
 
@@ -80,27 +85,15 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path next to `path`; rename it onto `path` only if the block succeeds."""
     path = Path(path)
     make_parent(path)
-    try:
+    with refused(path):
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial" + suffix, dir=path.parent)
-    except OSError as e:
-        if is_environment_error(e):
-            raise _refused(path, e) from None
-        raise
     os.close(fd)
     tmp = Path(tmp)
     try:
-        try:
+        with refused(path, errnos=WRITE_ERRNOS):
             yield tmp
-        except OSError as e:
-            if e.errno in WRITE_ERRNOS:
-                raise _refused(path, e) from None
-            raise
-        try:
+        with refused(path, "cannot rename the written file into place"):
             os.replace(tmp, path)
-        except OSError as e:
-            if is_environment_error(e):
-                raise _refused(path, e, "cannot rename the written file into place") from None
-            raise
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -140,12 +133,8 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
         remove_leftovers(path)
         tmp = temp_dir(path)
         try:
-            try:
+            with refused(path, errnos=WRITE_ERRNOS):
                 yield tmp
-            except OSError as e:
-                if e.errno in WRITE_ERRNOS:
-                    raise _refused(path, e) from None
-                raise
             replace_dir(tmp, path)
         finally:
             if tmp.exists():
@@ -154,21 +143,13 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
 
 def temp_dir(path: Path) -> Path:
     """A fresh temporary sibling folder of `path` (what `leftovers` finds if its builder is killed)."""
-    try:
+    with refused(path, "cannot create the output directory"):
         return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
-    except OSError as e:
-        if is_environment_error(e):
-            raise _refused(path, e, "cannot create the output directory") from None
-        raise
 
 
 def replace_dir(tmp: Path, path: Path) -> None:
     """Put the finished folder `tmp` at `path` (replacing what was there)."""
-    try:
+    with refused(path, "cannot move the finished directory into place"):
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
-    except OSError as e:
-        if is_environment_error(e):
-            raise _refused(path, e, "cannot move the finished directory into place") from None
-        raise

@@ -122,3 +122,19 @@ def test_the_dist_dgl_verdict_comes_from_the_projection_and_counts_a_measurement
     assert V.claim_a(good, {**proj, "1024": {"base": 4.0, "min": 2.0, "max": 7.0}})["verdict"] == V.HOLDS
     assert V.claim_a(good, {**proj, "1024": {"base": 0.9, "min": 0.5, "max": 1.2}})["verdict"] == V.NOT_HERE
     assert V.claim_a({}, {"run_batch": 128, "paper_batch": 1024})["verdict"] == V.NOT_MEASURED
+
+
+def test_the_committed_reference_was_made_with_the_workflows_default_settings():
+    """reports/reference is what a default `make reproduce` must match: a default that changes a
+    figure's settings needs a new reference (make reference), and this test says so."""
+    import yaml
+
+    import figures_report
+
+    root = Path(__file__).resolve().parents[1]
+    ref = json.loads((root / "reports/reference/figures.json").read_text())
+    defaults = yaml.safe_load((root / "workflows/config/default.yaml").read_text())
+    want = {k: defaults.get(k) for k in figures_report.SETTINGS}
+    assert ref["settings"] == json.loads(json.dumps(want)), "defaults changed: run make reproduce and make reference"
+    res = compare(load_report(root / "reports/reference"), load_report(root / "reports/reference"))
+    assert res["agree"] and res["figures"]["equal"] > 500

@@ -66,7 +66,7 @@ def dataset_to_dgl(dataset: Dataset):
     g = dgl.graph((torch.from_numpy(np.array(indices, dtype=np.int64)), torch.from_numpy(dst)), num_nodes=n)
     feats = dataset.features().load_rows()  # every row checked against its checksum
     g.ndata["feat"] = torch.from_numpy(feats)
-    g.ndata["label"] = torch.from_numpy(np.asarray(dataset.labels(), dtype=np.int64))
+    g.ndata["label"] = torch.from_numpy(np.array(dataset.labels(), dtype=np.int64))  # a copy: the file is mapped read-only
     for split in ("train", "val", "test"):
         mask = torch.zeros(n, dtype=torch.bool)
         mask[torch.from_numpy(np.asarray(dataset.split(split), dtype=np.int64))] = True

@@ -206,6 +206,19 @@ def result_file(results_dir: str, machine: str, commit: str) -> str:
     return paths[0]
 
 
+def asv_run_command(args, hashfile: str) -> list[str]:
+    """The one `asv run` of a comparison: every commit of `hashfile`, rounds interleaved, one CPU."""
+    cmd = [args.asv, "run", "--machine", args.machine, "--interleave-rounds", "--record-samples",
+           "--cpu-affinity", args.cpu, "--show-stderr", f"HASHFILE:{hashfile}"]
+    if args.rounds is not None:
+        if args.rounds < 1:
+            raise SystemExit(f"--rounds: expected a positive integer, found {args.rounds}")
+        cmd += ["-a", f"rounds={args.rounds}"]
+    for pattern in args.bench:
+        cmd += ["-b", pattern]
+    return cmd
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("a", help="the reference commit")
@@ -215,6 +228,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bench", "-b", action="append", default=[], help="only benchmarks matching (asv -b)")
     ap.add_argument("--asv", default=os.path.join(os.path.dirname(sys.executable), "asv"), help="the asv command")
     ap.add_argument("--machine", default=socket.gethostname(), help="asv machine name")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="processes per benchmark and commit (asv -a rounds=N; default benchmarks/_timing.py's)")
     ap.add_argument("--no-run", action="store_true", help="compare the stored results only")
     ap.add_argument("--all", action="store_true", help="also list every timing's ratio (the noise of an A/A pair)")
     args = ap.parse_args(argv)
@@ -226,10 +241,7 @@ def main(argv=None) -> int:
                        stdout=subprocess.DEVNULL)
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
             f.write("".join(f"{c}\n" for c in [a, *others]))
-        cmd = [args.asv, "run", "--machine", args.machine, "--interleave-rounds", "--record-samples",
-               "--cpu-affinity", args.cpu, "--show-stderr", f"HASHFILE:{f.name}"]
-        for pattern in args.bench:
-            cmd += ["-b", pattern]
+        cmd = asv_run_command(args, f.name)
         try:
             subprocess.run(cmd, check=False)
         finally:

@@ -155,3 +155,17 @@ def test_asv_environment_pins_every_core_dependency_at_the_requirements_pin():
     core = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
     names = [re.match(r"[A-Za-z0-9_.-]+", d).group(0).lower() for d in core]
     assert {n: matrix.get(n) for n in names} == {n: pins.get(n) for n in names}
+
+
+def test_rounds_and_benchmark_patterns_reach_the_one_asv_run():
+    from argparse import Namespace
+
+    from benchmarks.compare import asv_run_command
+
+    args = Namespace(asv="asv", machine="vm", cpu="1", rounds=4, bench=["bench_cache"])
+    cmd = asv_run_command(args, "/tmp/h.txt")
+    assert cmd[:2] == ["asv", "run"] and "--interleave-rounds" in cmd and "HASHFILE:/tmp/h.txt" in cmd
+    assert cmd[cmd.index("-a") + 1] == "rounds=4" and cmd[cmd.index("-b") + 1] == "bench_cache"
+    assert "-a" not in asv_run_command(Namespace(**{**vars(args), "rounds": None}), "h")
+    with pytest.raises(SystemExit, match="--rounds"):
+        asv_run_command(Namespace(**{**vars(args), "rounds": 0}), "h")

@@ -69,7 +69,7 @@ def dataset_to_dgl(dataset: Dataset):
     g.ndata["label"] = torch.from_numpy(np.array(dataset.labels(), dtype=np.int64))  # a copy: the file is mapped read-only
     for split in ("train", "val", "test"):
         mask = torch.zeros(n, dtype=torch.bool)
-        mask[torch.from_numpy(np.asarray(dataset.split(split), dtype=np.int64))] = True
+        mask[torch.from_numpy(np.array(dataset.split(split), dtype=np.int64))] = True  # a copy, as above
         g.ndata[f"{split}_mask"] = mask
     return g
 

@@ -93,6 +93,11 @@ class CacheConfig(Section):
     max(W, K) batches ahead for it (policies.lookahead_batches). 128 chosen by measurement
     (docs/cache.md, "Beyond the paper"); the one place this default is written."""
     refresh_every: int = Field(1, ge=1)
+    readahead: bool = True
+    """Read the next batch's predicted storage misses while this batch's rows are exchanged,
+    reordered and trained on (lsm_gnn.cache.fetcher): the misses are the window's first batch
+    minus the lines resident and landed after this batch, so the reads are exactly the ones the
+    next step makes; no decision changes. A timing setting only (docs/cache.md, "Read-ahead")."""
     engine: Literal["cpu", "gpu", "reference"] = "cpu"
     victim_buffer: VictimBufferConfig = VictimBufferConfig()
 

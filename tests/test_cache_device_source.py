@@ -35,7 +35,8 @@ def cache_cfg(*, cache_rows, row_bytes, pvp=True, depth=8, window=4, engine="cpu
     vb = SimpleNamespace(enabled=pvp, depth=depth, host_fraction=0.1, force=kw.pop("force", False))
     total = cache_rows + ((window + 1) * depth if pvp and window else 0)
     base = dict(enabled=True, capacity_bytes=total * row_bytes, capacity_fraction=None, ways=8, policy="hybrid",
-                window=window, refresh_every=1, lookahead=16, engine=engine, victim_buffer=vb)  # K: horizon only
+                window=window, refresh_every=1, lookahead=16, engine=engine, victim_buffer=vb,  # K: horizon only
+                readahead=True)
     return SimpleNamespace(**{**base, **kw})
 
 

@@ -91,6 +91,13 @@ def test_shared_reads_at_most_isolated_and_runs_are_deterministic(setup):
     assert iso["metrics"]["traffic"]["device_exchange_bytes"] == 0
     # ranks on one host: the rows went through the owners' shared-memory outboxes, and the record says so
     assert md["row_transport"] == "shm" and iso["metrics"]["multidevice"]["row_transport"] is None
+    # every owner read each batch's misses one batch ahead, exactly: in the shared cache the owner's
+    # window is what all ranks announced, and that is what they asked for next
+    for rec in (shared, iso):
+        for r in rec["metrics"]["multidevice"]["per_rank"]:
+            st = r["stats"]
+            assert st["readahead"] and st["readahead_rows"] > 0
+            assert st["readahead_missed_rows"] == st["readahead_unused_rows"] == 0
     # same seed, same trace: identical records apart from times and provenance stamps
     assert strip_times(shared["metrics"]) == strip_times(again["metrics"])
 

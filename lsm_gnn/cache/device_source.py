@@ -119,6 +119,9 @@ class DeviceCachedFeatureSource(OwnerShard):
         self.stats = SourceStats(dict.fromkeys(STAT_KEYS, 0))
         # host time of fetch's segments (on CUDA: issuing the copies), plus the reads' own duration
         self.stats.update(time_cache_s=0.0, time_victim_s=0.0, time_storage_s=0.0, time_storage_busy_s=0.0)
+        # cache.readahead is the host data plane's (fetcher.py, step 6): this plane reads a batch's
+        # misses when the batch is served, and the record says so rather than the config
+        self.stats["readahead"] = False
         self.engine, self._reader = None, None
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:

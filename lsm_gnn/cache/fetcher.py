@@ -6,13 +6,22 @@ rows of the cache lines, victim queues and landing buffer, and this module moves
 
 0. the storage reads of the misses are issued at once, on a reader thread, so that they run while
    steps 1-3 copy rows (the stats time the wait for them, `time_storage_s`, and their own
-   duration, `time_storage_busy_s`);
+   duration, `time_storage_busy_s`); with `cache.readahead` they were issued one batch earlier
+   (6. below) and this step only waits for them;
 1. rows of cache hits are copied to the output (before any line is refilled);
 2. lines evicted with a known reuse join their victim queue (the pool moves the row's index);
 3. victim hits are copied to the output from the PVP landing buffer;
 4. the rows read from the store go to the output and fill their lines, and a
    victim hit's line takes its landing row (the last fill of a slot in the batch wins);
-5. PVP: the next batch's victim queue becomes the landing buffer (indices again).
+5. PVP: the next batch's victim queue becomes the landing buffer (indices again);
+6. read-ahead (`cache.readahead`): the next batch's storage misses are known now. They are the
+   distinct ids of the window's first batch (batch t+1) whose row is neither resident nor in the
+   landing buffer, since nothing changes either before that batch is looked up (advance only
+   retags). They are read on the reader thread while this batch's rows travel on (exchange,
+   reorder, train step) and the next batch is announced, so the storage device does not sit idle
+   while the CPU does that work. The next fetch uses the rows where they lie (a row map, no copy)
+   and reads any row the prediction lacked; a read-ahead counts its I/O into the store's
+   counters when the next fetch uses it, so every batch's counts stay deterministic.
 
 Every row returned equals the row in storage; the counters say where it came from, and the stats
 count the bytes a device would move between the tiers (victim_bytes, prefetch_bytes).
@@ -26,13 +35,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT
+from lsm_gnn.cache.window import ROW_LAND, ROW_SLOT
 from lsm_gnn.cache.engines import make_engine
 from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.rowpool import RowPool
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
 from lsm_gnn.cache.shard import OwnerShard
 from lsm_gnn.features import OutputRows, SourceStats, TierCounters
-from lsm_gnn.storage.base import FeatureStore
+from lsm_gnn.storage.base import FeatureStore, IOCounters
 from lsm_gnn.utils.errors import ConfigError
 
 
@@ -77,6 +87,11 @@ class CachedFeatureSource(OwnerShard):
         self.stats.update(time_cache_s=0.0, time_victim_s=0.0, time_storage_s=0.0, time_storage_busy_s=0.0)
         self.engine = self.pool = self.victims = self.landing = None
         self._staged = self._reader = None
+        self.readahead = bool(cfg.readahead)
+        self._ahead = None        # the read-ahead in flight: (ids, rows, future, counters)
+        self._ahead_rows = None   # its buffer, reused
+        self.stats.update(readahead=self.readahead, readahead_rows=0, readahead_unused_rows=0,
+                          readahead_missed_rows=0, readahead_buffer_bytes=0)
         self._out = OutputRows(self.dim, self.dtype)
         if not self.enabled:
             self.stats["victim_buffer_bytes"] = 0
@@ -107,8 +122,13 @@ class CachedFeatureSource(OwnerShard):
         # the storage reads go out first and run (without the GIL) while the hits and victim hits
         # are copied: the read time hides the copying
         storage_ids = res.distinct[status == STORAGE]
-        staged = self._staging(len(storage_ids))
-        reading = self._read_async(storage_ids, staged) if len(storage_ids) else None
+        ahead, self._ahead = self._ahead, None
+        kmap = None
+        if ahead is not None:
+            staged, kmap, reading = self._use_ahead(ahead, storage_ids)
+        else:
+            staged = self._staging(len(storage_ids))
+            reading = self._read_async(storage_ids, staged) if len(storage_ids) else None
         out = self._out.get(len(ids))
         out_bytes = out.view(np.uint8).reshape(len(ids), self.row_bytes)
         pool.gather(HIT, status, inverse, slot, src, out_bytes)
@@ -120,9 +140,11 @@ class CachedFeatureSource(OwnerShard):
         t2 = time.perf_counter()
         if reading is not None:
             st["time_storage_busy_s"] += reading.result()
+        if ahead is not None:
+            self.store.counters.add(ahead[3])   # the read-ahead's I/O belongs to this batch
         t3 = time.perf_counter()
         pool.place_misses(status, inverse, slot, src, res.distinct, self.engine.keys,
-                          staged.view(np.uint8).reshape(len(storage_ids), self.row_bytes), out_bytes)
+                          staged.view(np.uint8).reshape(len(staged), self.row_bytes), out_bytes, kmap)
         self._last = (status, inverse)
         t4 = time.perf_counter()
         q = self.engine.end_iteration()
@@ -131,6 +153,8 @@ class CachedFeatureSource(OwnerShard):
             pool.land(q, n)
             st["prefetched"] += n
             st["prefetch_bytes"] += n * self.row_bytes
+        if self.readahead and len(self.window):
+            self._ahead = self._read_ahead()
         t5 = time.perf_counter()
         self.window.clear()
         add_step_counts(self.counters, st, res.counts, self.row_bytes)
@@ -139,25 +163,73 @@ class CachedFeatureSource(OwnerShard):
         st["time_storage_s"] += t3 - t2
         return out
 
-    def _read_async(self, ids: np.ndarray, out: np.ndarray):
-        """Read `ids` into `out` on the source's reader thread; the future gives the read's seconds."""
+    def _read_async(self, ids: np.ndarray, out: np.ndarray, counters: IOCounters | None = None):
+        """Read `ids` into `out` on the source's reader thread (every read of the store runs
+        there, one after another); the future gives the read's seconds."""
         if self._reader is None:
             self._reader = ThreadPoolExecutor(1, thread_name_prefix="lsm-gnn-cache-read")
 
         def read():
             t0 = time.perf_counter()
-            self.store.read_rows(ids, out=out)
+            self.store.read_rows(ids, out=out, counters=counters)
             return time.perf_counter() - t0
 
         return self._reader.submit(read)
 
+    def _read_ahead(self):
+        """Start reading the next batch's storage misses (step 6 of the module's docstring)."""
+        ids, offsets = self.window.flat
+        nxt = np.unique(ids[offsets[0]: offsets[1]])
+        rec = self.engine.rows[nxt // self.engine.num_owners]
+        miss = rec[:, ROW_SLOT] < 0
+        n = int(self.landing.n[0]) if self.pvp else 0
+        if n:
+            land = rec[:, ROW_LAND]
+            miss &= ~((land >= 0) & (land < n) & (self.landing.ids[np.clip(land, 0, n - 1)] == nxt))
+        want = nxt[miss]
+        if not len(want):
+            return None
+        self._ahead_rows = self._grown(self._ahead_rows, len(want))
+        self.stats["readahead_buffer_bytes"] = self._ahead_rows.nbytes
+        rows, counters = self._ahead_rows[: len(want)], IOCounters()
+        return want, rows, self._read_async(want, rows, counters), counters
+
+    def _use_ahead(self, ahead, storage_ids: np.ndarray):
+        """(staged rows, row map, pending read) for this batch's storage reads from the read-ahead
+        `ahead`: the rows where the read-ahead put them; a row it lacks (a prediction cannot miss
+        one unless the cache changed between the batches) is read now, after it."""
+        want, rows, reading, counters = ahead
+        st = self.stats
+        st["readahead_rows"] += len(want)
+        pos = np.minimum(np.searchsorted(want, storage_ids), len(want) - 1)
+        found = want[pos] == storage_ids
+        st["readahead_unused_rows"] += len(want) - int(found.sum())
+        if found.all():
+            return rows, pos, reading
+        # the rare path: a copy of what was read ahead, then the rest from storage
+        missing = storage_ids[~found]
+        st["readahead_missed_rows"] += len(missing)
+        st["time_storage_busy_s"] += reading.result()
+        staged = self._staging(len(storage_ids))
+        staged[found] = rows[pos[found]]
+        t0 = time.perf_counter()
+        staged[~found] = self.store.read_rows(missing)   # the reader thread is idle: its read is done
+        st["time_storage_busy_s"] += time.perf_counter() - t0
+        return staged, None, None
+
     def _staging(self, n: int) -> np.ndarray:
         """An (n, dim) buffer for the rows read from storage, reused across batches."""
-        if self._staged is None or len(self._staged) < n:
-            size = max(n, 2 * (0 if self._staged is None else len(self._staged)), 1024)
-            empty = getattr(self.store, "empty_rows", None)
-            self._staged = empty(size) if empty else np.empty((size, self.dim), self.dtype)
+        self._staged = self._grown(self._staged, n)
         return self._staged[:n]
+
+    def _grown(self, buf: np.ndarray | None, n: int) -> np.ndarray:
+        """`buf` if it holds n rows, else a new one of at least twice its rows (the store's
+        aligned rows where it has them: the direct reader reads straight into those)."""
+        if buf is not None and len(buf) >= n:
+            return buf
+        size = max(n, 2 * (0 if buf is None else len(buf)), 1024)
+        empty = getattr(self.store, "empty_rows", None)
+        return empty(size) if empty else np.empty((size, self.dim), self.dtype)
 
     def _fetch_uncached(self, ids: np.ndarray) -> np.ndarray:
         t0 = time.perf_counter()
@@ -177,7 +249,7 @@ class CachedFeatureSource(OwnerShard):
         if self._reader is not None:
             self._reader.shutdown(wait=True)
             self._reader = None
-        self.pool = self._staged = None
+        self.pool = self._staged = self._ahead = self._ahead_rows = None
         self._close_store()
 
     def __del__(self):

@@ -55,18 +55,20 @@ def _move_spills(spill_slot, spill_dst, line_row, queue_row, free, free_n):  # p
 
 @njit(cache=True, nogil=True)
 def _place_misses(status, inverse, slot, src, distinct, keys, line_row, land_row, pool, staged,
-                  out):  # pragma: no cover - compiled
-    """Storage rows (staged[k] = the k-th STORAGE distinct id) go to their requests and fill their
-    lines; a victim hit's line takes the landing entry's row (the landing entry takes the slot's
-    dead row). A slot filled twice in the batch keeps its last line (keys[slot] == id)."""
+                  out, kmap):  # pragma: no cover - compiled
+    """Storage rows (staged[k] = the k-th STORAGE distinct id; staged[kmap[k]] when kmap is not
+    empty) go to their requests and fill their lines; a victim hit's line takes the landing
+    entry's row (the landing entry takes the slot's dead row). A slot filled twice in the batch
+    keeps its last line (keys[slot] == id)."""
     rb = pool.shape[1]
     pb, ob, sb = pool.ctypes.data, out.ctypes.data, staged.ctypes.data
     nd = len(distinct)
     kpos = np.empty(nd, np.int64)
+    mapped = len(kmap) > 0
     k = 0
     for d in range(nd):
         if status[d] == STORAGE:
-            kpos[d] = k
+            kpos[d] = kmap[k] if mapped else k
             k += 1
     for i in range(len(inverse)):
         d = inverse[i]
@@ -102,6 +104,9 @@ def _land(start, n, queue_row, land_row, land_n, free, free_n):  # pragma: no co
         land_row[i] = queue_row[start + i]
         queue_row[start + i] = -1
     land_n[0] = n
+
+
+_NO_MAP = np.zeros(0, np.int64)
 
 
 def _available_memory() -> int | None:
@@ -156,12 +161,20 @@ class RowPool:
         if not _move_spills(spill_slot, spill_dst, self.line_row, self.queue_row, self.free, self.free_n):
             raise RuntimeError("row pool: no free row for a spilled line (pool sized too small)")
 
-    def place_misses(self, status, inverse, slot, src, distinct, keys, staged, out) -> None:
+    def place_misses(self, status, inverse, slot, src, distinct, keys, staged, out, kmap=None) -> None:
+        """`staged`: the rows read from storage, in the order of the STORAGE distinct ids, or
+        anywhere in `staged` with `kmap[k]` the row of the k-th (a read-ahead's buffer)."""
         staged, out = self._rows(staged, "staged"), self._rows(out, "out")
-        if len(staged) != int((status == STORAGE).sum()):
-            raise InputError(f"row pool: {len(staged)} staged rows for {int((status == STORAGE).sum())} storage reads")
+        reads = int((status == STORAGE).sum())
+        if kmap is None:
+            if len(staged) != reads:
+                raise InputError(f"row pool: {len(staged)} staged rows for {reads} storage reads")
+            kmap = _NO_MAP
+        elif len(kmap) != reads or (reads and (kmap.min() < 0 or kmap.max() >= len(staged))):
+            raise InputError(f"row pool: a row map of {len(kmap)} entries in [0, {len(staged)}) for {reads} "
+                             "storage reads")
         _place_misses(status, inverse, slot, src, distinct, keys, self.line_row, self.land_row, self.pool,
-                      staged, out)
+                      staged, out, np.ascontiguousarray(kmap, dtype=np.int64))
 
     def land(self, queue: int, n: int) -> None:
         _land(queue * self.depth, n, self.queue_row, self.land_row, self.land_n, self.free,

@@ -87,8 +87,12 @@ class FeatureStore(abc.ABC):
         self.checksum_state = "verified" if row_checksums is not None else "off"
         return self
 
-    def read_rows(self, ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """Rows of `ids` in the order given; `out` is (len(ids), dim) of the store's dtype."""
+    def read_rows(self, ids: np.ndarray, out: np.ndarray | None = None, *,
+                  counters: IOCounters | None = None) -> np.ndarray:
+        """Rows of `ids` in the order given; `out` is (len(ids), dim) of the store's dtype.
+        `counters`: where this read is counted (default: the store's own); a read-ahead counts
+        into its own and adds them to the store's when its rows are used, so a batch's counts
+        do not depend on how far a background read has got."""
         t0 = time.perf_counter()
         asked = ids
         ids = self.check_ids(ids)
@@ -101,7 +105,7 @@ class FeatureStore(abc.ABC):
 
                 check_rows(self.path, out, ids, self.row_checksums, self.row_bytes,
                            names=np.asarray(asked) if self.row_map is not None else None)
-        c = self.counters
+        c = self.counters if counters is None else counters
         c.rows_requested += len(ids)
         c.distinct_rows += distinct
         c.io_ops += io_ops

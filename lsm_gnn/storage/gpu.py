@@ -78,13 +78,13 @@ class PinnedDeviceStore(FeatureStore):
             self._pinned = torch.empty((cap, self.dim), dtype=_torch_dtype(self.dtype), pin_memory=True)
         return self._pinned[:n]
 
-    def read_rows(self, ids, out=None):
+    def read_rows(self, ids, out=None, *, counters=None):
         import torch
 
         ids = np.asarray(ids)
         n = len(ids)
         staging = self._staging(n)
-        self.host.read_rows(ids, out=staging.numpy())
+        self.host.read_rows(ids, out=staging.numpy(), counters=counters)
         if out is None:
             out = torch.empty((n, self.dim), dtype=staging.dtype, device=self.device)
         elif not (isinstance(out, torch.Tensor) and out.shape == (n, self.dim) and out.dtype == staging.dtype):
@@ -118,7 +118,7 @@ class KvikioStore(FeatureStore):
         self.h2d_bytes = 0
         self.path_info = {"reader": "gpu", "transfer": "kvikio", "file": self.path}
 
-    def read_rows(self, ids, out=None):  # pragma: no cover - needs a GPU with a working kvikio
+    def read_rows(self, ids, out=None, *, counters=None):  # pragma: no cover - needs a GPU with kvikio
         import cupy
 
         ids = self.check_ids(ids)
@@ -138,7 +138,7 @@ class KvikioStore(FeatureStore):
         if out is not None:
             out[...] = rows
             rows = out
-        c = self.counters
+        c = self.counters if counters is None else counters
         c.rows_requested += len(ids)
         c.distinct_rows += len(uniq)
         c.io_ops += plan.io_ops

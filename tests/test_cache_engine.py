@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lsm_gnn.cache.engine import HIT, COUNT_NAMES, CpuCacheEngine
+from lsm_gnn.cache.engine import HIT, COUNT_NAMES, STORAGE, CpuCacheEngine
 from lsm_gnn.cache.geometry import cache_geometry
 from lsm_gnn.cache.reference import ReferenceCache
 from lsm_gnn.cache.replay import flatten_batches
@@ -50,7 +50,9 @@ def run_and_compare(batches, num_rows, static, capacity, **kw):
     window = max(kw["window"], eng.lookahead)  # horizon reads K batches
     assert eng.lookahead == ref.lookahead
     for t, batch in enumerate(batches):
+        predicted = eng.storage_misses(batch)   # what the fetcher's read-ahead reads for this batch
         res = eng.step(batch, *_window(batches, t, window))
+        assert predicted.tolist() == sorted(res.distinct[res.status == STORAGE].tolist()), t
         rec = ref.step(batch.tolist(), batches[t + 1: t + 1 + window])
         for f in FIELDS:
             assert getattr(res, f).tolist() == getattr(rec, f), (t, f)

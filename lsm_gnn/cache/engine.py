@@ -484,6 +484,20 @@ class CpuCacheEngine:
             ingest(np.ascontiguousarray(ids, dtype=np.int64), e, self.num_owners, K, ring.arrays, self.rows,
                    self.tag)
 
+    def storage_misses(self, batch: np.ndarray) -> np.ndarray:
+        """The distinct ids (sorted) that `step(batch)` would read from storage if it ran now:
+        neither resident nor in the landing buffer (step_kernel's lookup, without its side
+        effects). The fetcher's read-ahead asks this for batch t+1 after step t's end_iteration;
+        nothing before step t+1 changes the answer (advance only retags)."""
+        ids = np.unique(np.asarray(batch, dtype=np.int64))
+        rec = self.rows[ids // self.num_owners]
+        miss = rec[:, ROW_SLOT] < 0
+        n = int(self.landing.n[0]) if self.pvp else 0
+        if n:
+            land = rec[:, ROW_LAND]
+            miss &= ~((land >= 0) & (land < n) & (self.landing.ids[np.clip(land, 0, n - 1)] == ids))
+        return ids[miss]
+
     def end_iteration(self) -> int:
         """PVP: move queue (t+1) % W into the landing buffer; returns that queue (-1: PVP off)."""
         q = -1

@@ -35,7 +35,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT
-from lsm_gnn.cache.window import ROW_LAND, ROW_SLOT
 from lsm_gnn.cache.engines import make_engine
 from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.rowpool import RowPool
@@ -179,14 +178,7 @@ class CachedFeatureSource(OwnerShard):
     def _read_ahead(self):
         """Start reading the next batch's storage misses (step 6 of the module's docstring)."""
         ids, offsets = self.window.flat
-        nxt = np.unique(ids[offsets[0]: offsets[1]])
-        rec = self.engine.rows[nxt // self.engine.num_owners]
-        miss = rec[:, ROW_SLOT] < 0
-        n = int(self.landing.n[0]) if self.pvp else 0
-        if n:
-            land = rec[:, ROW_LAND]
-            miss &= ~((land >= 0) & (land < n) & (self.landing.ids[np.clip(land, 0, n - 1)] == nxt))
-        want = nxt[miss]
+        want = self.engine.storage_misses(ids[offsets[0]: offsets[1]])
         if not len(want):
             return None
         self._ahead_rows = self._grown(self._ahead_rows, len(want))

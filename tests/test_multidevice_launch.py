@@ -96,7 +96,7 @@ def test_shared_reads_at_most_isolated_and_runs_are_deterministic(setup):
     for rec in (shared, iso):
         for r in rec["metrics"]["multidevice"]["per_rank"]:
             st = r["stats"]
-            assert st["readahead"] and st["readahead_rows"] > 0
+            assert st["readahead_rows"] > 0   # (the record keeps numeric stats only)
             assert st["readahead_missed_rows"] == st["readahead_unused_rows"] == 0
     # same seed, same trace: identical records apart from times and provenance stamps
     assert strip_times(shared["metrics"]) == strip_times(again["metrics"])

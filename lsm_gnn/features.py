@@ -177,16 +177,23 @@ class OutputRows:
 
     def get(self, n: int) -> np.ndarray:
         """An uninitialised (n, dim) C-contiguous array."""
-        for i, buf in enumerate(self._bufs):
-            # references: the list, this loop's name, getrefcount's argument; one more is a user
-            if len(buf) >= n and sys.getrefcount(buf) <= 3:
-                return buf[:n]
+        bufs, buf = self._bufs, None
+        free = []
+        for i in range(len(bufs)):
+            # references to the buffer: the list, `buf` and getrefcount's argument; one more is a
+            # holder. (No enumerate here: its reused result tuple holds one more reference, under
+            # which no buffer ever looked free and every batch faulted in a fresh one.)
+            buf = bufs[i]
+            if sys.getrefcount(buf) <= 3:
+                if len(buf) >= n:
+                    return buf[:n]
+                free.append(i)
+        del buf   # not a reference the next call would count
         buf = np.empty((n + n // 8 + 64, self.dim), self.dtype)  # room for the next, larger batch
-        free = [i for i, b in enumerate(self._bufs) if sys.getrefcount(b) <= 3]
-        if len(self._bufs) < self.keep:
-            self._bufs.append(buf)
+        if len(bufs) < self.keep:
+            bufs.append(buf)
         elif free:
-            self._bufs[free[0]] = buf   # a free buffer too small for this batch makes room
+            bufs[free[0]] = buf   # a free buffer too small for this batch makes room
         return buf[:n]
 
 

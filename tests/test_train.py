@@ -337,6 +337,7 @@ def test_output_rows_are_reused_only_when_nothing_refers_to_them():
     bufs = OutputRows(4, np.float32, keep=2)
     a = bufs.get(10)
     a[:] = 1.0
+    a_at = a.ctypes.data
     b = bufs.get(10)                       # `a` is alive: a different buffer
     assert not np.shares_memory(a, b)
     t = torch.from_numpy(a[2:5])           # a tensor over a view keeps `a`'s buffer in use
@@ -346,9 +347,24 @@ def test_output_rows_are_reused_only_when_nothing_refers_to_them():
     del t
     d = bufs.get(12)                       # `a`'s buffer is free again, and large enough
     assert d.shape == (12, 4) and d.flags.c_contiguous
+    assert d.ctypes.data == a_at           # handed out again, not a fresh allocation
     del b, c, d
     big = bufs.get(10_000)                 # larger than every buffer: a new one
     assert big.shape == (10_000, 4)
+
+
+def test_a_source_that_is_not_held_reuses_its_output_arrays():
+    from lsm_gnn.features import OutputRows
+
+    bufs = OutputRows(4, np.float32, keep=4)
+    first = bufs.get(100)
+    at = first.ctypes.data
+    del first
+    for n in (100, 90, 110, 100):          # a batch dropped before the next: one buffer serves all
+        rows = bufs.get(n)
+        assert rows.ctypes.data == at
+        del rows
+    assert len(bufs._bufs) == 1
 
 
 def test_sources_never_change_rows_a_caller_still_holds(random_dataset):

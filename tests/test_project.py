@@ -540,3 +540,27 @@ def test_rows_through_shared_memory_cost_a_host_memory_copy_not_the_gloo_link():
     assert gloo.stages["exchange_rows"]["seconds"] == pytest.approx(5e6 / CPU["links"]["exchange"]["bandwidth"])
     # a GPU profile ignores the CPU ranks' transport: the rows cross its link
     assert project(lsm_counts(row_transport="shm"), gpu()).stages["exchange_rows"]["resource"] == "nvlink"
+
+
+def test_with_the_read_ahead_the_reads_are_a_lane_of_their_own_on_the_cpu():
+    prof = parse_profile(copy.deepcopy(CPU), "test-cpu.yaml")
+    # a fetch lane the reads would dominate: 10,000 reads per worker, 2 workers on the shared disk
+    slow_disk = dict(storage_rows=10000, storage_io_ops=10000, storage_bytes=1e7)
+    off, on = project(lsm_counts(**slow_disk), prof), project(lsm_counts(readahead=True, **slow_disk), prof)
+    assert "reads" not in off.lanes and "storage_wait.storage" in off.stages
+    # with it: the fetch lane is the cache, the exchange and the reorder; the reads (2 x 10,000 /
+    # 1e5 IOPS = 0.2 s) run beside it and bound the iteration instead of adding to the fetch lane
+    assert "storage_wait" not in on.stages and on.lanes["reads"]["seconds"] == pytest.approx(0.2)
+    assert on.lanes["fetch"]["seconds"] < off.lanes["fetch"]["seconds"] - 0.15
+    assert on.iteration_s == pytest.approx(max(ln["seconds"] for ln in on.lanes.values()))
+    assert on.iteration_s < off.iteration_s and on.bottleneck == "lane:reads"
+    # a GPU profile's serve already overlaps the reads with the cache: the flag changes nothing
+    assert project(lsm_counts(readahead=True), gpu()).iteration_s == project(lsm_counts(), gpu()).iteration_s
+
+
+def test_a_record_says_whether_its_reads_ran_ahead():
+    rec = hand_record()
+    assert counts_from_record(rec, "r.json").readahead is False     # a record from before the read-ahead
+    rec["config"]["cache"] = {"readahead": True}
+    assert counts_from_record(rec, "r.json").readahead is True
+    assert counts_from_record(hand_record("direct") | {"config": rec["config"]}, "r.json").readahead is False

@@ -7,21 +7,26 @@ rows of the cache lines, victim queues and landing buffer, and this module moves
 0. the storage reads of the misses are issued at once, on a reader thread, so that they run while
    steps 1-3 copy rows (the stats time the wait for them, `time_storage_s`, and their own
    duration, `time_storage_busy_s`); with `cache.readahead` they were issued one batch earlier
-   (6. below) and this step only waits for them;
+   (read-ahead, below) and this step only waits for them;
 1. rows of cache hits are copied to the output (before any line is refilled);
 2. lines evicted with a known reuse join their victim queue (the pool moves the row's index);
 3. victim hits are copied to the output from the PVP landing buffer;
 4. the rows read from the store go to the output and fill their lines, and a
    victim hit's line takes its landing row (the last fill of a slot in the batch wins);
-5. PVP: the next batch's victim queue becomes the landing buffer (indices again);
-6. read-ahead (`cache.readahead`): the next batch's storage misses are known now. They are the
-   distinct ids of the window's first batch (batch t+1) whose row is neither resident nor in the
-   landing buffer, since nothing changes either before that batch is looked up (advance only
-   retags). They are read on the reader thread while this batch's rows travel on (exchange,
-   reorder, train step) and the next batch is announced, so the storage device does not sit idle
-   while the CPU does that work. The next fetch uses the rows where they lie (a row map, no copy)
-   and reads any row the prediction lacked; a read-ahead counts its I/O into the store's
-   counters when the next fetch uses it, so every batch's counts stay deterministic.
+5. PVP: the next batch's victim queue becomes the landing buffer (indices again; the engine
+   moved its ids before step 1, the pool moves the rows now).
+
+Read-ahead (`cache.readahead`): as soon as the engine has decided this batch (and moved the next
+landing buffer), the next batch's storage misses are known: the distinct ids of the window's first
+batch (batch t+1) whose row is neither resident nor in the landing buffer, since nothing changes
+either before that batch is looked up (the pool's steps above change no decision, advance only
+retags). Their read is queued on the reader thread right behind this batch's, before a row of this
+batch moves, so the storage device goes from one batch's reads to the next without waiting for
+the rows' copies, the exchange, the reorder, the train step or the next announcement. The two
+read-ahead buffers are used in turn (one holds this batch's rows until step 4). The next fetch
+uses the rows where they lie (a row map, no copy) and reads any row the prediction lacked; a
+read-ahead counts its I/O into the store's counters when the next fetch uses it, so every batch's
+counts stay deterministic.
 
 Every row returned equals the row in storage; the counters say where it came from, and the stats
 count the bytes a device would move between the tiers (victim_bytes, prefetch_bytes).
@@ -88,7 +93,8 @@ class CachedFeatureSource(OwnerShard):
         self._staged = self._reader = None
         self.readahead = bool(cfg.readahead)
         self._ahead = None        # the read-ahead in flight: (ids, rows, future, counters)
-        self._ahead_rows = None   # its buffer, reused
+        self._ahead_rows = [None, None]   # its buffers, used in turn (one holds this batch's rows)
+        self._ahead_turn = 0
         self.stats.update(readahead=self.readahead, readahead_rows=0, readahead_unused_rows=0,
                           readahead_missed_rows=0, readahead_buffer_bytes=0)
         self._out = OutputRows(self.dim, self.dtype)
@@ -128,6 +134,14 @@ class CachedFeatureSource(OwnerShard):
         else:
             staged = self._staging(len(storage_ids))
             reading = self._read_async(storage_ids, staged) if len(storage_ids) else None
+        # this batch's decisions are complete: the engine's state is now batch t+1's, so its
+        # storage misses are known before a row of this batch moves (the pool's steps below
+        # change no decision); queued on the reader thread behind this batch's read, they keep
+        # the device busy while the rows of this batch are copied and travel on
+        q = self.engine.end_iteration()
+        landed = int(self.landing.n[0]) if q >= 0 else 0
+        if self.readahead and len(self.window):
+            self._ahead = self._read_ahead()
         out = self._out.get(len(ids))
         out_bytes = out.view(np.uint8).reshape(len(ids), self.row_bytes)
         pool.gather(HIT, status, inverse, slot, src, out_bytes)
@@ -146,14 +160,10 @@ class CachedFeatureSource(OwnerShard):
                           staged.view(np.uint8).reshape(len(staged), self.row_bytes), out_bytes, kmap)
         self._last = (status, inverse)
         t4 = time.perf_counter()
-        q = self.engine.end_iteration()
         if q >= 0:
-            n = int(self.landing.n[0])
-            pool.land(q, n)
-            st["prefetched"] += n
-            st["prefetch_bytes"] += n * self.row_bytes
-        if self.readahead and len(self.window):
-            self._ahead = self._read_ahead()
+            pool.land(q, landed)
+            st["prefetched"] += landed
+            st["prefetch_bytes"] += landed * self.row_bytes
         t5 = time.perf_counter()
         self.window.clear()
         add_step_counts(self.counters, st, res.counts, self.row_bytes)
@@ -176,14 +186,17 @@ class CachedFeatureSource(OwnerShard):
         return self._reader.submit(read)
 
     def _read_ahead(self):
-        """Start reading the next batch's storage misses (step 6 of the module's docstring)."""
+        """Start reading the next batch's storage misses (the module docstring's read-ahead), into
+        the read-ahead buffer this batch's rows are not in."""
         ids, offsets = self.window.flat
         want = self.engine.storage_misses(ids[offsets[0]: offsets[1]])
         if not len(want):
             return None
-        self._ahead_rows = self._grown(self._ahead_rows, len(want))
-        self.stats["readahead_buffer_bytes"] = self._ahead_rows.nbytes
-        rows, counters = self._ahead_rows[: len(want)], IOCounters()
+        bufs, k = self._ahead_rows, self._ahead_turn
+        bufs[k] = self._grown(bufs[k], len(want))
+        self._ahead_turn = 1 - k
+        self.stats["readahead_buffer_bytes"] = sum(b.nbytes for b in bufs if b is not None)
+        rows, counters = bufs[k][: len(want)], IOCounters()
         return want, rows, self._read_async(want, rows, counters), counters
 
     def _use_ahead(self, ahead, storage_ids: np.ndarray):
@@ -241,7 +254,8 @@ class CachedFeatureSource(OwnerShard):
         if self._reader is not None:
             self._reader.shutdown(wait=True)
             self._reader = None
-        self.pool = self._staged = self._ahead = self._ahead_rows = None
+        self.pool = self._staged = self._ahead = None
+        self._ahead_rows = [None, None]
         self._close_store()
 
     def __del__(self):

@@ -60,6 +60,7 @@ class Counts:
     network_bytes_per_machine: float | None = None  # Dist-DGL: bytes one machine sent per iteration
     kvstore_bytes: float = 0.0       # Dist-DGL: feature bytes one trainer pulled
     overlap_fetch: bool = True       # the fetch of t+1 overlaps the train step of t
+    readahead: bool = False          # lsm/isolated on the CPU: batch t+1's reads run beside batch t (cache.readahead)
     sample_ahead: int = 2            # batches sampled ahead in a thread (0: inline)
     distdgl_samplers: int = 0        # Dist-DGL sampler processes per trainer (0: sampling inline)
     servers: int = 0                 # Dist-DGL server processes over all machines
@@ -166,7 +167,9 @@ def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
                hidden=int(model.get("hidden", 256)), row_bytes=row_bytes, num_rows=num_rows,
                iterations_per_epoch=int(win.get("iterations_per_epoch") or 0),
                overlap_fetch=bool(train.get("overlap_fetch", True)),
-               sample_ahead=int(sampler.get("prefetch_batches", 2)))
+               sample_ahead=int(sampler.get("prefetch_batches", 2)),
+               # records from before the read-ahead have no such key: their reads did not run ahead
+               readahead=bool((cfg.get("cache") or {}).get("readahead", False)) and system in ("lsm", "isolated"))
     c.measured = {"epoch_steady_s": t.get("epoch_steady_s"), "epoch_cold_s": t.get("epoch_cold_s"),
                   "per_iteration": dict(t.get("per_iteration") or {}),
                   "per_iteration_wall": t.get("per_iteration_wall"),
@@ -241,7 +244,7 @@ def load_counts(path: str | os.PathLike) -> Counts:
 
 # what must agree for records to be repeats of one run (the measured time is what may differ)
 _SAME_RUN = ("workers", "machines", "iterations_per_epoch", "batch_size", "fanouts", "model", "hidden", "row_bytes",
-             "num_rows", "overlap_fetch", "distdgl_samplers", "servers", "emulated_step")
+             "num_rows", "overlap_fetch", "readahead", "distdgl_samplers", "servers", "emulated_step")
 
 
 def merge_repeats(runs: list[Counts]) -> Counts:

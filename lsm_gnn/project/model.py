@@ -39,7 +39,9 @@ peers, X exchange bytes of the worker, W workers (devices or trainers), n SSDs p
    lsm:      [sample] | [exchange_ids, serve, exchange_rows, reorder] | [victim (PVP)] | [train]
              GPU: serve = max(storage, pcie_in, cache) (one kernel gathers hits while reads fly);
              CPU (lsm_gnn.cache.fetcher): serve = cache + max(0, max(storage, io_cpu) - hit_copy),
-             hit_copy = (R - S) x r / host_mem_bw: the reads run while the hits are copied.
+             hit_copy = (R - S) x r / host_mem_bw: the reads run while the hits are copied;
+             with the read-ahead (cache.readahead), serve = cache and the reads,
+             max(storage, io_cpu), are a lane of their own: [reads].
    isolated: as lsm without the exchanges and the reorder.
    direct:   [sample] | [serve = max(storage, io_cpu + gather), h2d] | [train]
    mmap:     [sample] | [faults, gather, h2d] | [train]     memory: [sample] | [gather, h2d] | [train]
@@ -259,6 +261,7 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
     lanes: list[Lane] = []
 
     if s in ("lsm", "isolated"):
+        read_lane = None
         st = _storage(c, p, c.storage_io_ops, c.storage_bytes, p.storage.queue_depth)
         demand["ssd"] = _ssd_floor(c, p, c.storage_io_ops, c.storage_bytes)
         if gpu:
@@ -278,9 +281,19 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
                 demand["pcie_bytes"] += c.storage_bytes
             serve = _max("serve", parts)
             fetch_serve = [serve]
+        elif c.readahead:
+            # lsm_gnn.cache.fetcher's read-ahead: batch t+1's reads are queued on the reader
+            # thread as soon as batch t is decided, so they run beside all the rest of the
+            # iteration (copies, exchange, reorder, train step): a lane of their own
+            cache = _cpu("cache", c.rows * p.cpu.cache_row_s, f"R {_fmt(c.rows)} x {_fmt(p.cpu.cache_row_s)} s")
+            io_cpu = _cpu("io_cpu", c.storage_io_ops * p.cpu.io_cpu_s,
+                          f"IO {_fmt(c.storage_io_ops)} x {_fmt(p.cpu.io_cpu_s)} s")
+            read_lane = Lane("reads", [_max("reads", [st, io_cpu])])
+            fetch_serve = [cache]
         else:
-            # lsm_gnn.cache.fetcher: engine step, then the reads (reader thread) run while the hits
-            # are copied, then the misses are placed: only the hit copy hides the reads
+            # lsm_gnn.cache.fetcher without the read-ahead: engine step, then the reads (reader
+            # thread) run while the hits are copied, then the misses are placed: only the hit
+            # copy hides the reads
             cache = _cpu("cache", c.rows * p.cpu.cache_row_s, f"R {_fmt(c.rows)} x {_fmt(p.cpu.cache_row_s)} s")
             io_cpu = _cpu("io_cpu", c.storage_io_ops * p.cpu.io_cpu_s,
                           f"IO {_fmt(c.storage_io_ops)} x {_fmt(p.cpu.io_cpu_s)} s")
@@ -318,6 +331,7 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
         if gpu:
             demand["pcie_bytes"] += c.victim_hits * r
         lanes += [Lane("sample", [sample]), Lane("fetch", fetch), Lane("pvp", [victim])]
+        lanes += [read_lane] if read_lane is not None else []
         lanes = _train_lane(lanes, train, c, p)
     elif s in ("direct", "buffered"):
         st = _storage(c, p, c.storage_io_ops, c.storage_bytes, p.storage.queue_depth)

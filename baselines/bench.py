@@ -15,14 +15,21 @@ Replication (MLPerf Storage: replicated results within 5 %): `--repeats N` runs 
 interleaved and rotated (round r starts at system r mod S: ABC, BCA, CAB, ...), so that a slow
 quarter hour of the shared VM falls on every system alike. Each figure is the median of its runs
 with min and max, and is flagged when its runs spread (max - min) / median more than 5 %. Before
-every run the feature file's pages are dropped from the page cache.
+every run the feature file's pages are dropped from the page cache. Beside the medians, each
+system's epoch over LSM-GNN's in the same round (`per_round_vs_lsm`: the runs of a round follow
+one another within minutes, so the VM's drift between rounds cancels) with its own spread. With
+emulated accelerators and `--limits`, fio measures the disk for 2 s before every run
+(`disk_iops_before` of each run, `disk`: their spread and how each system's epoch correlates
+with the time per read, 1 / IOPS): on the VM the disk's rate moves by tens of per cent between
+minutes, which no order of runs removes.
 
 Ratios (above 1: LSM-GNN is faster): `{system}_vs_lsm_epoch` = the median steady epoch over
 LSM-GNN's. With emulated accelerators also:
 - LSM-GNN's floor per iteration: max(the emulated step, storage reads of all devices / fio's
   random 4 KiB IOPS at its best depth, one device's exchange bytes / the exchange link's bandwidth),
-  both devices' limits measured in the same run (fio over the feature file; `lsm_gnn.multidevice.
-  linkbench`); `lsm_vs_floor` = LSM-GNN's steady epoch over the floor's epoch.
+  both devices' limits measured in the same run (fio over the feature file before the first run
+  and after the last, the better of the two; `lsm_gnn.multidevice.linkbench`); `lsm_vs_floor` =
+  LSM-GNN's steady epoch over the floor's epoch.
 - `--sweep 1,8,32,...`: every system once more at each multiple of the profile's step time (a
   slower accelerator); the fastest accelerator a system keeps at AU >= 90 % (MLPerf Storage's
   threshold) is the smallest multiple that reaches it (`sustained_scale`).
@@ -102,12 +109,9 @@ def summarise_system(runs: list[dict]) -> dict:
     return out
 
 
-def device_limits(cfg, *, fio: str = "fio", fio_seconds: float = 3.0, exchange_bytes_per_rank: float | None,
-                  devices: int = 2) -> dict:
-    """The limits LSM-GNN's floor divides by, measured now: fio's best random 4 KiB IOPS over the
-    feature file (queue depths FIO_DEPTHS), the exchange link's bandwidth at LSM-GNN's size."""
+def fio_limit(cfg, *, fio: str = "fio", fio_seconds: float = 3.0) -> dict:
+    """fio's best random 4 KiB IOPS over the feature file now (queue depths FIO_DEPTHS)."""
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.multidevice.linkbench import exchange_bandwidth
     from lsm_gnn.storage.bench import FIO_RANDOM, run_fio
     from lsm_gnn.storage.pagecache import drop_file_cache
 
@@ -120,12 +124,71 @@ def device_limits(cfg, *, fio: str = "fio", fio_seconds: float = 3.0, exchange_b
         if not res["available"]:
             break
     best = max((r for r in fio_runs if r["available"]), key=lambda r: r["iops"], default=None)
-    out = {"fio": {"available": best is not None, "best_iops": best["iops"] if best else None,
-                   "best_depth": best["iodepth"] if best else None,
-                   "by_depth": {r.get("iodepth"): r.get("iops") for r in fio_runs if r["available"]},
-                   **({} if best else {"reason": fio_runs[-1].get("reason")})}}
+    return {"available": best is not None, "best_iops": best["iops"] if best else None,
+            "best_depth": best["iodepth"] if best else None,
+            "by_depth": {r.get("iodepth"): r.get("iops") for r in fio_runs if r["available"]},
+            **({} if best else {"reason": fio_runs[-1].get("reason")})}
+
+
+def best_of(moments: dict) -> dict:
+    """fio measured at several moments of one benchmark (`moments`: name -> fio_limit): the best
+    IOPS of all, so the floor is the one the disk allowed at its fastest moment of the run."""
+    ok = {k: v for k, v in moments.items() if v.get("available")}
+    if not ok:
+        return {**next(iter(moments.values())), "by_moment": moments}
+    k = max(ok, key=lambda m: ok[m]["best_iops"])
+    return {**ok[k], "best_moment": k, "by_moment": moments}
+
+
+def device_limits(cfg, *, fio: str = "fio", fio_seconds: float = 3.0, exchange_bytes_per_rank: float | None,
+                  devices: int = 2, fio_before: dict | None = None) -> dict:
+    """The limits LSM-GNN's floor divides by, measured now: fio's best random 4 KiB IOPS over the
+    feature file (queue depths FIO_DEPTHS; with `fio_before`, the best of that and now), the
+    exchange link's bandwidth at LSM-GNN's size."""
+    from lsm_gnn.multidevice.linkbench import exchange_bandwidth
+
+    now = fio_limit(cfg, fio=fio, fio_seconds=fio_seconds)
+    out = {"fio": best_of({"before": fio_before, "after": now}) if fio_before is not None else now}
     out["exchange"] = exchange_bandwidth(cfg, exchange_bytes_per_rank, devices=devices) \
         if exchange_bytes_per_rank else None
+    return out
+
+
+def disk_probe(cfg, *, fio: str = "fio", seconds: float = 2.0) -> float | None:
+    """The disk's random 4 KiB IOPS right before a run (fio, the deepest of FIO_DEPTHS): what the
+    run's storage-bound stages will find; None without fio."""
+    from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.storage.bench import FIO_RANDOM, run_fio
+    from lsm_gnn.storage.pagecache import drop_file_cache
+
+    lay = Dataset(cfg.dataset.path).features()
+    drop_file_cache(lay.path)
+    res = run_fio(fio, str(lay.path), lay.file_bytes, seconds, dict(FIO_RANDOM, iodepth=max(FIO_DEPTHS)))
+    return res["iops"] if res["available"] else None
+
+
+def correlation(xs: list, ys: list) -> float | None:
+    """Pearson's r of the pairs where both are known (None under 3 pairs or no variation)."""
+    pairs = [(float(x), float(y)) for x, y in zip(xs, ys) if x is not None and y is not None]
+    if len(pairs) < 3:
+        return None
+    try:
+        return statistics.correlation([p[0] for p in pairs], [p[1] for p in pairs])
+    except statistics.StatisticsError:
+        return None
+
+
+def per_round_ratios(order: list[list[str]], by_round: dict, systems: list[str]) -> dict:
+    """Each system's steady epoch over LSM-GNN's in the same round (a round's runs follow one
+    another within minutes, so the VM's drift between rounds cancels): spread_of per system."""
+    out = {}
+    for s in systems:
+        if s == "lsm":
+            continue
+        vals = [by_round[r][s] / by_round[r]["lsm"] for r in range(len(order))
+                if by_round[r].get(s) and by_round[r].get("lsm")]
+        if vals:
+            out[s] = {**spread_of(vals), "values": vals}
     return out
 
 
@@ -168,8 +231,11 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
     bar = tqdm(total=total, desc="bench compare", unit="run", disable=not progress or not sys.stderr.isatty())
 
     failures = []
+    probe = emulated and limits  # the disk's rate before every run, and fio's limit before the first
+    fio_before = fio_limit(cfg, fio=fio) if probe else None
 
     def one(system, c, tag):
+        iops = disk_probe(cfg, fio=fio) if probe else None
         drop_file_cache(feat)  # every run starts with the feature file out of the page cache
         path = str(Path(records_dir) / f"{system}-{tag}.json") if records_dir else None
         try:
@@ -180,13 +246,16 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
             bar.update()
             return None
         bar.update()
-        return summarise_run(rec)
+        return {**summarise_run(rec), "disk_iops_before": iops, "round": tag}
 
+    by_round: list[dict] = []
     for r, rnd in enumerate(order):
+        by_round.append({})
         for s in rnd:
             res = one(s, cfg, f"r{r}")
             if res is not None:
                 runs[s].append(res)
+                by_round[r][s] = res["epoch_steady_s"]
     for scale in scales:
         d = config_to_dict(cfg)
         d["train"]["accelerator_scale"] = scale * cfg.train.accelerator_scale
@@ -209,12 +278,21 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
             continue
         v = out["systems"][s]["epoch_steady_s"]["median"]
         out[f"{s}_vs_lsm_epoch"] = (v / lsm) if (v and lsm) else None
+    if "lsm" in out["systems"]:
+        out["per_round_vs_lsm"] = per_round_ratios(order, by_round, systems)
     out["flagged"] = [f"{s}.{k}" for s, v in out["systems"].items() for k in ("epoch_steady_s", "au")
                       if v[k]["flagged"]]
+    if probe:
+        every = [r["disk_iops_before"] for v in runs.values() for r in v]
+        out["disk"] = {"iops_before_runs": spread_of(every),
+                       "epoch_vs_disk_time_r": {s: correlation([r["epoch_steady_s"] for r in v],
+                                                               [1 / r["disk_iops_before"] if r["disk_iops_before"]
+                                                                else None for r in v])
+                                                for s, v in runs.items() if v}}
     if emulated and "lsm" in out["systems"]:
         L = out["systems"]["lsm"]
         lim = device_limits(cfg, fio=fio, exchange_bytes_per_rank=(L["exchange_bytes_per_iteration"] or 0) / devices,
-                            devices=devices) if limits else None
+                            devices=devices, fio_before=fio_before) if limits else None
         if lim is not None:
             out["limits"] = lim
             out["lsm_floor"] = lsm_floor(L, lim, devices)
@@ -260,9 +338,23 @@ def print_compare(res: dict) -> None:
                    f"{mem.get('all_devices_bytes', 0) / 2**20:>12,.0f}  {v['bound']}")
     for k, v in res.items():
         if k.endswith("_vs_lsm_epoch"):
-            click.echo(f"{k}: {'n/a' if v is None else f'{v:.3f}x'}")
+            pr = (res.get("per_round_vs_lsm") or {}).get(k[: -len("_vs_lsm_epoch")])
+            per = "" if not pr else (f"; per round {', '.join(f'{x:.3f}' for x in pr['values'])}: median "
+                                     f"{pr['median']:.3f}x, spread {100 * pr['spread']:.1f} %")
+            click.echo(f"{k}: {'n/a' if v is None else f'{v:.3f}x'}{per}")
+    if res.get("disk") and res["disk"]["iops_before_runs"]["runs"]:
+        d = res["disk"]["iops_before_runs"]
+        rs = ", ".join(f"{s} {_fmt(r, '+.2f')}" for s, r in res["disk"]["epoch_vs_disk_time_r"].items())
+        click.echo(f"disk before each run (fio 4 KiB random, QD{max(FIO_DEPTHS)}, 2 s): median {d['median']:,.0f} IOPS "
+                   f"[{d['min']:,.0f}, {d['max']:,.0f}], spread {100 * d['spread']:.1f} %; correlation of each "
+                   f"system's epoch with 1 / IOPS: {rs}")
     if res.get("lsm_floor"):
         f = res["lsm_floor"]
+        fio_ = (res.get("limits") or {}).get("fio") or {}
+        if fio_.get("by_moment"):
+            click.echo("fio's best IOPS: " + ", ".join(f"{k} the runs {_fmt(v.get('best_iops'), ',.0f')}"
+                                                       for k, v in fio_["by_moment"].items())
+                       + f" (the floor takes the best: {fio_.get('best_moment')})")
         click.echo(f"lsm floor per iteration: step {_fmt(f['accelerator_step_s'], '.4f')} s, storage "
                    f"{_fmt(f['storage_s'], '.4f')} s, exchange {_fmt(f['exchange_s'], '.4f')} s -> "
                    f"{_fmt(f['epoch_s'])} s per epoch ({f['bound']}); lsm_vs_floor {_fmt(res.get('lsm_vs_floor'), '.2f')}x")

@@ -53,9 +53,18 @@ def test_compare_runs_every_system_in_rotated_rounds_and_reports_medians_ratios_
                        exchange=4e6 if system == "lsm" else None)
 
     monkeypatch.setattr(baselines.harness, "run_system", fake_run)
-    monkeypatch.setattr(bench, "device_limits", lambda cfg, **kw: {
-        "fio": {"available": True, "best_iops": 1e5, "best_depth": 64},
-        "exchange": {"bytes_per_s": 1e9, "peer_bytes": 2e6}})
+    seen = {}
+
+    def limits(cfg, **kw):
+        seen.update(kw)
+        return {"fio": {"available": True, "best_iops": 1e5, "best_depth": 64},
+                "exchange": {"bytes_per_s": 1e9, "peer_bytes": 2e6}}
+
+    monkeypatch.setattr(bench, "device_limits", limits)
+    monkeypatch.setattr(bench, "fio_limit", lambda cfg, **kw: {"available": True, "best_iops": 9e4, "best_depth": 128})
+    # the disk before each run: slow before isolated's second run (its 150 s)
+    probes = iter([1e5, 1e5, 1e5, 5e4, 1e5, 1e5, 1e5, 1e5, 1e5] + [1e5] * 6)
+    monkeypatch.setattr(bench, "disk_probe", lambda cfg, **kw: next(probes))
     ds = tmp_path / "ds"
     from lsm_gnn.datasets.synthetic import generate
 
@@ -80,6 +89,17 @@ def test_compare_runs_every_system_in_rotated_rounds_and_reports_medians_ratios_
     assert t["lsm_epoch_le_isolated"] and t["lsm_epoch_le_direct"] and t["lsm_au_ge_isolated"]
     assert t["every_spread_within_5pct"] is False and t["lsm_within_1.25x_floor"] is False
     assert res["sustained_scale"] == {"lsm": 16.0, "isolated": 16.0, "direct": 16.0}  # AU 0.4 at x4, 1.0 at x16
+    # the fio measured before the first run goes to the floor's limits (best of before and after)
+    assert seen["fio_before"]["best_iops"] == 9e4
+    # per round: isolated over lsm in rounds 0, 1, 2 = 120/100, 150/101, 119/99
+    pr = res["per_round_vs_lsm"]["isolated"]
+    assert pr["values"] == pytest.approx([1.2, 150 / 101, 119 / 99]) and pr["flagged"]
+    assert res["per_round_vs_lsm"]["direct"]["values"] == pytest.approx([1.3, 131 / 101, 129 / 99])
+    # the disk's rate before each run, and how each system's epoch follows its time per read
+    d = res["disk"]
+    assert d["iops_before_runs"]["min"] == 5e4 and d["iops_before_runs"]["runs"] == 9
+    assert d["epoch_vs_disk_time_r"]["isolated"] == pytest.approx(1.0, abs=1e-3)
+    assert [r["disk_iops_before"] for r in iso["runs"]] == [1e5, 5e4, 1e5]
     assert res["sweep"]["lsm"]["16"]["au"] == 1.0
 
 
@@ -105,3 +125,19 @@ def test_a_sweep_without_emulated_accelerators_is_refused_by_the_cli():
     assert out.exit_code != 0 and "needs emulated accelerators (--accelerator)" in out.output
     out = CliRunner().invoke(cli, ["bench", "compare", "--accelerator", "a100", "--sweep", "2,x"])
     assert out.exit_code != 0 and "comma-separated step multiples" in out.output
+
+
+def test_the_floor_takes_fios_best_moment_of_the_run():
+    before = {"available": True, "best_iops": 7e4, "best_depth": 128}
+    after = {"available": True, "best_iops": 9e4, "best_depth": 64}
+    best = bench.best_of({"before": before, "after": after})
+    assert best["best_iops"] == 9e4 and best["best_moment"] == "after" and best["best_depth"] == 64
+    assert best["by_moment"] == {"before": before, "after": after}
+    gone = bench.best_of({"before": {"available": False, "reason": "no fio"}, "after": {"available": False}})
+    assert gone["available"] is False and gone["reason"] == "no fio"
+
+
+def test_a_correlation_needs_three_known_pairs():
+    assert bench.correlation([1, 2, None, 4], [2, 4, 5, 8]) == pytest.approx(1.0)
+    assert bench.correlation([1, 2], [1, 2]) is None
+    assert bench.correlation([1, 1, 1], [1, 2, 3]) is None

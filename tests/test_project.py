@@ -450,9 +450,22 @@ def test_storage_from_a_bench_storage_file(tmp_path):
     assert out["profile_overrides"][-1] == "storage.ssd_iops=1000" and "storage.latency_s=5e-05" in out["profile_overrides"]
     f.write_text(json.dumps({"benchmark": "train"}))
     res = CliRunner().invoke(cli, ["project", str(path), "--hardware", "this-machine", "--storage-from", str(f)])
-    assert res.exit_code != 0 and "not the output of lsm-gnn bench storage" in str(res.exception)
+    assert res.exit_code != 0 and "not the output of lsm-gnn bench storage or bench compare" in str(res.exception)
     f.write_text("[1, 2]")
     with pytest.raises(DataError, match=r"bench.json: the storage benchmark \(expected a JSON object, found list\)"):
+        storage_sets(f)
+
+
+def test_storage_from_a_bench_compare_file_is_the_disk_as_its_runs_found_it(tmp_path):
+    from lsm_gnn.project.cli import storage_sets
+
+    f = tmp_path / "compare.json"
+    f.write_text(json.dumps({"benchmark": "compare", "limits": {"fio": {"best_iops": 92000.0}},
+                             "disk": {"iops_before_runs": {"median": 79000.0, "min": 68000.0, "max": 92000.0}}}))
+    # the median of the rates before the runs, not fio's best moment
+    assert storage_sets(f) == ["storage.ssd_iops=79000.0"]
+    f.write_text(json.dumps({"benchmark": "compare", "systems": {}}))
+    with pytest.raises(DataError, match=r"compare.json: a bench compare output without the disk's rate"):
         storage_sets(f)
 
 

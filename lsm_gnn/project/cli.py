@@ -58,16 +58,30 @@ def load_profile_with(name: str, sets=()):
 
 
 def storage_sets(bench_path) -> list[str]:
-    """Profile overrides from a `lsm-gnn bench storage --output` file of the same machine: fio's
-    random 4 KiB IOPS (QD32), sequential bandwidth, QD1 latency and the page cache's work per fault,
-    and the mmap loader's measured cost per fault. What was not measured keeps the profile's value."""
+    """Profile overrides from a benchmark output of the same machine.
+
+    `lsm-gnn bench storage --output`: fio's random 4 KiB IOPS (QD32), sequential bandwidth, QD1
+    latency and the page cache's work per fault, and the mmap loader's measured cost per fault.
+    `lsm-gnn bench compare --accelerator ... --output` (with its limits): the median of the disk
+    rates fio measured right before each of its runs, as the IOPS the runs found (on the VM the
+    disk moves by tens of per cent between minutes, so a rate measured at another moment, even
+    fio's best of the same benchmark, projects them fast). What was not measured keeps the
+    profile's value."""
     from lsm_gnn.project.counts import read_json_object
     from lsm_gnn.utils.errors import DataError
 
     obj = read_json_object(bench_path, "the storage benchmark")
+    if obj.get("benchmark") == "compare":
+        disk = ((obj.get("disk") or {}).get("iops_before_runs") or {}).get("median")
+        if not disk:
+            raise DataError(bench_path, "a bench compare output without the disk's rate before its runs "
+                            "(run it with emulated accelerators and --limits)",
+                            expected='"disk": {"iops_before_runs": {"median": ...}}', found="no disk rates")
+        return [f"storage.ssd_iops={disk}"]
     if obj.get("benchmark") != "storage" or not isinstance(obj.get("fio"), dict):
-        raise DataError(bench_path, "not the output of lsm-gnn bench storage",
-                        expected='{"benchmark": "storage", "fio": {...}}', found=f"benchmark = {obj.get('benchmark')!r}")
+        raise DataError(bench_path, "not the output of lsm-gnn bench storage or bench compare",
+                        expected='{"benchmark": "storage", "fio": {...}} or {"benchmark": "compare", "disk": {...}}',
+                        found=f"benchmark = {obj.get('benchmark')!r}")
     fio, fault = obj["fio"], obj.get("fault") or {}
     sets = []
     if (fio.get("random") or {}).get("available"):
@@ -219,7 +233,8 @@ def run_projection(paths, hardware: str, *, sets=(), count_sets=(), nodes: int |
               help="Override a profile value (dotted), e.g. storage.ssds_per_device=4.")
 @click.option("--storage-from", "storage_from", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Take the SSD's IOPS, bandwidth, QD1 latency and the page cache's cost per fault from "
-                   "a `lsm-gnn bench storage --output` file (this machine, measured in the same run).")
+                   "a `lsm-gnn bench storage --output` file, or the disk's IOPS before each run from a "
+                   "`lsm-gnn bench compare --output` file (this machine, measured in the same run).")
 @click.option("--calibrate-cpu", "calibrate_cpu", is_flag=True,
               help="Scale a CPU-only profile's CPU figures from the CPU speed index stated with them (cpu.index_s) "
                    "to the median index the records measured around their runs (a record without one: the "

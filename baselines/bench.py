@@ -109,17 +109,23 @@ def summarise_system(runs: list[dict]) -> dict:
     return out
 
 
-def fio_limit(cfg, *, fio: str = "fio", fio_seconds: float = 3.0) -> dict:
-    """fio's best random 4 KiB IOPS over the feature file now (queue depths FIO_DEPTHS)."""
+def _fio_random(cfg, fio: str, seconds: float, depth: int) -> dict:
+    """One fio job of random 4 KiB reads over the feature file at queue depth `depth`, its pages
+    dropped from the page cache first (lsm_gnn.storage.bench.run_fio's result)."""
     from lsm_gnn.datasets.format import Dataset
     from lsm_gnn.storage.bench import FIO_RANDOM, run_fio
     from lsm_gnn.storage.pagecache import drop_file_cache
 
     lay = Dataset(cfg.dataset.path).features()
+    drop_file_cache(lay.path)
+    return run_fio(fio, str(lay.path), lay.file_bytes, seconds, dict(FIO_RANDOM, iodepth=depth))
+
+
+def fio_limit(cfg, *, fio: str = "fio", fio_seconds: float = 3.0) -> dict:
+    """fio's best random 4 KiB IOPS over the feature file now (queue depths FIO_DEPTHS)."""
     fio_runs = []
     for qd in FIO_DEPTHS:
-        drop_file_cache(lay.path)
-        res = run_fio(fio, str(lay.path), lay.file_bytes, fio_seconds, dict(FIO_RANDOM, iodepth=qd))
+        res = _fio_random(cfg, fio, fio_seconds, qd)
         fio_runs.append(res)
         if not res["available"]:
             break
@@ -157,13 +163,7 @@ def device_limits(cfg, *, fio: str = "fio", fio_seconds: float = 3.0, exchange_b
 def disk_probe(cfg, *, fio: str = "fio", seconds: float = 2.0) -> float | None:
     """The disk's random 4 KiB IOPS right before a run (fio, the deepest of FIO_DEPTHS): what the
     run's storage-bound stages will find; None without fio."""
-    from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.storage.bench import FIO_RANDOM, run_fio
-    from lsm_gnn.storage.pagecache import drop_file_cache
-
-    lay = Dataset(cfg.dataset.path).features()
-    drop_file_cache(lay.path)
-    res = run_fio(fio, str(lay.path), lay.file_bytes, seconds, dict(FIO_RANDOM, iodepth=max(FIO_DEPTHS)))
+    res = _fio_random(cfg, fio, seconds, max(FIO_DEPTHS))
     return res["iops"] if res["available"] else None
 
 
@@ -178,15 +178,15 @@ def correlation(xs: list, ys: list) -> float | None:
         return None
 
 
-def per_round_ratios(order: list[list[str]], by_round: dict, systems: list[str]) -> dict:
-    """Each system's steady epoch over LSM-GNN's in the same round (a round's runs follow one
-    another within minutes, so the VM's drift between rounds cancels): spread_of per system."""
+def per_round_ratios(runs: dict[str, list[dict]]) -> dict:
+    """Each system's steady epoch over LSM-GNN's in the same round (the runs' `round`; a round's
+    runs follow one another within minutes, so the VM's drift between rounds cancels): spread_of
+    per system, with the ratios in round order."""
+    lsm = {r["round"]: r["epoch_steady_s"] for r in runs.get("lsm", [])}
     out = {}
-    for s in systems:
-        if s == "lsm":
-            continue
-        vals = [by_round[r][s] / by_round[r]["lsm"] for r in range(len(order))
-                if by_round[r].get(s) and by_round[r].get("lsm")]
+    for s, v in runs.items():
+        vals = [r["epoch_steady_s"] / lsm[r["round"]] for r in v
+                if s != "lsm" and r["epoch_steady_s"] and lsm.get(r["round"])]
         if vals:
             out[s] = {**spread_of(vals), "values": vals}
     return out
@@ -248,14 +248,11 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
         bar.update()
         return {**summarise_run(rec), "disk_iops_before": iops, "round": tag}
 
-    by_round: list[dict] = []
     for r, rnd in enumerate(order):
-        by_round.append({})
         for s in rnd:
             res = one(s, cfg, f"r{r}")
             if res is not None:
                 runs[s].append(res)
-                by_round[r][s] = res["epoch_steady_s"]
     for scale in scales:
         d = config_to_dict(cfg)
         d["train"]["accelerator_scale"] = scale * cfg.train.accelerator_scale
@@ -279,7 +276,7 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
         v = out["systems"][s]["epoch_steady_s"]["median"]
         out[f"{s}_vs_lsm_epoch"] = (v / lsm) if (v and lsm) else None
     if "lsm" in out["systems"]:
-        out["per_round_vs_lsm"] = per_round_ratios(order, by_round, systems)
+        out["per_round_vs_lsm"] = per_round_ratios(runs)
     out["flagged"] = [f"{s}.{k}" for s, v in out["systems"].items() for k in ("epoch_steady_s", "au")
                       if v[k]["flagged"]]
     if probe:

@@ -281,31 +281,28 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
                 demand["pcie_bytes"] += c.storage_bytes
             serve = _max("serve", parts)
             fetch_serve = [serve]
-        elif c.readahead:
-            # lsm_gnn.cache.fetcher's read-ahead: batch t+1's reads are queued on the reader
-            # thread as soon as batch t is decided, so they run beside all the rest of the
-            # iteration (copies, exchange, reorder, train step): a lane of their own
-            cache = _cpu("cache", c.rows * p.cpu.cache_row_s, f"R {_fmt(c.rows)} x {_fmt(p.cpu.cache_row_s)} s")
-            io_cpu = _cpu("io_cpu", c.storage_io_ops * p.cpu.io_cpu_s,
-                          f"IO {_fmt(c.storage_io_ops)} x {_fmt(p.cpu.io_cpu_s)} s")
-            read_lane = Lane("reads", [_max("reads", [st, io_cpu])])
-            fetch_serve = [cache]
         else:
-            # lsm_gnn.cache.fetcher without the read-ahead: engine step, then the reads (reader
-            # thread) run while the hits are copied, then the misses are placed: only the hit
-            # copy hides the reads
             cache = _cpu("cache", c.rows * p.cpu.cache_row_s, f"R {_fmt(c.rows)} x {_fmt(p.cpu.cache_row_s)} s")
             io_cpu = _cpu("io_cpu", c.storage_io_ops * p.cpu.io_cpu_s,
                           f"IO {_fmt(c.storage_io_ops)} x {_fmt(p.cpu.io_cpu_s)} s")
-            hit_copy = _gather(c, p, max(0.0, c.rows - c.storage_rows), "hit_copy")
             reads = _max("reads", [st, io_cpu])
-            exposed = Stage("storage_wait", max(0.0, reads.seconds - hit_copy.seconds), reads.resource,
-                            f"max(0, reads {_fmt(reads.seconds)} - hit copy {_fmt(hit_copy.seconds)} "
-                            f"({hit_copy.formula}))")
-            exposed.cpu_seconds = io_cpu.seconds
-            exposed.parts = [st, io_cpu]  # type: ignore[attr-defined]
-            exposed.hidden = hit_copy  # type: ignore[attr-defined]
-            fetch_serve = [cache, exposed]
+            if c.readahead:
+                # lsm_gnn.cache.fetcher's read-ahead: batch t+1's reads are queued on the reader
+                # thread as soon as batch t is decided, so they run beside all the rest of the
+                # iteration (copies, exchange, reorder, train step): a lane of their own
+                read_lane = Lane("reads", [reads])
+                fetch_serve = [cache]
+            else:
+                # without it: engine step, then the reads (reader thread) run while the hits are
+                # copied, then the misses are placed: only the hit copy hides the reads
+                hit_copy = _gather(c, p, max(0.0, c.rows - c.storage_rows), "hit_copy")
+                exposed = Stage("storage_wait", max(0.0, reads.seconds - hit_copy.seconds), reads.resource,
+                                f"max(0, reads {_fmt(reads.seconds)} - hit copy {_fmt(hit_copy.seconds)} "
+                                f"({hit_copy.formula}))")
+                exposed.cpu_seconds = io_cpu.seconds
+                exposed.parts = [st, io_cpu]  # type: ignore[attr-defined]
+                exposed.hidden = hit_copy  # type: ignore[attr-defined]
+                fetch_serve = [cache, exposed]
         fetch = []
         if s == "lsm" and W > 1:
             # CPU ranks whose rows went through shared-memory outboxes: the rows are copied in host

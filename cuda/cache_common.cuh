@@ -25,6 +25,9 @@
 #define NOT_SPILLED -1                       // engine.NOT_SPILLED / SPILL_DROPPED
 #define SPILL_DROPPED -2
 #endif
+#ifndef CORRUPT_COUNT
+#define CORRUPT_COUNT 7                      // gpu_engine.CORRUPT_COUNT: counts[] slot of corrupt sets
+#endif
 #define NONE_POS 2147483647                  // "no position" in row_first / row_land (int32)
 
 #define FULL_MASK 0xffffffffu

@@ -57,6 +57,9 @@ __device__ __forceinline__ void warp_min_pair(long long& key, int& way) {
 // stays -1 and nothing is evicted. row_next: a long-lookahead policy's next request of each row
 // (cache_horizon.cu; unused by the other policies), which also tags the line it fills (others:
 // FRESH). The policy state arrays come in STATE_ORDER (lsm_gnn/cache/policies/base.py).
+// A way outside [0, ways) (a negative fill count, or a policy hook that found its state corrupt
+// and returned -1, e.g. a SIEVE list that leaves the set) is never used: the warp counts the set
+// in counts[CORRUPT_COUNT] and stops serving it; the host raises (the CPU engine checks the same).
 extern "C" __global__ void cache_fill(
         const long long* sorted, long long nd, const long long* seg_begin, long long nseg,
         const long long* distinct, long long G, long long sets, int ways, int code, long long t,
@@ -65,7 +68,7 @@ extern "C" __global__ void cache_fill(
         int* tail, int* hand, int* set_fill, int* row_slot,
         const unsigned char* static_scores, const int* row_next, const int* row_first,
         const long long* inverse, const signed char* status, long long* slot, long long* evicted,
-        long long* spill) {
+        long long* spill, long long* counts) {
     long long seg = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / WARP_SIZE;
     int lane = threadIdx.x & (WARP_SIZE - 1);
     if (seg >= nseg) return;  // uniform per warp
@@ -105,6 +108,12 @@ extern "C" __global__ void cache_fill(
                 warp_min_pair(best, best_way);
                 w = best_way;
             }
+        }
+        if (w < 0 || w >= ways) {  // uniform per warp (w comes from lane 0 or the reduction)
+            if (lane == 0) atomicAdd((unsigned long long*)&counts[CORRUPT_COUNT], 1ull);
+            return;
+        }
+        if (f >= ways) {
             int admit = 1;
             if (lane == 0 && policy_admission(code))
                 admit = policy_admit(code, ps, in_tag, static_scores[v], base + w, t, pagerank, tag);

@@ -32,23 +32,28 @@ extern "C" __global__ void cache_land_finish(long long* q_count, long long q, lo
 }
 
 // Row data moves for a fetcher (spill: cache -> victim queue, PVP: queue -> landing buffer,
-// victim hit: landing buffer -> cache): dst[dst_idx[k]] = src[src_idx[k]], one block per row.
-extern "C" __global__ void cache_copy_rows_words(const unsigned int* src, const long long* src_idx,
-                                                 unsigned int* dst, const long long* dst_idx,
-                                                 long long n, long long row_words) {
-    long long k = blockIdx.x;
-    if (k >= n) return;
-    const unsigned int* a = src + src_idx[k] * row_words;
-    unsigned int* b = dst + dst_idx[k] * row_words;
-    for (long long x = threadIdx.x; x < row_words; x += blockDim.x) b[x] = a[x];
+// victim hit: landing buffer -> cache): dst[dst_idx[k]] = src[src_idx[k]], in units of 16, 8, 4 or
+// 1 bytes (row_copy.cuh: the unit and the rows per block; gpu_engine.copy_rows chooses).
+extern "C" __global__ void cache_copy_rows_16(const uint4* src, const long long* src_idx, uint4* dst,
+                                              const long long* dst_idx, long long n, long long row_units,
+                                              int shift) {
+    copy_rows_grouped(src, src_idx, dst, dst_idx, n, row_units, shift);
 }
 
-extern "C" __global__ void cache_copy_rows_bytes(const unsigned char* src, const long long* src_idx,
-                                                 unsigned char* dst, const long long* dst_idx,
-                                                 long long n, long long row_bytes) {
-    long long k = blockIdx.x;
-    if (k >= n) return;
-    const unsigned char* a = src + src_idx[k] * row_bytes;
-    unsigned char* b = dst + dst_idx[k] * row_bytes;
-    for (long long x = threadIdx.x; x < row_bytes; x += blockDim.x) b[x] = a[x];
+extern "C" __global__ void cache_copy_rows_8(const unsigned long long* src, const long long* src_idx,
+                                             unsigned long long* dst, const long long* dst_idx, long long n,
+                                             long long row_units, int shift) {
+    copy_rows_grouped(src, src_idx, dst, dst_idx, n, row_units, shift);
+}
+
+extern "C" __global__ void cache_copy_rows_4(const unsigned int* src, const long long* src_idx,
+                                             unsigned int* dst, const long long* dst_idx, long long n,
+                                             long long row_units, int shift) {
+    copy_rows_grouped(src, src_idx, dst, dst_idx, n, row_units, shift);
+}
+
+extern "C" __global__ void cache_copy_rows_1(const unsigned char* src, const long long* src_idx,
+                                             unsigned char* dst, const long long* dst_idx, long long n,
+                                             long long row_units, int shift) {
+    copy_rows_grouped(src, src_idx, dst, dst_idx, n, row_units, shift);
 }

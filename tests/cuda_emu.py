@@ -39,6 +39,7 @@ PRELUDE = r"""
 #include <algorithm>
 #include <ucontext.h>
 struct emu_dim3 { unsigned x, y, z; };
+struct uint4 { unsigned int x, y, z, w; };   // CUDA's 16-byte vector type (the row copies' unit)
 static emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 #define __global__
 #define __device__

@@ -3,6 +3,7 @@
 __device__ __forceinline__ int round_robin_victim(PolicyState ps, long long si, long long base, int ways,
                                                   const unsigned char* pagerank, const TAG_T* tag, long long t,
                                                   long long window) {
+    if (ps.rr[si] < 0) return -1;  // corrupt counter (C's % would give a negative way; Python's not)
     int way = (int)(ps.rr[si] % ways);
     ps.rr[si] += 1;
     return way;

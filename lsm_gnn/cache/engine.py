@@ -30,7 +30,7 @@ from lsm_gnn.cache.victim import LandingBuffer, VictimQueues, prefetch_queue
 from lsm_gnn.cache.window import (FRESH, MASK_WINDOW_MAX, NO_REUSE, TAG_DTYPE, ROW_DPOS, ROW_FIELDS, ROW_LAND,
                                   ROW_MASK, ROW_SLOT, first_reuse, mask_update, refresh_tags, retag_fresh,
                                   retag_pending, retag_rows)
-from lsm_gnn.utils.errors import InputError
+from lsm_gnn.utils.errors import InputError, StateError
 
 # status of a distinct id in a step
 HIT, VICTIM_HIT, STORAGE = 0, 1, 2
@@ -41,6 +41,17 @@ COUNT_NAMES = ("requests", "distinct", "hits", "victim_hits", "storage_rows", "e
                "spills", "spill_dropped", "prefetched", "bypassed")
 # step_kernel's nd when the batch served is not the one the lookahead ring announced
 RING_MISMATCH = -1
+# step_kernel's nd when a set's state is corrupt: the way to fill is outside the set (a negative
+# fill count, or a policy hook's -1: a SIEVE list that leaves the set); the GPU engine's cache_fill
+# makes the same check and both raise StateError (`corrupt_state`)
+CORRUPT_STATE = -2
+
+
+def corrupt_state(t: int, where: str) -> StateError:
+    """The error both engines raise when a step finds a set's policy state corrupt."""
+    return StateError(f"iteration {t}: the cache state of {where} is corrupt (the way to fill is outside the "
+                      "set: a negative fill count or a policy list that leaves the set); this engine's state "
+                      "is no longer valid")
 
 
 @njit(cache=True, forceinline=True, _nrt=False)
@@ -149,6 +160,9 @@ def step_kernel(batch, t, G, sets, ways, policies, code, window, pvp, depth, st,
             set_fill[si] = f + 1
         else:
             w = hooks.choose_victim(policies, code, ps, si, base, ways, t, window, pagerank, tag)
+        if w < 0 or w >= ways:  # never touch another set's lines (cuda/cache_fill.cu: the same check)
+            return CORRUPT_STATE, si
+        if f >= ways:
             sl = base + w
             in_tag = nextuse[d] if long_la else FRESH
             if admits and not hooks.admit(policies, code, ps, in_tag, static[v], sl, t, pagerank, tag):
@@ -217,7 +231,8 @@ def replay_kernel(flat, offsets, G, sets, ways, policies, code, window, refresh_
     With a window of at most MASK_WINDOW_MAX batches the tags are maintained incrementally
     (window.first_reuse); otherwise every refresh rescans the window. A long-lookahead policy
     instead feeds batch t+K into its lookahead ring before serving batch t. All give the tags of
-    docs/cache-semantics.md.
+    docs/cache-semantics.md. Returns (-1, -1), or (t, set) of the first step that found a set's
+    state corrupt (CORRUPT_STATE: the replay stops there).
     """
     nb = len(offsets) - 1
     maxb = 0
@@ -243,13 +258,15 @@ def replay_kernel(flat, offsets, G, sets, ways, policies, code, window, refresh_
                 ingest(flat[offsets[e]: offsets[e + 1]], e, G, K, ring, rows, tag)
             batch = flat[offsets[t]: offsets[t + 1]]
             no_pending = nextuse[:0]
-            step_kernel(batch, t, G, sets, ways, policies, code, window, pvp, depth, st, ps, static, q_ids, q_count,
-                        land_ids, land_n, False, False, no_pending, ring, K, distinct, inverse, status, slot,
-                        src, evicted, spill, spill_slot, spill_dst, nextuse, out[t])
+            nd, bad = step_kernel(batch, t, G, sets, ways, policies, code, window, pvp, depth, st, ps, static, q_ids,
+                                  q_count, land_ids, land_n, False, False, no_pending, ring, K, distinct, inverse,
+                                  status, slot, src, evicted, spill, spill_slot, spill_dst, nextuse, out[t])
+            if nd == CORRUPT_STATE:
+                return t, bad
             if pvp:
                 prefetch_queue(t, window, depth, G, q_ids, q_count, land_ids, land_n, rows)
                 out[t, 8] = land_n[0]
-        return
+        return -1, -1
     nextuse = np.empty(0, np.int32)
     incremental = window <= MASK_WINDOW_MAX
     every = incremental and refresh_every == 1
@@ -295,12 +312,15 @@ def replay_kernel(flat, offsets, G, sets, ways, policies, code, window, refresh_
         leave = incremental and t >= 1
         retag = incremental and due
         batch = flat[offsets[t]: offsets[t + 1]]
-        step_kernel(batch, t, G, sets, ways, policies, code, window, pvp, depth, st, ps, static, q_ids, q_count,
-                    land_ids, land_n, leave, retag, pending, ring, K, distinct, inverse, status, slot, src,
-                    evicted, spill, spill_slot, spill_dst, nextuse, out[t])
+        nd, bad = step_kernel(batch, t, G, sets, ways, policies, code, window, pvp, depth, st, ps, static, q_ids,
+                              q_count, land_ids, land_n, leave, retag, pending, ring, K, distinct, inverse, status,
+                              slot, src, evicted, spill, spill_slot, spill_dst, nextuse, out[t])
+        if nd == CORRUPT_STATE:
+            return t, bad
         if pvp:
             prefetch_queue(t, window, depth, G, q_ids, q_count, land_ids, land_n, rows)
             out[t, 8] = land_n[0]
+    return -1, -1
 
 
 @dataclass
@@ -459,6 +479,8 @@ class CpuCacheEngine:
             raise InputError(f"iteration {self.t}: the batch served is not the batch the lookahead announced "
                              "(the window of each step must hold the batches that follow, in order); this "
                              "engine's state is no longer valid")
+        if nd == CORRUPT_STATE:
+            raise corrupt_state(self.t, f"set {nsp}")
         return StepResult(self._distinct[:nd], self._inverse[: len(batch)], self._status[:nd],
                           self._slot[:nd], self._src[:nd], self._evicted[:nd], self._spill[:nd],
                           self._spill_slot[:nsp], self._spill_dst[:nsp],
@@ -518,10 +540,14 @@ class CpuCacheEngine:
             raise InputError("replay starts from a fresh engine (t = 0)")
         if self.long_lookahead:
             self.ring.ensure(ring_capacity(offsets, self.ring.K))
-        replay_kernel(np.ascontiguousarray(flat, dtype=np.int64), offsets, self.num_owners,
-                      self.geometry.sets, self.geometry.ways, self.policies, self.code, self.window,
-                      self.refresh_every, self.pvp, self.depth, self._state, self._ps, self.static, self.victims.ids,
-                      self.victims.count, self.landing.ids, self.landing.n, self.ring.arrays, self.ring.K, out)
+        bad_t, bad_set = replay_kernel(
+            np.ascontiguousarray(flat, dtype=np.int64), offsets, self.num_owners, self.geometry.sets,
+            self.geometry.ways, self.policies, self.code, self.window, self.refresh_every, self.pvp, self.depth,
+            self._state, self._ps, self.static, self.victims.ids, self.victims.count, self.landing.ids,
+            self.landing.n, self.ring.arrays, self.ring.K, out)
+        if bad_t >= 0:
+            self.t = int(bad_t)
+            raise corrupt_state(int(bad_t), f"set {bad_set}")
         self.t = nb
         return out
 

@@ -39,10 +39,11 @@ from lsm_gnn.cache.engine import COUNT_NAMES, StepResult
 from lsm_gnn.cache.policies import REGISTRY, STATE_ORDER, STATE_SPECS, state_arrays
 from lsm_gnn.cache.geometry import local_rows
 from lsm_gnn.cache.window import NO_REUSE, TAG_DTYPE
-from lsm_gnn.utils import cuda_sources
+from lsm_gnn.utils import cuda_sources, rowcopy
 from lsm_gnn.utils.errors import InputError
 
 COMMON_HEADER = "cache_common.cuh"
+ROW_COPY_HEADER = "row_copy.cuh"  # the row-copy loop, shared with the reorder (multidevice.gpu)
 POLICY_DIR = "policies"          # one header of device hooks per policy module
 NONE_POS = 2**31 - 1   # "no position" in row_first / row_land (cache_common.cuh)
 THREADS = 256          # elementwise kernels
@@ -56,9 +57,15 @@ KERNELS = (
     "cache_lookup", "cache_count", "cache_miss_keys", "cache_segment_flags",
     "cache_compact_positions", "cache_fill", "cache_tags_reset", "cache_tags_window",
     "cache_spill_count", "cache_spill_assign", "cache_spill_commit", "cache_spill_advance",
-    "cache_land_clear", "cache_land_gather", "cache_land_finish", "cache_copy_rows_words",
-    "cache_copy_rows_bytes", "cache_hz_next", "cache_hz_tags", "cache_hz_clear",
-)
+    "cache_land_clear", "cache_land_gather", "cache_land_finish", "cache_hz_next", "cache_hz_tags",
+    "cache_hz_clear",
+) + rowcopy.kernel_names("cache_copy_rows")
+# threads per block of every kernel, as launched (the compile check's occupancy reads this)
+LAUNCH_THREADS = {**dict.fromkeys(KERNELS, THREADS), "cache_fill": FILL_THREADS, "cache_land_finish": 1,
+                  **dict.fromkeys(rowcopy.kernel_names("cache_copy_rows"), rowcopy.THREADS)}
+# counts[CORRUPT_COUNT] of the step's counts on the device: sets whose policy state cache_fill
+# found corrupt (a victim or fill way outside the set); the host raises StateError
+CORRUPT_COUNT = 7
 
 
 def available() -> bool:
@@ -109,7 +116,7 @@ def constant_defines() -> str:
         **{code_macro(cls): cls.code for cls in gpu_policies()},
         "STATUS_HIT": _cpu.HIT, "STATUS_VICTIM_HIT": _cpu.VICTIM_HIT,
         "STATUS_STORAGE": _cpu.STORAGE, "NOT_SPILLED": _cpu.NOT_SPILLED,
-        "SPILL_DROPPED": _cpu.SPILL_DROPPED,
+        "SPILL_DROPPED": _cpu.SPILL_DROPPED, "CORRUPT_COUNT": CORRUPT_COUNT,
     }
     return f"#define TAG_T {tag_t}\n" + "".join(f"#define {k} {v}\n" for k, v in values.items())
 
@@ -186,7 +193,7 @@ def header_names() -> list[str]:
     """The headers every cache source needs, in order: the common header, then each policy's hooks
     (cuda/policies/*.cuh, name order); module_source puts the generated PolicyState before the
     policy headers and the generated dispatch after them."""
-    return [COMMON_HEADER] + cuda_sources.names(POLICY_DIR)
+    return [COMMON_HEADER, ROW_COPY_HEADER] + cuda_sources.names(POLICY_DIR)
 
 
 def module_files() -> list[str]:
@@ -195,15 +202,15 @@ def module_files() -> list[str]:
 
 
 def module_source() -> str:
-    """The one translation unit the engine compiles: the constants, the common header, the policy
-    state struct, the policy headers, the policy dispatch, then every cuda/cache_*.cu in name
+    """The one translation unit the engine compiles: the constants, the common header, the row-copy
+    loop, the policy state struct, the policy headers, the policy dispatch, then every cuda/cache_*.cu in name
     order (prepended rather than #included, so that CuPy's kernel cache, keyed on the source
     text, sees a change of a header)."""
     files = module_files()
     heads = [cuda_sources.read(n) for n in files if n.startswith(POLICY_DIR + "/")]
-    units = [cuda_sources.read(n) for n in files[1 + len(heads):]]
-    return "\n".join([constant_defines(), cuda_sources.read(COMMON_HEADER), policy_state_source()] + heads
-                      + [policy_dispatch()] + units)
+    units = [cuda_sources.read(n) for n in files[2 + len(heads):]]
+    return "\n".join([constant_defines(), cuda_sources.read(COMMON_HEADER), cuda_sources.read(ROW_COPY_HEADER),
+                       policy_state_source()] + heads + [policy_dispatch()] + units)
 
 
 def defined_kernels() -> set[str]:
@@ -214,7 +221,7 @@ def defined_kernels() -> set[str]:
 @lru_cache(maxsize=None)
 def _module():
     cp = _cupy()
-    return cp.RawModule(code=module_source(), options=("-std=c++11",))
+    return cp.RawModule(code=module_source(), options=cuda_sources.COMPILE_OPTIONS)
 
 
 def _blocks(n: int, threads: int = THREADS) -> int:
@@ -308,7 +315,7 @@ class GpuCacheEngine:
         self.row_slot = cp.full(nloc, -1, dtype=cp.int32)
         self.row_first = cp.full(nloc, NONE_POS, dtype=cp.int32)
         self.row_land = cp.full(nloc, NONE_POS, dtype=cp.int32)
-        self._counts_dev = cp.zeros(7, dtype=cp.int64)
+        self._counts_dev = cp.zeros(CORRUPT_COUNT + 1, dtype=cp.int64)
 
     def _ensure_scratch(self, n: int) -> None:
         if n <= self._scratch_size:
@@ -325,7 +332,9 @@ class GpuCacheEngine:
         self._seg_begin, self._dst_of = cp.empty(size, i64), cp.empty(size, i64)
         self._scratch_size = size
 
-    def _launch(self, name: str, n: int, args: tuple, threads: int = THREADS) -> None:
+    def _launch(self, name: str, n: int, args: tuple) -> None:
+        """Kernel `name` over n threads, LAUNCH_THREADS[name] per block."""
+        threads = LAUNCH_THREADS[name]
         if n > 0:
             self._mod.get_function(name)((_blocks(n, threads),), (threads,), args)
 
@@ -418,23 +427,25 @@ class GpuCacheEngine:
             seg_scan = cp.cumsum(self._flag[:nd])
             nseg = int(seg_scan[nd - 1])
             self._launch("cache_compact_positions", nd, (self._flag, seg_scan, _i64(nd), self._seg_begin))
+            self._counts_dev.fill(0)  # cache_fill counts corrupt sets in it, cache_count the rest
             self._launch("cache_fill", nseg * 32, (
                 order, _i64(nd), self._seg_begin, _i64(nseg), self._distinct, G, sets,
                 _i32(self.geometry.ways), _i32(self.code), _i64(t), _i64(self.window), _i32(self.pvp),
                 self.keys, self.pagerank, self.tag) + self._ps + (self.set_fill, self.row_slot, self.static,
                 self.row_next, self.row_first, self._inverse, self._status, self._slot, self._evicted,
-                self._spill), threads=FILL_THREADS)
+                self._spill, self._counts_dev))
             # row_first served cache_fill (a line filled in this batch is not spilled); reset it
             self._launch("cache_dedupe_reset", nd, (self._distinct, _i64(nd), G, self.row_first))
             # 4. spill candidates into the victim queues, in order of first occurrence
             if self.pvp and nseg:
                 self._spill_to_queues(nd)
             # counts (integer sums: exact whatever the order)
-            self._counts_dev.fill(0)
             blocks = min(_blocks(nd), COUNT_BLOCKS_MAX)
-            self._mod.get_function("cache_count")((blocks,), (THREADS,), (
+            self._mod.get_function("cache_count")((blocks,), (LAUNCH_THREADS["cache_count"],), (
                 self._status, self._evicted, self._spill, self._slot, _i64(nd), self._counts_dev))
             h = self._counts_dev.get().tolist()
+            if h[CORRUPT_COUNT]:
+                raise _cpu.corrupt_state(t, f"{h[CORRUPT_COUNT]} set(s)")
             counts.update(distinct=nd, hits=h[0], victim_hits=h[1], storage_rows=h[2], evictions=h[3],
                           spills=h[4], spill_dropped=h[5], bypassed=h[6])
             nsp = h[4]
@@ -470,7 +481,7 @@ class GpuCacheEngine:
             self._launch("cache_land_clear", self.depth, (land.ids, land.n, G, self.row_land))
             self._launch("cache_land_gather", self.depth, (self.victims.ids, self.victims.count, _i64(q),
                                                            _i64(self.depth), G, land.ids, self.row_land))
-            self._launch("cache_land_finish", 1, (self.victims.count, _i64(q), land.n), threads=1)
+            self._launch("cache_land_finish", 1, (self.victims.count, _i64(q), land.n))
         self.t += 1
         return q
 
@@ -529,7 +540,8 @@ class GpuCacheEngine:
 def copy_rows(src, src_idx, dst, dst_idx) -> None:
     """dst[dst_idx[k]] = src[src_idx[k]] for 2-D CuPy arrays of the same row size and dtype
     (row moves of a fetcher: spill, PVP, victim-hit re-insert). Either side may be a CuPy view
-    of pinned host memory mapped into the device."""
+    of pinned host memory mapped into the device. The unit (16, 8, 4 or 1 bytes) and the rows
+    per block follow lsm_gnn.utils.rowcopy.plan."""
     cp = _cupy()
     if src.ndim != 2 or dst.ndim != 2 or src.shape[1:] != dst.shape[1:] or src.dtype != dst.dtype:
         raise InputError(f"copy_rows: expected 2-D arrays of one row shape and dtype, found "
@@ -543,10 +555,6 @@ def copy_rows(src, src_idx, dst, dst_idx) -> None:
         return
     if not (src.flags.c_contiguous and dst.flags.c_contiguous):
         raise InputError("copy_rows: src and dst must be C-contiguous")
-    row_bytes = src.shape[1] * src.dtype.itemsize
-    mod = _module()
-    if row_bytes % 4 == 0:  # whole 32-bit words: 4x fewer loads and stores
-        fn, unit, word = mod.get_function("cache_copy_rows_words"), row_bytes // 4, cp.uint32
-    else:
-        fn, unit, word = mod.get_function("cache_copy_rows_bytes"), row_bytes, cp.uint8
-    fn((n,), (min(256, max(32, unit)),), (src.view(word), src_idx, dst.view(word), dst_idx, _i64(n), _i64(unit)))
+    p = rowcopy.plan(n, src.shape[1] * src.dtype.itemsize, rowcopy.address(src), rowcopy.address(dst))
+    fn = _module().get_function(p.kernel("cache_copy_rows"))
+    fn((p.blocks,), (rowcopy.THREADS,), (src, src_idx, dst, dst_idx, _i64(n), _i64(p.row_units), _i32(p.shift)))

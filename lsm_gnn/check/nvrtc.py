@@ -21,7 +21,7 @@ def translation_units() -> dict[str, tuple[str, list[str]]]:
     """Every program the GPU engines compile: name -> (source text, the files it is made of)."""
     units = {"cache module": (gpu_engine.module_source(), gpu_engine.module_files())}
     for name in gpu.SOURCES:
-        units[name] = (gpu.module_source(name), [name])
+        units[name] = (gpu.module_source(name), gpu.module_files(name))
     return units
 
 

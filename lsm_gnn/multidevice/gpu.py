@@ -15,13 +15,17 @@ from __future__ import annotations
 from contextlib import contextmanager
 from functools import lru_cache
 
-from lsm_gnn.utils import cuda_sources
+from lsm_gnn.utils import cuda_sources, rowcopy
 from lsm_gnn.utils.errors import InputError
 
 SOURCES = ("owner_split.cu", "reorder.cu")   # each its own program
 CHUNK = 256          # ids per thread in the split: bounds the serial work per thread
 THREADS = 128
 MAX_OWNERS = 64      # must match cuda/owner_split.cu
+HEADERS = {"reorder.cu": ("row_copy.cuh",)}   # prepended to a program (the row-copy loop)
+# threads per block of every kernel, as launched (the compile check's occupancy reads this)
+LAUNCH_THREADS = {"owner_chunk_count": THREADS, "owner_chunk_scatter": THREADS,
+                  **dict.fromkeys(rowcopy.kernel_names("reorder_rows"), rowcopy.THREADS)}
 
 
 def available() -> bool:
@@ -33,16 +37,22 @@ def available() -> bool:
         return False
 
 
+def module_files(name: str) -> list[str]:
+    """The files of the program of one of SOURCES, in order: its headers, then the file."""
+    return list(HEADERS.get(name, ())) + [name]
+
+
 def module_source(name: str) -> str:
-    """The program of one of SOURCES: the file as it is."""
-    return cuda_sources.read(name)
+    """The program of one of SOURCES: its headers prepended to the file (no #include, so CuPy's
+    kernel cache, keyed on the source text, sees a change of a header)."""
+    return "\n".join(cuda_sources.read(f) for f in module_files(name))
 
 
 @lru_cache(maxsize=None)
 def _module(name: str):
     import cupy
 
-    return cupy.RawModule(code=module_source(name), options=("-std=c++11",))
+    return cupy.RawModule(code=module_source(name), options=cuda_sources.COMPILE_OPTIONS)
 
 
 def _require():
@@ -65,11 +75,12 @@ def split_by_owner_gpu(ids, num_owners: int):
     counts = cp.zeros(num_owners * n_chunks, dtype=cp.int64)
     grid = (-(-n_chunks // THREADS),)
     args = (ids, cp.int64(n), cp.int32(num_owners), cp.int64(CHUNK), cp.int64(n_chunks))
-    mod.get_function("owner_chunk_count")(grid, (THREADS,), args + (counts,))
+    mod.get_function("owner_chunk_count")(grid, (LAUNCH_THREADS["owner_chunk_count"],), args + (counts,))
     starts = cp.cumsum(counts) - counts  # exclusive scan over the owner-major table
     send_ids = cp.empty(n, dtype=cp.int64)
     positions = cp.empty(n, dtype=cp.int64)
-    mod.get_function("owner_chunk_scatter")(grid, (THREADS,), args + (starts, send_ids, positions))
+    mod.get_function("owner_chunk_scatter")(grid, (LAUNCH_THREADS["owner_chunk_scatter"],),
+                                            args + (starts, send_ids, positions))
     per_owner = counts.reshape(num_owners, n_chunks).sum(axis=1)
     return send_ids, positions, per_owner
 
@@ -86,15 +97,10 @@ def reorder_gpu(rows, positions, out=None):
     n = rows.shape[0]
     if n == 0:
         return out
-    row_bytes = rows.shape[1] * rows.dtype.itemsize
-    mod = _module("reorder.cu")
-    if row_bytes % 4 == 0:
-        fn, unit = mod.get_function("reorder_rows_words"), row_bytes // 4
-        src, dst = rows.view(cp.uint32), out.view(cp.uint32)
-    else:
-        fn, unit = mod.get_function("reorder_rows_bytes"), row_bytes
-        src, dst = rows.view(cp.uint8), out.view(cp.uint8)
-    fn((n,), (min(256, max(32, unit)),), (src, positions, dst, cp.int64(n), cp.int64(unit)))
+    # the unit (16, 8, 4 or 1 bytes) and the rows per block: lsm_gnn.utils.rowcopy.plan
+    p = rowcopy.plan(n, rows.shape[1] * rows.dtype.itemsize, rowcopy.address(rows), rowcopy.address(out))
+    fn = _module("reorder.cu").get_function(p.kernel("reorder_rows"))
+    fn((p.blocks,), (rowcopy.THREADS,), (rows, positions, out, cp.int64(n), cp.int64(p.row_units), cp.int32(p.shift)))
     return out
 
 

@@ -19,6 +19,10 @@ from pathlib import Path
 
 PACKAGE = "lsm_gnn.kernels"
 SUFFIXES = (".cu", ".cuh")
+COMPILE_OPTIONS = ("-std=c++11",)
+"""The options every engine compiles its programs with (cupy.RawModule's `options`, i.e. NVRTC's),
+and the compile check (lsm_gnn.check.compile) with them, adding only the target architecture and
+ptxas' resource report. One definition, so the check compiles what runs."""
 KERNEL_RE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
 _CHECKOUT = Path(__file__).resolve().parents[2]
 

@@ -36,6 +36,11 @@ class InputError(LsmGnnError):
     """An argument given to an API (ids, buffers, dtypes) is invalid."""
 
 
+class StateError(LsmGnnError):
+    """An engine's own state is inconsistent (e.g. a cache policy's list of ways leaves its set):
+    its decisions can no longer be trusted."""
+
+
 class NumericalError(LsmGnnError):
     """A computed value (a training loss) is not finite although every input was."""
 

@@ -10,6 +10,8 @@ from lsm_gnn.cache.policies.base import RR_COUNTER, EvictionPolicy
 @njit(cache=True, forceinline=True, _nrt=False)
 def kernel_victim(ps, si, base, ways, t, window, pagerank, tag):
     rr = ps[RR_COUNTER]
+    if rr[si] < 0:  # a corrupt counter: -1, as the CUDA hook (Python's % would give a valid way)
+        return -1
     way = rr[si] % ways
     rr[si] += 1
     return way

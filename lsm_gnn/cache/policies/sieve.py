@@ -16,13 +16,29 @@ def kernel_on_hit(ps, sl, now):
 
 @njit(cache=True, forceinline=True, _nrt=False)
 def kernel_victim(ps, si, base, ways, t, window, pagerank, tag):
-    visited, newer, tail, hand = ps[VISITED], ps[NEWER], ps[TAIL], ps[HAND]
-    p = hand[si] if hand[si] >= 0 else tail[si]
-    while visited[base + p]:
+    """The hand's walk (cuda/policies/sieve.cuh:sieve_victim, the same steps): at most ways + 1
+    looks, each clearing a visited bit; -1 for a list that leaves the set (a corrupt state: the
+    engine raises StateError, as the GPU engine does), before anything outside the set is touched."""
+    visited, newer, older, head, tail, hand = ps[VISITED], ps[NEWER], ps[OLDER], ps[HEAD], ps[TAIL], ps[HAND]
+    hd, tl = head[si], tail[si]
+    if hd < -1 or hd >= ways or tl < -1 or tl >= ways:
+        return np.int64(-1)
+    p = hand[si] if hand[si] >= 0 else tl
+    for _ in range(ways + 1):
+        if p < 0 or p >= ways:
+            return np.int64(-1)
+        nw = newer[base + p]
+        if nw < -1 or nw >= ways:
+            return np.int64(-1)
+        if not visited[base + p]:
+            ow = older[base + p]
+            if ow < -1 or ow >= ways:
+                return np.int64(-1)
+            hand[si] = nw
+            return np.int64(p)
         visited[base + p] = 0
-        p = newer[base + p] if newer[base + p] >= 0 else tail[si]
-    hand[si] = newer[base + p]
-    return np.int64(p)
+        p = nw if nw >= 0 else tl
+    return np.int64(-1)
 
 
 @njit(cache=True, forceinline=True, _nrt=False)
@@ -76,7 +92,9 @@ class Sieve(EvictionPolicy):
     def victim(self, state, lines, t, window):
         order, visited = state["order"], state["visited"]
         pos = 0 if state["hand"] is None else order.index(state["hand"])
-        while visited[order[pos]]:
+        for _ in range(len(order) + 1):  # each look clears a bit: len(order) + 1 looks find one
+            if not visited[order[pos]]:
+                break
             visited[order[pos]] = False
             pos = pos + 1 if pos + 1 < len(order) else 0
         way = order[pos]

@@ -26,7 +26,7 @@ from lsm_gnn.cache import gpu_engine, policies, window
 from lsm_gnn.cache.engine import CpuCacheEngine
 from lsm_gnn.cache.geometry import cache_geometry
 from lsm_gnn.cache.window import ROW_SLOT
-from lsm_gnn.utils import cuda_sources
+from lsm_gnn.utils import cuda_sources, rowcopy
 from lsm_gnn.utils.errors import InputError
 
 STEP_FIELDS = ("distinct", "inverse", "status", "slot", "src", "evicted", "spill", "spill_slot",
@@ -251,20 +251,143 @@ def test_empty_and_all_duplicate_batches(backend):
     assert totals["requests"] == 120 and totals["distinct"] == 42 and totals["hits"] == 2
 
 
+# row sizes of every unit (16, 8, 4, 1 bytes) and row counts around the rows per block
+COPY_CASES = [(np.float32, 1024, 37), (np.float32, 24, 12), (np.float32, 6, 70), (np.uint8, 7, 12),
+              (np.float16, 3, 33), (np.uint8, 64, 65), (np.float32, 40, 1)]
+
+
+@pytest.mark.parametrize("dtype,dim,n", COPY_CASES, ids=lambda x: getattr(x, "__name__", str(x)))
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-def test_copy_rows_moves_rows(backend):
+def test_copy_rows_moves_rows(backend, dtype, dim, n):
     cp = gpu_engine._cupy()
-    rng = np.random.default_rng(3)
-    for dtype, dim in ((np.float32, 24), (np.uint8, 7)):
-        src = rng.integers(0, 100, (50, dim)).astype(dtype)
-        dst = np.zeros((20, dim), dtype)
-        s_idx, d_idx = rng.choice(50, 12, replace=False), rng.choice(20, 12, replace=False)
-        dst_dev = cp.asarray(dst)
-        gpu_engine.copy_rows(cp.asarray(src), s_idx, dst_dev, d_idx)
-        dst[d_idx] = src[s_idx]
-        np.testing.assert_array_equal(host(dst_dev), dst)
+    rng = np.random.default_rng(dim * 1000 + n)
+    src = rng.integers(0, 100, (n + 20, dim)).astype(dtype)
+    dst = np.zeros((n + 9, dim), dtype)
+    s_idx, d_idx = rng.choice(n + 20, n, replace=False), rng.choice(n + 9, n, replace=False)
+    dst_dev = cp.asarray(dst)
+    gpu_engine.copy_rows(cp.asarray(src), s_idx, dst_dev, d_idx)
+    dst[d_idx] = src[s_idx]
+    np.testing.assert_array_equal(host(dst_dev), dst)
     with pytest.raises(InputError, match="row shape"):
         gpu_engine.copy_rows(cp.asarray(src), s_idx, cp.asarray(np.zeros((20, dim + 1), dtype)), d_idx)
+
+
+@pytest.mark.parametrize("offset", [4, 8, 1])
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_copy_rows_between_arrays_not_aligned_to_16_bytes(backend, offset):
+    """Views that start `offset` bytes into a buffer: the copy narrows its unit (16-byte rows moved
+    as 8-, 4- or 1-byte units) and moves exactly the rows asked, nothing around them."""
+    cp = gpu_engine._cupy()
+    rng = np.random.default_rng(offset)
+    rb, n = 48, 21
+    buf_src = cp.asarray(rng.integers(0, 255, 64 + 40 * rb).astype(np.uint8))
+    buf_dst = cp.asarray(np.zeros(64 + 30 * rb, np.uint8))
+    src = buf_src[offset: offset + 40 * rb].reshape(40, rb)
+    dst = buf_dst[offset: offset + 30 * rb].reshape(30, rb)
+    if backend == "emulated":
+        assert rowcopy.address(src) % 16 == rowcopy.address(dst) % 16 == offset % 16
+    plan = rowcopy.plan(n, rb, rowcopy.address(src), rowcopy.address(dst))
+    assert plan.unit == {4: 4, 8: 8, 1: 1}[offset]
+    s_idx, d_idx = rng.choice(40, n, replace=False), rng.choice(30, n, replace=False)
+    gpu_engine.copy_rows(src, s_idx, dst, d_idx)
+    expect = np.zeros((30, rb), np.uint8)
+    expect[d_idx] = host(src)[s_idx]
+    np.testing.assert_array_equal(host(dst), expect)
+    outside = np.concatenate([host(buf_dst)[:offset], host(buf_dst)[offset + 30 * rb:]])
+    assert not outside.any()
+
+
+def test_row_copy_plan_takes_the_widest_aligned_unit_and_fills_blocks():
+    assert rowcopy.plan(100, 4096, 0, 256) == rowcopy.CopyPlan(16, 256, 5, 13)    # a warp per row, 8 per block
+    assert rowcopy.plan(100, 64, 0, 0) == rowcopy.CopyPlan(16, 4, 2, 2)          # 4 threads per row, 64 per block
+    assert rowcopy.plan(100, 4096, 0, 4).unit == 4                                # a 4-byte aligned side
+    assert rowcopy.plan(5, 24, 0, 0) == rowcopy.CopyPlan(8, 3, 2, 1)
+    assert rowcopy.plan(5, 7, 0, 0) == rowcopy.CopyPlan(1, 7, 3, 1)
+    assert rowcopy.plan(257, 1, 0, 0).blocks == 2                                 # 256 one-byte rows per block
+    assert rowcopy.plan(0, 16, 0, 0).blocks == 0
+
+
+# ---- a corrupt policy state ends the step, in both engines alike -------------------------------
+def _corrupt_sieve(eng, si: int, how: str) -> None:
+    """Damage set si's SIEVE list the same way in either engine (host arrays or device arrays)."""
+    ways = eng.geometry.ways
+    arrays = {name: getattr(eng, name) for name in ("visited", "newer", "older", "head", "tail", "hand")}
+    host_copy = {k: host(v).copy() for k, v in arrays.items()}
+    base = si * ways
+    host_copy["visited"][base: base + ways] = 1   # every line visited: the hand walks the whole list
+    if how == "link-out-of-set":
+        host_copy["newer"][base + host_copy["tail"][si]] = ways + 3   # points into the next set
+    elif how == "hand-out-of-set":
+        host_copy["hand"][si] = ways
+    elif how == "tail-out-of-set":
+        host_copy["hand"][si] = -1
+        host_copy["tail"][si] = 2 * ways
+    elif how == "cycle":  # newer links form a cycle that never reaches the head: still ends, valid
+        for w in range(ways):
+            host_copy["newer"][base + w] = (w + 1) % ways
+    for name, arr in arrays.items():   # a device array (it has .get) takes a device copy
+        arr[...] = gpu_engine._cupy().asarray(host_copy[name]) if hasattr(arr, "get") else host_copy[name]
+
+
+@pytest.mark.parametrize("how", ["link-out-of-set", "hand-out-of-set", "tail-out-of-set"])
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_a_corrupt_sieve_list_ends_the_step_with_state_error_in_both_engines(backend, how):
+    """The hand's walk is bounded by the associativity and checks every position and link it
+    follows: a list that leaves its set stops the step (StateError, both engines), and nothing of
+    the next set is touched."""
+    from lsm_gnn.utils.errors import StateError
+
+    size = SIZES[backend]
+    rng = np.random.default_rng(5)
+    static = rng.integers(0, 256, size["num_rows"]).astype(np.uint8)
+    g, c = engines(size, static=static, policy="sieve", pvp=False)
+    sets = cache_geometry(size["capacity"], size["ways"]).sets
+    batches = one_set_trace(rng, size, sets)   # set 0 fills and keeps evicting
+    run_steps(g, c, batches[:3], size["window"])
+    for eng in (g, c):
+        _corrupt_sieve(eng, 0, how)
+    before = {name: host(getattr(c, name))[size["ways"]: 2 * size["ways"]].copy() for name in ("visited", "newer")}
+    for eng in (g, c):
+        with pytest.raises(StateError, match="corrupt"):
+            eng.step(batches[3], *window_of(batches, 3, size["window"]))
+        for name, was in before.items():   # set 1's lines are untouched
+            np.testing.assert_array_equal(host(getattr(eng, name))[size["ways"]: 2 * size["ways"]], was)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_a_sieve_list_cycling_inside_its_set_still_ends_with_the_same_victims(backend):
+    """Links that cycle inside the set (every line visited): the walk ends within ways + 1 looks
+    and both engines pick the same victims and keep the same state."""
+    size = SIZES[backend]
+    rng = np.random.default_rng(6)
+    static = rng.integers(0, 256, size["num_rows"]).astype(np.uint8)
+    g, c = engines(size, static=static, policy="sieve", pvp=False)
+    sets = cache_geometry(size["capacity"], size["ways"]).sets
+    batches = one_set_trace(rng, size, sets)
+    run_steps(g, c, batches[:3], size["window"])
+    for eng in (g, c):
+        _corrupt_sieve(eng, 0, "cycle")
+    totals = run_steps(g, c, batches[3:5], size["window"])
+    assert totals["evictions"] > 0
+
+
+def test_a_corrupt_round_robin_counter_is_corrupt_state_in_the_cpu_engine_too():
+    """C's % of a negative counter is a negative way, Python's a valid one: both engines call a
+    negative counter corrupt instead (the CUDA hook returns -1 before the %)."""
+    from lsm_gnn.utils.errors import StateError
+
+    size = SIZES["emulated"]
+    static = np.zeros(size["num_rows"], np.uint8)
+    c = CpuCacheEngine(size["capacity"], size["num_rows"], static,
+                       **engine_kwargs(ways=size["ways"], window=size["window"], policy="round_robin"))
+    sets = cache_geometry(size["capacity"], size["ways"]).sets
+    batches = one_set_trace(np.random.default_rng(2), size, sets)
+    c.step(batches[0])
+    c.end_iteration()
+    c.rr[0] = -3
+    with pytest.raises(StateError, match="set 0"):
+        c.step(batches[1])
+    assert "if (ps.rr[si] < 0) return -1;" in cuda_sources.read("policies/round_robin.cuh")
 
 
 # ---- no GPU needed ----------------------------------------------------------------------------

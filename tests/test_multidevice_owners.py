@@ -140,3 +140,36 @@ def test_tensor_split_and_reorder_equal_cpu_emulated(G, monkeypatch):
 @pytest.mark.parametrize("G", [2, 3, 8])
 def test_gpu_tensor_split_and_reorder_equal_cpu(G):
     _tensor_split_and_reorder_equal_cpu("cuda", G, 200_003)
+
+
+@pytest.mark.skipif(not _has_cxx, reason="needs g++ for the CUDA emulator")
+@pytest.mark.parametrize("row_bytes,n,offset", [
+    (4096, 9, 0),     # 16-byte units, a warp per row, a block of 8 rows and one more
+    (48, 67, 0),      # 16-byte units, 4 threads per row: 64 rows per block and 3 more
+    (48, 20, 4),      # views 4 bytes into their buffers: 4-byte units
+    (24, 33, 8),      # 8-byte units
+    (10, 300, 0),     # a row size that only bytes divide
+])
+def test_reorder_kernels_on_every_unit_and_partial_blocks_emulated(row_bytes, n, offset, monkeypatch):
+    """reorder_gpu through the stand-in: out[positions[k]] = rows[k] whatever the unit the plan
+    takes (lsm_gnn.utils.rowcopy), for row counts that leave the last block part-filled, and
+    nothing outside `out` is written."""
+    from cuda_emu import fake_cupy
+
+    from lsm_gnn.multidevice.gpu import reorder_gpu
+    from lsm_gnn.utils import rowcopy
+
+    emulate_gpu_kernels(monkeypatch)
+    cp = fake_cupy()
+    rng = np.random.default_rng(row_bytes + n)
+    src_buf = cp.asarray(rng.integers(0, 255, offset + n * row_bytes + 16).astype(np.uint8))
+    out_buf = cp.asarray(np.zeros(offset + n * row_bytes + 16, np.uint8))
+    rows = src_buf[offset: offset + n * row_bytes].reshape(n, row_bytes)
+    out = out_buf[offset: offset + n * row_bytes].reshape(n, row_bytes)
+    positions = rng.permutation(n).astype(np.int64)
+    plan = rowcopy.plan(n, row_bytes, rowcopy.address(rows), rowcopy.address(out))
+    assert plan.unit == max(u for u in rowcopy.UNITS if row_bytes % u == 0 and offset % u == 0)
+    assert reorder_gpu(rows, cp.asarray(positions), out=out) is out
+    np.testing.assert_array_equal(np.asarray(out), reorder(np.asarray(rows), positions))
+    rest = np.concatenate([np.asarray(out_buf)[:offset], np.asarray(out_buf)[offset + n * row_bytes:]])
+    assert not rest.any()

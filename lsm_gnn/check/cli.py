@@ -40,25 +40,61 @@ def gpu(out, quick, budget, tests_dir, data_dir, keep_data, skip, skip_tests):
 
 
 @check.command("compile")
-@click.option("--arch", default="compute_80", show_default=True, help="Virtual architecture.")
-def compile_(arch):
-    """Compile every CUDA program of the GPU engines with NVRTC (no GPU needed). Exit 2 without NVRTC."""
+@click.option("--arch", default="sm_80,sm_90", show_default=True,
+              help="Comma-separated real architectures (sm_80: A100, sm_90: H100).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the report (every unit, every kernel's resources and occupancy) to this JSON file.")
+def compile_(arch, json_path):
+    """Compile every CUDA program of the GPU engines for real GPUs (no GPU needed) and report each
+    kernel's registers, spills, shared memory and the occupancy at its launch size.
+
+    With nvcc (the PATH, $CUDA_HOME): the full report. Without it, NVRTC through CuPy if importable:
+    errors and the kernel list only. Exit status: 0 clean (no error, warning or spill), 1 a problem,
+    2 no compiler."""
+    from lsm_gnn.check import compile as cc
+    from lsm_gnn.utils.atomic import write_json
+
+    archs = tuple(a.strip() for a in arch.split(",") if a.strip())
+    bad = [a for a in archs if a not in cc.LIMITS]
+    if not archs or bad:
+        raise click.BadParameter(f"expected some of {sorted(cc.LIMITS)}, found {arch!r}", param_hint="--arch")
+    if cc.find_nvcc() is None:
+        sys.exit(_compile_nvrtc(archs))
+    report = cc.run(archs)
+    click.echo(f"{report['compiler']}, options {' '.join(report['options'])} (+ -cubin -arch=<sm> -Xptxas -v), "
+               f"sources: {report['sources']}")
+    for u in report["units"]:
+        click.echo(f"{'ok  ' if u['ok'] else 'FAIL'} {u['unit']} ({u['arch']})")
+    click.echo(cc.table(report))
+    for p in report["problems"]:
+        click.echo(f"problem: {p}", err=True)
+    if json_path is not None:
+        write_json(json_path, report)
+    n = len(report["units"])
+    click.echo(f"{sum(u['ok'] for u in report['units'])} of {n} compiled cleanly; "
+               f"{len(report['problems'])} problem(s)")
+    sys.exit(0 if report["ok"] else 1)
+
+
+def _compile_nvrtc(archs) -> int:
+    """The fallback without nvcc: NVRTC through CuPy (PTX; errors and kernel entries only)."""
     from lsm_gnn.check.nvrtc import compile_source, nvrtc_version, translation_units
     from lsm_gnn.utils import cuda_sources
 
     version, why = nvrtc_version()
     if version is None:
-        click.echo(f"check compile: NVRTC is not usable here ({why})", err=True)
-        sys.exit(2)
-    click.echo(f"NVRTC {version[0]}.{version[1]}, -arch={arch}, sources: {cuda_sources.where()}")
-    units = translation_units()
-    failed = 0
-    for name, (src, _) in units.items():
-        ok, msg = compile_source(name, src, arch)
-        failed += not ok
-        click.echo(f"{'ok  ' if ok else 'FAIL'} {name}: {msg}")
-    click.echo(f"{len(units) - failed} of {len(units)} compiled")
-    sys.exit(1 if failed else 0)
+        click.echo(f"check compile: neither nvcc (PATH, $CUDA_HOME/bin) nor NVRTC is usable here ({why})", err=True)
+        return 2
+    click.echo(f"no nvcc: NVRTC {version[0]}.{version[1]} (no resource report), sources: {cuda_sources.where()}")
+    failed = total = 0
+    for name, (src, _) in translation_units().items():
+        for arch in archs:
+            ok, msg = compile_source(name, src, arch.replace("sm_", "compute_"))
+            failed += not ok
+            total += 1
+            click.echo(f"{'ok  ' if ok else 'FAIL'} {name} ({arch}): {msg}")
+    click.echo(f"{total - failed} of {total} compiled")
+    return 1 if failed else 0
 
 
 @check.command("faults")

@@ -1,4 +1,7 @@
-"""Compile every program of the GPU engines with NVRTC; no GPU or driver needed.
+"""The programs of the GPU engines (`translation_units`), and their compile with NVRTC; no GPU needed.
+
+lsm_gnn.check.compile compiles them with nvcc for real architectures (what CI runs); NVRTC here is
+`lsm-gnn check compile`'s fallback where nvcc is absent.
 
 Needs CuPy and the NVRTC library (e.g. `pip install cupy-cuda13x nvidia-cuda-nvrtc` in a scratch
 venv): CuPy's RawModule cannot compile without a driver, but its low-level NVRTC binding can. The
@@ -41,7 +44,7 @@ def compile_source(name: str, src: str, arch: str) -> tuple[bool, str]:
     prog = nvrtc.createProgram(src, name, (), ())
     try:
         try:
-            nvrtc.compileProgram(prog, ["-std=c++11", f"-arch={arch}"])
+            nvrtc.compileProgram(prog, list(cuda_sources.COMPILE_OPTIONS) + [f"-arch={arch}"])
         except nvrtc.NVRTCError as exc:
             return False, f"{exc}\n{nvrtc.getProgramLog(prog)}"
         ptx = nvrtc.getPTX(prog)

@@ -314,7 +314,8 @@ def _corrupt_sieve(eng, si: int, how: str) -> None:
     arrays = {name: getattr(eng, name) for name in ("visited", "newer", "older", "head", "tail", "hand")}
     host_copy = {k: host(v).copy() for k, v in arrays.items()}
     base = si * ways
-    host_copy["visited"][base: base + ways] = 1   # every line visited: the hand walks the whole list
+    host_copy["visited"][base: base + 2 * ways] = 1   # every line of this set and the next visited: the
+    # hand walks the whole list, and a walk that strays into the next set clears bits there
     if how == "link-out-of-set":
         host_copy["newer"][base + host_copy["tail"][si]] = ways + 3   # points into the next set
     elif how == "hand-out-of-set":
@@ -371,23 +372,24 @@ def test_a_sieve_list_cycling_inside_its_set_still_ends_with_the_same_victims(ba
     assert totals["evictions"] > 0
 
 
-def test_a_corrupt_round_robin_counter_is_corrupt_state_in_the_cpu_engine_too():
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_a_negative_round_robin_counter_is_corrupt_state_in_both_engines(backend):
     """C's % of a negative counter is a negative way, Python's a valid one: both engines call a
-    negative counter corrupt instead (the CUDA hook returns -1 before the %)."""
+    negative counter corrupt instead of choosing different ways."""
     from lsm_gnn.utils.errors import StateError
 
-    size = SIZES["emulated"]
+    size = SIZES[backend]
+    rng = np.random.default_rng(2)
     static = np.zeros(size["num_rows"], np.uint8)
-    c = CpuCacheEngine(size["capacity"], size["num_rows"], static,
-                       **engine_kwargs(ways=size["ways"], window=size["window"], policy="round_robin"))
+    g, c = engines(size, static=static, policy="round_robin", pvp=False)
     sets = cache_geometry(size["capacity"], size["ways"]).sets
-    batches = one_set_trace(np.random.default_rng(2), size, sets)
-    c.step(batches[0])
-    c.end_iteration()
+    batches = one_set_trace(rng, size, sets)
+    run_steps(g, c, batches[:2], size["window"])
     c.rr[0] = -3
-    with pytest.raises(StateError, match="set 0"):
-        c.step(batches[1])
-    assert "if (ps.rr[si] < 0) return -1;" in cuda_sources.read("policies/round_robin.cuh")
+    g.rr[...] = gpu_engine._cupy().asarray(c.rr)
+    for eng in (g, c):
+        with pytest.raises(StateError, match="corrupt"):
+            eng.step(batches[2], *window_of(batches, 2, size["window"]))
 
 
 # ---- no GPU needed ----------------------------------------------------------------------------

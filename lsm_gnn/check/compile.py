@@ -152,9 +152,9 @@ def diagnostics(text: str) -> tuple[list[str], list[str]]:
         low = line.lower()
         if "ptxas info" in low:
             continue
-        if "error" in low:
+        if re.search(r"\berror\b", low):
             errors.append(line.strip())
-        elif "warning" in low:
+        elif re.search(r"\bwarning\b", low):
             warnings.append(line.strip())
     return errors, warnings
 

@@ -162,15 +162,14 @@ class EmulatedAccelerator:
     `time.sleep` wakes late under load (0.8 ms per 11 ms step on the 2-core VM with the data plane
     running): the lateness is carried as a debt and taken off the next waits, so the accelerator's
     timeline over a run keeps the model's total (`overshoot_s` is what is still owed at the end).
-    `sync`, when given, runs after each wait (DDP's gradient all-reduce is a synchronisation point
-    of every step: the emulated ranks meet there too); its time is not busy.
+    The ranks' meeting after the step (DDP's gradient all-reduce) is the caller's, timed as the
+    `sync` stage (lsm_gnn.train.sync): waiting for a peer is not the accelerator's time.
     """
 
-    def __init__(self, profile: AcceleratorProfile, *, scale: float = 1.0, sync=None):
+    def __init__(self, profile: AcceleratorProfile, *, scale: float = 1.0):
         self.profile = profile
         self.scale = float(scale)
         self.model = profile.step.scaled(scale) if scale != 1.0 else profile.step
-        self.sync = sync
         self.busy_s = 0.0
         self.overshoot_s = 0.0
         self.steps = 0
@@ -183,8 +182,6 @@ class EmulatedAccelerator:
         if due > 0:
             time.sleep(due)
         self.overshoot_s = time.perf_counter() - t0 - due
-        if self.sync is not None:
-            self.sync()
         self.busy_s += t
         self.steps += 1
         return t

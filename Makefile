@@ -52,8 +52,8 @@ bench: env
 	$(VENV)/bin/asv publish
 
 # Behaviour changes (track_ counts not exactly equal) and performance changes (time_ medians past
-# the factor, with asv's significance test) of B against A, measured in one interleaved asv run on
-# one CPU. B may list several commits (each compared with A). Exit status 1 performance, 2
+# the factor, with asv's significance test) of B against A, measured in interleaved rounds (one asv
+# run each, the commits' order alternating: A B, B A, ...) on one CPU. B may list several commits (each compared with A). Exit status 1 performance, 2
 # behaviour, 3 both. COMPARE_ARGS: e.g. --factor 1.3, --cpu 0, -b bench_cache (docs/benchmarks.md).
 A ?=
 B ?=

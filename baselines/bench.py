@@ -23,6 +23,13 @@ emulated accelerators and `--limits`, fio measures the disk for 2 s before every
 with the time per read, 1 / IOPS): on the VM the disk's rate moves by tens of per cent between
 minutes, which no order of runs removes.
 
+Seeds (MLPerf Storage draws a new seed per run): round r runs every system with train.seed =
+`run_seed(base, r)`, base = the config's train.seed, so the runs are independent draws of the batches
+and the comparison is reproducible from its base seed; the systems of one round share their seed
+(the same batches: `per_round_vs_lsm` compares like with like). Each run's record carries its seed
+(config.train.seed), the output `seeds` (base, by_round) and each run's `seed`. A single
+`lsm-gnn run` keeps the configured seed.
+
 Ratios (above 1: LSM-GNN is faster): `{system}_vs_lsm_epoch` = the median steady epoch over
 LSM-GNN's. With emulated accelerators also:
 - LSM-GNN's floor per iteration: max(the emulated step, storage reads of all devices / fio's
@@ -62,6 +69,20 @@ def spread_of(values: list[float]) -> dict:
     sp = (max(vals) - min(vals)) / med if med else None
     return {"median": med, "min": min(vals), "max": max(vals), "spread": sp,
             "flagged": bool(sp is not None and sp > SPREAD_LIMIT), "runs": len(vals)}
+
+
+def run_seed(base: int, index: int) -> int:
+    """The seed of run `index` of a comparison whose base seed is `base` (MLPerf Storage draws a new
+    seed per run): independent draws that the base seed reproduces. Every system's run of one
+    round gets the same seed, so a round compares the systems on the same batches."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([int(base), int(index)]).generate_state(1)[0])
+
+
+def with_seed(cfg, seed: int):
+    """`cfg` with train.seed = `seed` (the sampler's shuffle and the model's initialisation)."""
+    return cfg.model_copy(update={"train": cfg.train.model_copy(update={"seed": int(seed)})})
 
 
 def rotated_order(systems: list[str], repeats: int) -> list[list[str]]:
@@ -246,15 +267,17 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
             bar.update()
             return None
         bar.update()
-        return {**summarise_run(rec), "disk_iops_before": iops, "round": tag}
+        return {**summarise_run(rec), "disk_iops_before": iops, "round": tag, "seed": c.train.seed}
 
+    seeds = [run_seed(cfg.train.seed, r) for r in range(repeats)]
     for r, rnd in enumerate(order):
+        c = with_seed(cfg, seeds[r])
         for s in rnd:
-            res = one(s, cfg, f"r{r}")
+            res = one(s, c, f"r{r}")
             if res is not None:
                 runs[s].append(res)
     for scale in scales:
-        d = config_to_dict(cfg)
+        d = config_to_dict(with_seed(cfg, seeds[0]))  # the sweep's runs: round 0's batches
         d["train"]["accelerator_scale"] = scale * cfg.train.accelerator_scale
         c = parse_config(d, f"<sweep x{scale:g}>")
         for s in systems:
@@ -266,6 +289,7 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
     out = {"benchmark": "compare", "devices": devices, "machines": machines, "trainers_per_machine": trainers,
            "warmup_iters": cfg.train.warmup_iters, "timed_iters": cfg.train.timed_iters, "repeats": repeats,
            "order": order, "spread_limit": SPREAD_LIMIT,
+           "seeds": {"base": cfg.train.seed, "by_round": seeds, "rule": "numpy SeedSequence([base, round])"},
            "accelerator": "real" if not emulated else
            {"profile": cfg.train.accelerator_profile, "scale": cfg.train.accelerator_scale},
            "systems": {s: summarise_system(v) for s, v in runs.items() if v}, "failures": failures}

@@ -3,9 +3,12 @@
     python benchmarks/compare.py A B [B2 ...] [--factor 1.15] [--cpu 1] [--bench REGEX] [--no-run]
 
 (`make bench-compare A=... B=...` runs it.) It sets up asv's machine record (`asv machine --yes`,
-so a first run works), runs every benchmark at A and B in one `asv run --interleave-rounds` pinned
-to one CPU (`--cpu-affinity`), then reads the result files and prints, for B against A (and for
-each further commit against A, all measured in the same interleaved run):
+so a first run works), then runs the rounds itself: round r is one `asv run -a rounds=1` of every
+benchmark at every commit, pinned to one CPU (`--cpu-affinity`), A first in the even rounds and
+last in the odd ones (A B, B A, A B, ...: a commit that ran first in every round would meet the
+VM's drift within a round always on the same side), the rounds after the first appending their
+samples to the first's (`--append-samples`). Then it reads the result files and prints, for B
+against A (and for each further commit against A, all measured in the same rounds):
 
 - behaviour changes: a `track_` figure (a count of a deterministic replay, a ratio of such counts,
   read amplification) that is not exactly equal at A and B, or a benchmark that ran at one commit
@@ -206,17 +209,55 @@ def result_file(results_dir: str, machine: str, commit: str) -> str:
     return paths[0]
 
 
-def asv_run_command(args, hashfile: str) -> list[str]:
-    """The one `asv run` of a comparison: every commit of `hashfile`, rounds interleaved, one CPU."""
-    cmd = [args.asv, "run", "--machine", args.machine, "--interleave-rounds", "--record-samples",
-           "--cpu-affinity", args.cpu, "--show-stderr", f"HASHFILE:{hashfile}"]
-    if args.rounds is not None:
-        if args.rounds < 1:
-            raise SystemExit(f"--rounds: expected a positive integer, found {args.rounds}")
-        cmd += ["-a", f"rounds={args.rounds}"]
-    for pattern in args.bench:
+def default_rounds() -> int:
+    """The rounds of a comparison without --rounds: benchmarks/_timing.py's (one place)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_timing", os.path.join(os.path.dirname(__file__), "_timing.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return int(mod.Timed.rounds)
+
+
+def round_orders(commits: list[str], rounds: int) -> list[list[str]]:
+    """The commits' order in each round: as given in the even rounds, reversed in the odd ones."""
+    if rounds < 1:
+        raise SystemExit(f"--rounds: expected a positive integer, found {rounds}")
+    return [list(commits) if r % 2 == 0 else list(reversed(commits)) for r in range(rounds)]
+
+
+def asv_run_command(args, hashfile: str, append: bool = False) -> list[str]:
+    """One round's `asv run`: one process per benchmark at every commit of `hashfile`, in the file's
+    order, on one CPU; `append` (the rounds after the first): its samples join the earlier rounds'
+    (asv --append-samples), and only `time_` benchmarks run (a `track_` count is exact: once is
+    enough). asv ORs its -b patterns and matches each with re.search against the full name."""
+    cmd = [args.asv, "run", "--machine", args.machine, "--no-interleave-rounds", "--record-samples",
+           "--cpu-affinity", args.cpu, "--show-stderr", "-a", "rounds=1", f"HASHFILE:{hashfile}"]
+    if append:
+        cmd.insert(cmd.index("--record-samples"), "--append-samples")
+    patterns = list(args.bench)
+    if append:
+        patterns = [rf"^(?=.*(?:{p})).*\.time_" for p in patterns] or [r"\.time_"]
+    for pattern in patterns:
         cmd += ["-b", pattern]
     return cmd
+
+
+def run_rounds(args, commits: list[str]) -> list[list[str]]:
+    """Every round's `asv run` (round_orders); returns the commands run."""
+    rounds = args.rounds if args.rounds is not None else default_rounds()
+    cmds = []
+    for r, order in enumerate(round_orders(commits, rounds)):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("".join(f"{c}\n" for c in order))
+        cmd = asv_run_command(args, f.name, append=r > 0)
+        try:
+            print(f"[bench-compare] round {r + 1}/{rounds}: " + " then ".join(c[:8] for c in order), flush=True)
+            subprocess.run(cmd, check=False)
+        finally:
+            os.unlink(f.name)
+        cmds.append(cmd)
+    return cmds
 
 
 def main(argv=None) -> int:
@@ -229,7 +270,8 @@ def main(argv=None) -> int:
     ap.add_argument("--asv", default=os.path.join(os.path.dirname(sys.executable), "asv"), help="the asv command")
     ap.add_argument("--machine", default=socket.gethostname(), help="asv machine name")
     ap.add_argument("--rounds", type=int, default=None,
-                    help="processes per benchmark and commit (asv -a rounds=N; default benchmarks/_timing.py's)")
+                    help="rounds, one process per benchmark and commit each, the commits' order alternating "
+                         "(default benchmarks/_timing.py's)")
     ap.add_argument("--no-run", action="store_true", help="compare the stored results only")
     ap.add_argument("--all", action="store_true", help="also list every timing's ratio (the noise of an A/A pair)")
     args = ap.parse_args(argv)
@@ -239,13 +281,7 @@ def main(argv=None) -> int:
     if not args.no_run:
         subprocess.run([args.asv, "machine", "--yes", "--machine", args.machine], check=True,
                        stdout=subprocess.DEVNULL)
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-            f.write("".join(f"{c}\n" for c in [a, *others]))
-        cmd = asv_run_command(args, f.name)
-        try:
-            subprocess.run(cmd, check=False)
-        finally:
-            os.unlink(f.name)
+        run_rounds(args, [a, *others])
     results_dir = os.path.join(".asv", "results")
     ra = load_results(result_file(results_dir, args.machine, a))
     status = 0

@@ -208,10 +208,33 @@ class BaselineConfig(Section):
     samplers: int = Field(0, ge=0, le=16)
     network: Literal["netns", "loopback"] = "netns"
     """netns: every emulated machine has its own network namespace and address (bytes measured)."""
+    network_emulation: Literal["real", "emulated"] = "real"
+    """real: the machines' veths as the kernel runs them. emulated: every machine's eth0 shaped with tc
+    (netem delay, tbf rate) to `network_profile`'s NIC (baselines/distdgl/netem.py); needs netns and a
+    kernel with sch_netem and sch_tbf (the run fails naming what is missing)."""
+    network_profile: str = "paper"
+    """The hardware profile whose `links.nic` the emulated network takes: a projection profile
+    (lsm_gnn/project/profiles: paper, h200x8, this-machine) or a .yaml path."""
     trainer_threads: int = Field(1, ge=1, le=256)
     timeout_s: float = Field(900.0, gt=0.0)
     fault_die_at: dict[str, int] = Field(default_factory=dict)
     """Tests only: {trainer rank: iteration} at which that Dist-DGL trainer kills itself."""
+
+    @field_validator("network_profile")
+    @classmethod
+    def _known_network_profile(cls, v):
+        from lsm_gnn.project.profiles import PACKAGED
+
+        if v not in PACKAGED and not v.endswith((".yaml", ".yml")):
+            raise ValueError(f"unknown hardware profile; expected one of {', '.join(PACKAGED)} or a .yaml path")
+        return v
+
+    @model_validator(mode="after")
+    def _emulated_network_needs_namespaces(self):
+        if self.network_emulation == "emulated" and self.network != "netns":
+            raise ValueError("network_emulation: emulated shapes each machine's own eth0, which needs "
+                             f"network: netns (found network: {self.network})")
+        return self
 
 
 class RunConfig(Section):

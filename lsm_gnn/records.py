@@ -33,7 +33,11 @@ ROW_KEYS = ("requests", "distinct", "local_hits", "peer_hits", "victim_hits", "s
 IO_KEYS = ("bytes_read", "io_ops")
 """An epoch's `io`: storage bytes read (read amplification included) and read operations."""
 STAGES = ("sample", "exchange_ids", "fetch_cache", "fetch_victim", "fetch_storage",
-          "exchange_rows", "train", "other")
+          "exchange_rows", "train", "sync", "other")
+"""An iteration's stages. `train` is the accelerator's step (forward, backward, optimiser: real or
+emulated); `sync` the ranks' gradient all-reduce after it, i.e. the wait for the peers
+(lsm_gnn.train.sync). A record written before `sync` existed has none: read as 0, its all-reduce
+inside `train`."""
 FETCH_STAGES = ("fetch_cache", "fetch_victim", "fetch_storage")
 ITERATION_KEYS = STAGES + ("wall", "wait")
 """One iteration's times: the stages, its wall time and how long the train step waited for inputs."""
@@ -166,12 +170,12 @@ def mean_times(items) -> dict:
 
 
 def exposed_times(mean: dict) -> dict:
-    """Critical-path view of one iteration: train + other + the wait, split over the loading stages
-    in proportion to their busy time (sums to the iteration's wall time)."""
+    """Critical-path view of one iteration: train + sync + other + the wait, split over the loading
+    stages in proportion to their busy time (sums to the iteration's wall time)."""
     load = ("sample",) + FETCH_STAGES
     busy = sum(mean[k] for k in load)
     out = {k: (mean["wait"] * mean[k] / busy if busy > 0 else 0.0) for k in load}
-    out["train"], out["other"] = mean["train"], mean["other"]
+    out["train"], out["sync"], out["other"] = mean["train"], mean.get("sync", 0.0), mean["other"]
     return out
 
 
@@ -218,7 +222,7 @@ def training_metrics(epochs: list[dict], iterations: list[list], *, rank: int, t
     mean = mean_times(chosen)
     rows = sum_counts((ep["rows"] for ep in epochs), ROW_KEYS)
     io = sum_counts((ep["io"] for ep in epochs), IO_KEYS)
-    time_m = {"per_iteration": {k: mean[k] for k in STAGES}, "per_iteration_wall": mean["wall"],
+    time_m = {"per_iteration": {k: mean.get(k, 0.0) for k in STAGES}, "per_iteration_wall": mean["wall"],
               "per_iteration_wait": mean["wait"], "per_iteration_exposed": exposed_times(mean), **times,
               "preprocessing_s": preprocessing_s, "eval_s": eval_s, "hidden_fetch_fraction": hidden_fetch_fraction(chosen),
               "timing_window": {**timing_window, "warmup_iters": warmup_iters, "steady_epochs": steady}}

@@ -141,3 +141,51 @@ def test_a_correlation_needs_three_known_pairs():
     assert bench.correlation([1, 2, None, 4], [2, 4, 5, 8]) == pytest.approx(1.0)
     assert bench.correlation([1, 2], [1, 2]) is None
     assert bench.correlation([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_each_round_draws_a_new_seed_from_the_base_seed_and_every_system_of_a_round_shares_it(monkeypatch, tmp_path):
+    import baselines.harness
+
+    seen = []
+
+    def fake_run(system, cfg, **kw):
+        seen.append((system, cfg.train.seed))
+        return _record(system, 100, 0.5)
+
+    monkeypatch.setattr(baselines.harness, "run_system", fake_run)
+    from lsm_gnn.datasets.synthetic import generate
+
+    generate(tmp_path / "ds", 200, feature_dim=4, seed=0, progress=False)
+
+    def run(base):
+        seen.clear()
+        cfg = load_config(None, [f"dataset.path={tmp_path / 'ds'}", "train.accelerator=emulated", f"train.seed={base}"])
+        res = bench.compare(cfg, systems=["lsm", "direct"], repeats=4, limits=False)
+        return res, list(seen)
+
+    res, calls = run(7)
+    by_round = res["seeds"]["by_round"]
+    assert res["seeds"]["base"] == 7 and len(set(by_round)) == 4 and 7 not in by_round
+    assert by_round == [bench.run_seed(7, r) for r in range(4)]
+    # round r: both systems (in rotated order) run with round r's seed, and each run says which
+    assert calls == [("lsm", by_round[0]), ("direct", by_round[0]), ("direct", by_round[1]), ("lsm", by_round[1]),
+                     ("lsm", by_round[2]), ("direct", by_round[2]), ("direct", by_round[3]), ("lsm", by_round[3])]
+    assert [r["seed"] for r in res["systems"]["lsm"]["runs"]] == by_round
+    # the same base seed gives the same comparison's seeds; another base other ones
+    assert run(7)[1] == calls
+    assert set(run(8)[0]["seeds"]["by_round"]).isdisjoint(by_round)
+
+
+def test_a_single_run_keeps_the_configured_seed(monkeypatch, tmp_path):
+    """`lsm-gnn run` goes to the harness with its config as it is: no seed is drawn there."""
+    import baselines.harness
+
+    from lsm_gnn.datasets.synthetic import generate
+
+    generate(tmp_path / "ds", 200, feature_dim=4, seed=0, progress=False)
+    cfg = load_config(None, [f"dataset.path={tmp_path / 'ds'}", "train.seed=5"])
+    got = []
+    monkeypatch.setattr(baselines.harness, "_run_lsm_family", lambda system, c, devices, progress: (
+        got.append(c.train.seed), _record(system, 100, 0.5))[1])
+    baselines.harness.run_system("lsm", cfg, devices=1)
+    assert got == [5]

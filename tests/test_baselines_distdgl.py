@@ -126,6 +126,13 @@ def test_two_machines_through_the_harness_train_on_their_own_partitions_validate
     speed = m["cpu_index_s"]  # the CPU speed index around the cluster's run, for the projection
     assert speed["before"] > 0 and speed["after"] > 0
     assert m["accelerator"]["mode"] == "real" and m["accuracy"]["trained"] is True
+    # the gradient all-reduce between the trainers (over the machines' network) is its own stage
+    st = m["time"]["per_iteration"]
+    assert st["sync"] > 0 and st["train"] > 0 and "sync" in m["distdgl"]["stage_map"]
+    # the network as the kernel runs it, and what the kernel could emulate, said in the record
+    ne = m["distdgl"]["network_emulation"]
+    assert ne["mode"] == "real" and ne["shape"] is None and ne["qdiscs"] == []
+    assert set(ne["available"]) == {"available", "netem", "tbf", "reason"}
     # the trainers' own metrics
     (cluster,) = clusters
     res = cluster.result

@@ -4,6 +4,7 @@ asv's significance test and the factor). A small result-file fixture; asv itself
 
 import io
 import json
+import subprocess
 import shutil
 
 import pytest
@@ -157,15 +158,66 @@ def test_asv_environment_pins_every_core_dependency_at_the_requirements_pin():
     assert {n: matrix.get(n) for n in names} == {n: pins.get(n) for n in names}
 
 
-def test_rounds_and_benchmark_patterns_reach_the_one_asv_run():
+def test_rounds_and_benchmark_patterns_reach_every_rounds_asv_run():
     from argparse import Namespace
 
-    from benchmarks.compare import asv_run_command
+    from benchmarks.compare import asv_run_command, round_orders
 
     args = Namespace(asv="asv", machine="vm", cpu="1", rounds=4, bench=["bench_cache"])
     cmd = asv_run_command(args, "/tmp/h.txt")
-    assert cmd[:2] == ["asv", "run"] and "--interleave-rounds" in cmd and "HASHFILE:/tmp/h.txt" in cmd
-    assert cmd[cmd.index("-a") + 1] == "rounds=4" and cmd[cmd.index("-b") + 1] == "bench_cache"
-    assert "-a" not in asv_run_command(Namespace(**{**vars(args), "rounds": None}), "h")
+    assert cmd[:2] == ["asv", "run"] and "HASHFILE:/tmp/h.txt" in cmd and "--append-samples" not in cmd
+    assert cmd[cmd.index("-a") + 1] == "rounds=1" and cmd[cmd.index("-b") + 1] == "bench_cache"
+    assert cmd[cmd.index("--cpu-affinity") + 1] == "1" and "--no-interleave-rounds" in cmd
+    later = asv_run_command(args, "h", append=True)
+    assert "--append-samples" in later
+    # the later rounds time the time_ benchmarks the patterns select, and leave the exact track_ ones
+    import re
+
+    (pattern,) = [later[i + 1] for i, x in enumerate(later) if x == "-b"]
+    names = ["bench_cache.CacheReplay.time_replay", "bench_cache.CacheReplay.track_storage_rows",
+             "bench_sim.BoundsSuite.time_belady_min"]
+    assert [n for n in names if re.search(pattern, n)] == ["bench_cache.CacheReplay.time_replay"]
+    (pattern,) = [x for i, x in enumerate(asv_run_command(Namespace(**{**vars(args), "bench": []}), "h", True))
+                  if i and asv_run_command(Namespace(**{**vars(args), "bench": []}), "h", True)[i - 1] == "-b"]
+    assert [n for n in names if re.search(pattern, n)] == [names[0], names[2]]
     with pytest.raises(SystemExit, match="--rounds"):
-        asv_run_command(Namespace(**{**vars(args), "rounds": 0}), "h")
+        round_orders(["a", "b"], 0)
+
+
+def test_each_round_runs_the_commits_in_the_other_order_and_appends_to_the_first(tmp_path, monkeypatch, capsys):
+    """`make bench-compare` with asv stubbed: the order of the commits in each round's asv run."""
+    import benchmarks.compare as cmp
+
+    a, b, c = "1" * 40, "2" * 40, "3" * 40
+    machine = tmp_path / ".asv" / "results" / "box"
+    machine.mkdir(parents=True)
+    for h in (a, b, c):
+        _write(machine / f"{h[:8]}-virtualenv.json", h, replay=[_timing(BASE), _timing(BASE)], rows=[5, 4],
+               belady=_timing(BASE))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cmp, "_git", lambda *args: {"A": a, "B": b, "C": c}[args[-1][0]])
+    runs, real_run = [], subprocess.run
+
+    def fake_run(cmd, **kw):
+        if cmd[0] != "asv-stub":
+            return real_run(cmd, **kw)  # what else calls subprocess (the platform module) runs
+        if cmd[1] == "run":
+            spec = next(x for x in cmd if x.startswith("HASHFILE:"))
+            with open(spec[len("HASHFILE:"):]) as f:
+                runs.append(([line.strip() for line in f if line.strip()], "--append-samples" in cmd))
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(cmp.subprocess, "run", fake_run)
+    monkeypatch.setattr(cmp.time, "time", lambda: 0.0)  # the stored results count as this comparison's
+    cmp.main(["A", "B", "--asv", "asv-stub", "--machine", "box", "--rounds", "4"])
+    assert runs == [([a, b], False), ([b, a], True), ([a, b], True), ([b, a], True)]
+    runs.clear()
+    cmp.main(["A", "B", "C", "--asv", "asv-stub", "--machine", "box", "--rounds", "3"])  # several B: A first, then last
+    assert [order for order, _ in runs] == [[a, b, c], [c, b, a], [a, b, c]]
+    runs.clear()
+    cmp.main(["A", "B", "--asv", "asv-stub", "--machine", "box"])  # the default: benchmarks/_timing.py's rounds
+    from benchmarks._timing import Timed
+
+    assert len(runs) == Timed.rounds and [o[0] for o, _ in runs] == [a, b] * (Timed.rounds // 2) + [a] * (Timed.rounds % 2)
+    assert "round 2/4: 22222222 then 11111111" in capsys.readouterr().out
+    assert all(append == (i > 0) for i, (_, append) in enumerate(runs))

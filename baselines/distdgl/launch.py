@@ -11,6 +11,11 @@ What dgl's `tools/launch.py` does over ssh, done here with Linux namespaces:
   bytes a real cluster would send over its network. With `network="loopback"` all machines share the
   host's 127.0.0.1 and the trainers are told their machine id through FAKE_MACHINE_ID (see
   trainer.py); network bytes are then not measurable.
+* with `shape` (a netem.LinkShape: `baseline.network_emulation: emulated`) every machine's `eth0` is
+  shaped with tc to a profile's NIC (delay and rate; netem.py), and `tc qdisc show` read back from
+  inside each namespace goes into the result. Every netns run probes whether the kernel can shape
+  (sch_netem, sch_tbf) and says so in its result; an emulation it cannot do fails before any
+  process starts.
 
 Servers and trainers are started with `nsenter` into their machine's namespaces, each in a process
 group of its own and with PR_SET_PDEATHSIG, so they die with the launcher even if it is killed.
@@ -49,6 +54,7 @@ class ClusterSpec:
     network: str = "netns"         # "netns" (own address per machine) or "loopback"
     timeout_s: float = 600.0
     shm_size: str = "50%"          # size of each machine's private /dev/shm tmpfs
+    shape: object | None = None    # a netem.LinkShape for every machine's eth0 (None: links as they are)
 
     def __post_init__(self):
         if self.machines < 1 or self.trainers < 1 or self.servers < 1 or self.samplers < 0:
@@ -56,6 +62,8 @@ class ClusterSpec:
                              f"{self.machines}, {self.trainers}, {self.servers}, {self.samplers}")
         if self.network not in ("netns", "loopback"):
             raise InputError(f"network must be 'netns' or 'loopback', not {self.network!r}")
+        if self.shape is not None and self.network != "netns":
+            raise InputError("an emulated network shapes each machine's eth0: it needs network 'netns'")
 
     @property
     def world_size(self) -> int:
@@ -69,6 +77,7 @@ class ClusterResult:
     network: str
     logs_dir: Path
     processes: list[int] = field(default_factory=list)  # every pid started (all reaped on return)
+    network_emulation: dict | None = None  # netns: the probe, the shape and each machine's qdiscs read back
 
 
 def _pdeathsig():
@@ -119,6 +128,7 @@ class EmulatedCluster:
         self.holders: list[subprocess.Popen] = []
         self.switch: subprocess.Popen | None = None
         self._log_files = []
+        self.qdiscs: list[str] = []   # `tc qdisc show dev eth0` of each machine, after shaping
 
     # ---- namespaces ----------------------------------------------------------------------
     def _holder(self, args: list[str]) -> subprocess.Popen:
@@ -134,11 +144,12 @@ class EmulatedCluster:
                                          f"{err.strip() or line or 'no output'}")
         return p
 
-    def _nsrun(self, pid: int, *cmd: str, net: bool = True):
+    def _nsrun(self, pid: int, *cmd: str, net: bool = True) -> str:
         flags = ["-n"] if net else []
         r = subprocess.run(["nsenter", "-t", str(pid), *flags, "--", *cmd], capture_output=True, text=True)
         if r.returncode != 0:
             raise DistributedError(None, f"network setup `{' '.join(cmd)}` failed: {r.stderr.strip()}")
+        return r.stdout
 
     def _make_namespaces(self):
         spec = self.spec
@@ -162,6 +173,10 @@ class EmulatedCluster:
                 self._nsrun(h.pid, "ip", "link", "set", "lo", "up")
                 self._nsrun(h.pid, "ip", "addr", "add", f"{SUBNET}.{m + 1}/24", "dev", "eth0")
                 self._nsrun(h.pid, "ip", "link", "set", "eth0", "up")
+                if spec.shape is not None:
+                    from baselines.distdgl import netem
+
+                    self.qdiscs.append(netem.apply(self._nsrun, h.pid, spec.shape))
 
     # ---- processes -----------------------------------------------------------------------
     def _start(self, name: str, machine: int, env: dict, argv: list[str]) -> subprocess.Popen:
@@ -186,9 +201,20 @@ class EmulatedCluster:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.metrics_dir.mkdir(parents=True, exist_ok=True)
         _check_tools()
+        netns = spec.network == "netns"
+        emulation = None
+        if netns:
+            from baselines.distdgl import netem
+
+            found = netem.probe()
+            if spec.shape is not None:
+                netem.check(spec.shape, found)
+            emulation = {"mode": "emulated" if spec.shape is not None else "real", "available": found,
+                         "shape": spec.shape.as_record() if spec.shape is not None else None}
         t_start = time.perf_counter()
         self._make_namespaces()
-        netns = spec.network == "netns"
+        if emulation is not None:
+            emulation["qdiscs"] = list(self.qdiscs)
 
         ip_config = self.workdir / "ip_config.txt"
         if netns:
@@ -243,7 +269,8 @@ class EmulatedCluster:
                                              f"{self._log_tail(f'trainer-r{rank}')}")
             metrics.append(json.loads(path.read_text()))
         return ClusterResult(trainer_metrics=metrics, wall_s=time.perf_counter() - t_start, network=spec.network,
-                             logs_dir=self.logs, processes=[p.pid for _, p in self.procs])
+                             logs_dir=self.logs, processes=[p.pid for _, p in self.procs],
+                             network_emulation=emulation)
 
     def _wait(self, trainers, t_start):
         """Until every trainer exits 0; a failed or hung process fails the whole run."""

@@ -38,10 +38,13 @@ class _S(BaseModel):
 
 
 class StepModel(_S):
-    """The time of one train step (forward, backward, optimiser, gradient all-reduce) of one worker."""
+    """The time of one train step (forward, backward, optimiser) of one worker on its accelerator.
+
+    DDP's gradient all-reduce is not in it: waiting for the peers is the record's `sync` stage
+    (lsm_gnn.records.STAGES), the projection's `allreduce` stage."""
 
     fixed_s: float = Field(0.0, ge=0)
-    """What every step pays whatever its size (kernel launches, optimiser, framework, all-reduce)."""
+    """What every step pays whatever its size (kernel launches, optimiser, framework)."""
     row_s: float = Field(0.0, ge=0)
     """Per input row of the batch (the dense layers' work grows with the sampled nodes)."""
     edge_s: float = Field(0.0, ge=0)
@@ -68,6 +71,32 @@ class ReferenceBatch(_S):
     """The measured (or assumed) step time of this batch: step.seconds(input_rows, edges) agrees."""
 
 
+class StepBasis(_S):
+    """The inputs an unmeasured profile's three constants are computed from (`derive`): each one a
+    public figure or an assumption, stated in the profile beside it. A measured profile has none:
+    `lsm-gnn check gpu` fits the constants to real steps (fit_step_model)."""
+
+    peak_flops: float = Field(gt=0)
+    """FP32 FLOP/s of the device (its datasheet)."""
+    flops_per_row: float = Field(gt=0)
+    """Dense-layer FLOP (forward + backward) per input row of the batch."""
+    bytes_per_edge: float = Field(gt=0)
+    """Device-memory bytes the aggregation moves per edge of the batch's blocks (all passes)."""
+    achieved_bandwidth: float = Field(gt=0, le=1)
+    """The share of the peak memory bandwidth a gather reaches: the time is bytes / (share x peak)."""
+    host_ops_per_step: float = Field(ge=0)
+    """Operators the host dispatches per step (each one kernel launch on a GPU)."""
+    host_s_per_op: float = Field(ge=0)
+    """Host time per dispatched operator (PyTorch eager dispatch and the launch)."""
+
+    def derive(self, memory_bandwidth: float) -> StepModel:
+        """fixed_s = host ops x host time per op; row_s = FLOP per row / peak FLOP/s;
+        edge_s = bytes per edge / (achieved share x peak bandwidth)."""
+        return StepModel(fixed_s=self.host_ops_per_step * self.host_s_per_op,
+                         row_s=self.flops_per_row / self.peak_flops,
+                         edge_s=self.bytes_per_edge / (self.achieved_bandwidth * memory_bandwidth))
+
+
 class AcceleratorProfile(_S):
     name: str
     description: str = ""
@@ -75,12 +104,24 @@ class AcceleratorProfile(_S):
     reference: ReferenceBatch
     memory_bandwidth: float | None = Field(None, gt=0)
     """Device memory bandwidth (bytes/s): the projection's cache gathers and reorder on this GPU."""
+    basis: StepBasis | None = None
+    """What `step` is computed from when no GPU measured it; the constants must agree with it."""
     measured: bool = False
     """True when the step constants come from a run on the GPU (`lsm-gnn check gpu`), not assumptions."""
     notes: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _reference_agrees(self):
+        if self.basis is not None:
+            if self.memory_bandwidth is None:
+                raise ValueError("basis: needs memory_bandwidth (edge_s = bytes_per_edge / "
+                                 "(achieved_bandwidth x memory_bandwidth))")
+            want = self.basis.derive(self.memory_bandwidth)
+            for k in ("fixed_s", "row_s", "edge_s"):
+                got, exp = getattr(self.step, k), getattr(want, k)
+                if abs(got - exp) > 0.01 * exp:
+                    raise ValueError(f"step.{k}: the profile states {got:.6g} s, its basis gives {exp:.6g} s "
+                                     "(more than 1 % apart)")
         ref = self.reference
         if ref.step_s is not None:
             got = self.step.seconds(ref.input_rows, ref.edges)
@@ -121,15 +162,14 @@ class EmulatedAccelerator:
     `time.sleep` wakes late under load (0.8 ms per 11 ms step on the 2-core VM with the data plane
     running): the lateness is carried as a debt and taken off the next waits, so the accelerator's
     timeline over a run keeps the model's total (`overshoot_s` is what is still owed at the end).
-    `sync`, when given, runs after each wait (DDP's gradient all-reduce is a synchronisation point
-    of every step: the emulated ranks meet there too); its time is not busy.
+    The ranks' meeting after the step (DDP's gradient all-reduce) is the caller's, timed as the
+    `sync` stage (lsm_gnn.train.sync): waiting for a peer is not the accelerator's time.
     """
 
-    def __init__(self, profile: AcceleratorProfile, *, scale: float = 1.0, sync=None):
+    def __init__(self, profile: AcceleratorProfile, *, scale: float = 1.0):
         self.profile = profile
         self.scale = float(scale)
         self.model = profile.step.scaled(scale) if scale != 1.0 else profile.step
-        self.sync = sync
         self.busy_s = 0.0
         self.overshoot_s = 0.0
         self.steps = 0
@@ -142,8 +182,6 @@ class EmulatedAccelerator:
         if due > 0:
             time.sleep(due)
         self.overshoot_s = time.perf_counter() - t0 - due
-        if self.sync is not None:
-            self.sync()
         self.busy_s += t
         self.steps += 1
         return t

@@ -192,3 +192,66 @@ def write_profile(profile: AcceleratorProfile, path: Path) -> Path:
     path.write_text(header + yaml.safe_dump(profile.model_dump(), sort_keys=False, width=110))
     load_accelerator(path)
     return path
+
+
+# operators that only make or reshape a tensor's metadata (or read it): no kernel on a GPU
+_NO_KERNEL = frozenset(
+    "aten::" + n for n in (
+        "as_strided empty empty_strided resolve_conj resolve_neg view alias detach as_strided_ flatten _nnz to t "
+        "transpose expand reshape unsqueeze squeeze select slice permute _reshape_alias contiguous empty_like "
+        "result_type lift_fresh _unsafe_view set_ values crow_indices col_indices row_indices ccol_indices "
+        "unflatten unsqueeze_ squeeze_ expand_as narrow _sparse_compressed_tensor_unsafe resize_").split())
+
+
+def _kernel_ops(events) -> int:
+    """Operators of a torch.profiler trace that do work (a leaf of the op tree, not a view)."""
+    def aten(e):
+        return e.name.startswith("aten::")
+
+    return sum(1 for e in events if aten(e) and e.name not in _NO_KERNEL
+               and all(c.name in _NO_KERNEL or not aten(c) for c in e.cpu_children))
+
+
+def count_host_ops(batch_size: int = 64, *, fanouts=FANOUTS, seed: int = 0) -> dict:
+    """Operators the host dispatches in one train step of the reference model (each is one kernel
+    launch on a GPU): the basis of a profile's `host_ops_per_step`. Counted with torch.profiler on
+    the CPU, phase by phase: forward with the loss, backward, Adam's step, the loss read back. The
+    count does not depend on the batch's size. Adam is counted as CUDA runs it by default
+    (foreach=True: one multi-tensor launch per `_foreach_` operator; on the CPU each of those runs
+    per parameter underneath)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    from lsm_gnn.config import TrainConfig
+
+    torch.manual_seed(seed)
+    _, model = reference_model(num_layers=len(fanouts))
+    model.train()
+    train_cfg = TrainConfig()
+    opt = torch.optim.Adam(model.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay, foreach=True)
+    blocks = synthetic_blocks(batch_size, fanouts, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(blocks[0].num_src, FEATURE_DIM, generator=gen)
+    labels = torch.randint(0, NUM_CLASSES, (batch_size,), generator=gen)
+    for _ in range(2):  # the first steps allocate Adam's state
+        loss = F.cross_entropy(model(synthetic_blocks(batch_size, fanouts, seed=seed), x), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    counts = {}
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        loss = F.cross_entropy(model(blocks, x), labels)
+    counts["forward"] = _kernel_ops(p.events())
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+    counts["backward"] = _kernel_ops(p.events())
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        opt.step()
+    counts["optimizer"] = sum(1 for e in p.events() if e.name.startswith("aten::_foreach_"))
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        float(loss.item())
+    counts["readback"] = _kernel_ops(p.events())
+    counts["total"] = sum(counts.values())
+    return counts

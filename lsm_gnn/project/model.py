@@ -383,7 +383,7 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
                      cpu_seconds=sw + (net if emulated else 0.0))
         gb = gradient_bytes(c)
         ar_t = 2 * (W - 1) / W * gb / nic.bandwidth + 2 * nic.latency_s if W > 1 else 0.0
-        if _waited(c, p):  # the gradient all-reduce is inside the emulated step: the trainers only meet
+        if _waited(c, p):  # an emulated step moves no gradient: the trainers only meet (the record's sync stage)
             ar_t = 2 * nic.latency_s if W > 1 else 0.0
         ar = Stage("allreduce", ar_t, "cpu" if emulated else "nic",
                    f"2 x ({W}-1)/{W} x {_fmt(gb)} B / {_fmt(nic.bandwidth)} B/s + 2 x {_fmt(nic.latency_s)} s",
@@ -412,7 +412,7 @@ def _ddp_allreduce(c: Counts, p: Profile) -> Stage | None:
         return None
     gb = gradient_bytes(c)
     nbytes = 2 * (c.workers - 1) / c.workers * gb
-    if _waited(c, p):  # the gradient all-reduce is inside the emulated step: the ranks only meet
+    if _waited(c, p):  # an emulated step moves no gradient: the ranks only meet (the record's sync stage)
         return _link(p, "allreduce", 0.0, p.links.exchange, "exchange")
     if p.cpu_only:
         return _link(p, "allreduce", nbytes, p.links.exchange, "exchange")

@@ -61,6 +61,7 @@ from lsm_gnn.sources.factory import make_feature_source
 from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.train.evaluate import evaluate
 from lsm_gnn.train.loader import FeatureLoader
+from lsm_gnn.train.sync import Meeting, allreduce_gradients
 from lsm_gnn.train.timers import StageTimer
 from lsm_gnn.utils.errors import ConfigError, DataError, InputError, NumericalError
 
@@ -105,20 +106,12 @@ def _non_finite(loss: float, x: torch.Tensor, input_nodes, dataset, epoch: int, 
                          "lower the learning rate")
 
 
-def _accelerator(cfg: RunConfig, distributed: bool):
-    """The emulated accelerator of `train.accelerator: emulated` (None: the model really trains).
-    With several ranks each wait ends in a one-number all-reduce: DDP's gradient all-reduce makes
-    every real step a meeting point of the ranks, and the emulated ranks keep that rhythm."""
+def _accelerator(cfg: RunConfig):
+    """The emulated accelerator of `train.accelerator: emulated` (None: the model really trains)."""
     tr = cfg.train
     if tr.accelerator != "emulated":
         return None
-    sync = None
-    if distributed:
-        token = torch.zeros(1)
-
-        def sync():
-            torch.distributed.all_reduce(token)
-    return EmulatedAccelerator(load_accelerator(tr.accelerator_profile), scale=tr.accelerator_scale, sync=sync)
+    return EmulatedAccelerator(load_accelerator(tr.accelerator_profile), scale=tr.accelerator_scale)
 
 
 def import_optimizer(cfg: RunConfig) -> None:
@@ -241,7 +234,9 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
                               shuffle=cfg.sampler.shuffle, rank=rank, world_size=world_size)
     cfg, window_clamp = _clamp_window(cfg, len(sampler))
     tr = cfg.train
-    accel = _accelerator(cfg, distributed)
+    accel = _accelerator(cfg)
+    # the ranks' gradient all-reduce (or, emulated, their meeting): the `sync` stage (lsm_gnn.train.sync)
+    meet = Meeting() if (accel is not None and distributed) else None
     # an emulated accelerator trains nothing: no model, no optimiser, no evaluation
     model = build_model(cfg.model, dataset, len(fanouts)).to(device) if accel is None else None
 
@@ -299,16 +294,26 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
         for step, batch in enumerate(loader.epoch(epoch)):
             n_rows, n_edges = len(batch.input_nodes), batch_edges(batch.blocks)
             busy = 0.0
-            with timer.stage("train"):
-                if accel is not None:
+            if accel is not None:
+                with timer.stage("train"):
                     busy = accel.step(n_rows, n_edges)
-                    loss_v = None
-                else:
+                loss_v = None
+                if meet is not None:
+                    with timer.stage("sync"):
+                        meet()
+            else:
+                with timer.stage("train"):
                     x = batch.features if batch.features.dtype == torch.float32 else batch.features.float()
-                    logits = net(batch.blocks, x)
-                    loss = F.cross_entropy(logits, batch.labels)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
+                    # DDP's all-reduce is taken out of the backward and timed as `sync` (lsm_gnn.train.sync)
+                    with (net.no_sync() if distributed else contextlib.nullcontext()):
+                        logits = net(batch.blocks, x)
+                        loss = F.cross_entropy(logits, batch.labels)
+                        opt.zero_grad(set_to_none=True)
+                        loss.backward()
+                if distributed:
+                    with timer.stage("sync"):
+                        allreduce_gradients(model.parameters(), world_size)
+                with timer.stage("train"):
                     opt.step()
                     loss_v = float(loss.item())
                     if not math.isfinite(loss_v):
@@ -324,7 +329,7 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
             now = time.perf_counter()
             cur = timer.current
             cur["wall"] = now - t_iter
-            cur["other"] = max(0.0, cur["wall"] - cur["train"] - cur["wait"])
+            cur["other"] = max(0.0, cur["wall"] - cur["train"] - cur["sync"] - cur["wait"])
             t_iter = now
             timer.end_iteration()
             if opened["interrupted"].is_set():

@@ -1,7 +1,7 @@
 """Stage timers: seconds per stage accumulated per iteration, in the run-record vocabulary.
 
 Stages are `lsm_gnn.records.STAGES` (sample, exchange_ids, fetch_cache, fetch_victim,
-fetch_storage, exchange_rows, train, other). `StageTimes` is a plain dict-like accumulator;
+fetch_storage, exchange_rows, train, sync, other). `StageTimes` is a plain dict-like accumulator;
 `StageTimer.stage(name)` times a `with` block into it. Each iteration's times are kept so a run can
 report means over any window (the timed window after warm-up) and epoch totals.
 """

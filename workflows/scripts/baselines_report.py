@@ -28,7 +28,8 @@ from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, record_regime, ro
 
 STAGE_NAMES = {"sample": "sample", "exchange_ids": "exchange ids", "fetch_cache": "fetch (cache)",
                "fetch_victim": "fetch (victim)", "fetch_storage": "fetch (storage)",
-               "exchange_rows": "exchange rows / KVStore pull", "train": "train", "other": "other"}
+               "exchange_rows": "exchange rows / KVStore pull", "train": "train",
+               "sync": "gradient sync (waiting for peers)", "other": "other"}
 
 
 def label(rec: dict, path: Path) -> str:

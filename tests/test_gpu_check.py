@@ -266,6 +266,19 @@ def test_every_step_function_takes_the_checks_arguments_in_both_modes(tmp_path):
         assert step in gc.STEPS and op in (">=", "<=") and value > 0
 
 
+def test_a_step_whose_module_did_not_import_in_the_env_step_is_not_started_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(gc, "run_step", lambda *a, **k: pytest.fail("a step was started"))
+    check = gc.Check(tmp_path / "out", skip=[n for n in gc.STEPS if n not in ("engine", "gather")])
+    check.report["environment"]["imports"] = {
+        "lsm_gnn.cache.bench": "Traceback ...\nModuleNotFoundError: No module named 'jsonschema'\n"}
+    monkeypatch.setattr(gc, "missing_modules", lambda names: [])
+    check.steps()
+    for name in ("engine", "gather"):  # both in lsm_gnn/cache/bench.py
+        err = check.report["benchmarks"][name]["error"]
+        assert "lsm_gnn.cache.bench does not import here: ModuleNotFoundError: No module named 'jsonschema'" in err
+        assert any(u["what"] == name for u in check.report["unverified"])
+
+
 def test_a_step_runs_in_its_own_process_and_reports_its_duration(tmp_path):
     res = gc.run_step("accelerator", gc.STEPS["accelerator"].target,
                       dict(device="cpu", batch_sizes=[4, 8], hidden=4, feature_dim=8, warmup=1, repeats=1,

@@ -44,13 +44,11 @@ def image_python(tmp_path_factory) -> Path:
     return gpu_image_env.build(tmp_path_factory.mktemp("gpu-image") / "venv")
 
 
-@pytest.fixture(scope="module")
-def rehearsal(image_python, tmp_path_factory) -> dict:
-    carry = _carried(REHEARSAL_CARRY, PYVER, f"make gpu-carry PYVER={PYVER} CARRY=.gpu-carry-py311")
-    tmp = tmp_path_factory.mktemp("gpu-check")
+def _script(python: Path, carry: Path, tmp: Path, budget: int = 240) -> dict:
+    """tools/gpu-check.sh with `python` and `carry`, into tmp/out; its logs unpacked into tmp/logs."""
     out = tmp / "out"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "OUT", "GPU_CHECK_ARGS")}
-    env.update(PYTHON=str(image_python), GPU_CARRY=str(carry), GPU_CHECK_BUDGET="240", TMPDIR=str(tmp))
+    env.update(PYTHON=str(python), GPU_CARRY=str(carry), GPU_CHECK_BUDGET=str(budget), TMPDIR=str(tmp))
     t0 = time.perf_counter()
     p = subprocess.run(["bash", str(REPO / "tools" / "gpu-check.sh"), str(out)], cwd=tmp, env=env,
                        capture_output=True, text=True, timeout=300)
@@ -61,6 +59,12 @@ def rehearsal(image_python, tmp_path_factory) -> dict:
             t.extractall(logs, filter="data")
     print(f"rehearsal: {seconds:.1f} s")
     return {"p": p, "out": out, "logs": logs / "logs", "seconds": seconds, "tmp": tmp}
+
+
+@pytest.fixture(scope="module")
+def rehearsal(image_python, tmp_path_factory) -> dict:
+    carry = _carried(REHEARSAL_CARRY, PYVER, f"make gpu-carry PYVER={PYVER} CARRY=.gpu-carry-py311")
+    return _script(image_python, carry, tmp_path_factory.mktemp("gpu-check"))
 
 
 def test_the_rehearsal_environment_has_only_the_images_packages_and_no_network(image_python):
@@ -163,3 +167,20 @@ def test_the_carried_folder_for_the_gpu_machine_is_complete_and_fits_one_call():
     names = {gpu_carry.wheel_name_version(Path(f))[0] for f in facts["files"]}
     assert {"pydantic", "pydantic-core", "jsonschema", "rpds-py"} <= names
     assert not names & {"dgl", "torch", "numpy", "cupy-cuda13x"}
+
+
+def test_without_the_carried_wheels_every_step_still_runs_and_the_json_names_what_is_missing(image_python, tmp_path):
+    """A step that fails does not stop the ones after it: no wheels, so the collection fails (the
+    test modules need pydantic), and the check still runs, says "no GPU" and names the missing modules."""
+    empty = tmp_path / "no-wheels"
+    empty.mkdir()
+    r = _script(image_python, empty, tmp_path)
+    assert r["p"].returncode == 2, (r["p"].stdout + r["p"].stderr)[-3000:]
+    steps = {s["name"]: s["rc"] for s in json.loads((r["out"] / "gpu-check-script.json").read_text())["steps"]}
+    assert steps["install-carry"] != 0 and steps["collect"] != 0 and steps["check"] == 2, steps
+    rep = json.loads((r["out"] / "gpu_check.json").read_text())
+    assert {"pydantic", "jsonschema"} <= set(rep["environment"]["missing_modules"]), rep["environment"]
+    imports = rep["environment"]["imports"]  # named before any GPU work (the steps that import them then do not run)
+    assert "No module named 'pydantic'" in imports["lsm_gnn.accelerator.measure"]
+    assert "No module named 'jsonschema'" in imports["lsm_gnn.cache.bench"]
+    assert len(list(r["out"].iterdir())) <= MAX_FILES

@@ -6,7 +6,8 @@ records {"error": ...} and the later steps still run):
 
 1. env: versions and the GPU (lsm_gnn.check.env); without a GPU the check stops here, exit 2.
    The env step also imports every step's module (`environment.imports`), so a module the GPU
-   machine lacks shows there, before any GPU is needed.
+   machine lacks shows there, before any GPU is needed; a step whose module did not import is not
+   started (its error names the import).
 2. tests: `pytest -m gpu` over tests/, each test's result written as it ends (one JSON line per
    event: lsm_gnn.check.pytest_results), so a run killed at its limit (a share of the budget,
    TESTS_SHARE) keeps every finished test and names the one that was running. A skipped GPU test,
@@ -397,6 +398,7 @@ class Check:
             self.unverified("GPU tests", "; ".join(r["problems"]))
 
     def steps(self) -> None:
+        imports = self.report["environment"].get("imports") or {}
         for name, s in STEPS.items():
             limit = min(s.limit_s[self.mode], self.left())
             need = missing_modules(s.needs)
@@ -406,6 +408,9 @@ class Check:
                 res = {"error": f"not run: the check's time budget was spent ({self.left():.0f} s left)"}
             elif need:
                 res = {"error": f"not run: missing module(s) {', '.join(need)}; {INSTALL_HINT}"}
+            elif imports.get(s.target.split(":")[0], "ok") != "ok":  # the env step's probe
+                res = {"error": f"not run: {s.target.split(':')[0]} does not import here: "
+                                f"{imports[s.target.split(':')[0]].strip().splitlines()[-1][:300]}; {INSTALL_HINT}"}
             elif s.dataset and not self.dataset_ok():
                 res = {"error": "not run: the dataset step failed or was skipped"}
             else:

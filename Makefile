@@ -10,7 +10,7 @@ CORES ?= 2
 ASV_ARGS ?=
 export DGLBACKEND := pytorch
 
-.PHONY: env tools reproduce test bench bench-compare clean-results reference compare-reference
+.PHONY: env tools reproduce test bench bench-compare clean-results reference compare-reference gpu-carry gpu-check
 
 env: $(VENV)/.installed tools
 
@@ -39,9 +39,26 @@ reproduce: env
 # file on one worker, so a module's fixtures (two spawned ranks, the fault suite's cheap run) are set
 # up once. On the 2-core VM (2026-12-02): 634 s in one process pinned to one core beside an asv run,
 # 251 s with 2 workers on the otherwise idle machine (the workflow test alone: about 2 minutes).
+# Before the suite, both carried folders (downloads: the suite itself downloads nothing): the GPU
+# call's (cp312, its size is tested) and the rehearsal's (cp311, tests/test_gpu_check_rehearsal.py).
 TEST_WORKERS ?= 2
-test: env
+test: env gpu-carry
+	@$(MAKE) --no-print-directory gpu-carry PYVER=3.11 CARRY=.gpu-carry-py311
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests $(PYTEST_ARGS)
+
+# The GPU call (README, Running on GPUs; docs/cache-gpu.md, The first call). gpu-carry: the wheels
+# of what the GPU machine's image lacks (tools/gpu-carry.txt at requirements.txt's pins) into CARRY,
+# for CPython PYVER; prints their sizes with the working tree's (a call sends at most 64 MiB).
+# Needs pip and PyPI only (no env: it must not touch the virtualenv). gpu-check: on the GPU machine,
+# tools/gpu-check.sh (GPU_CHECK_ARGS, e.g. --quick, go to lsm-gnn check gpu).
+PYVER ?= 3.12
+CARRY ?= .gpu-carry
+CARRY_PY := $(if $(wildcard $(PY)),$(PY),python3)
+gpu-carry:
+	@$(CARRY_PY) tools/gpu_carry.py --python-version $(PYVER) --out $(CARRY)
+
+gpu-check:
+	tools/gpu-check.sh $(GPU_CHECK_OUT)
 
 # asv builds the project at the benchmarked commit in its own virtualenv (asv.conf.json; the first
 # run creates it: a few minutes), runs the tip of main, and writes the HTML to .asv/html.

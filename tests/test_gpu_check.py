@@ -1,7 +1,10 @@
 """`lsm-gnn check gpu` on a machine without a GPU: `pytest -m gpu` is the whole GPU selection and
 skips here with one reason; the check's verdict on a pytest run fails a skipped test, a run that
-collects no GPU test and an import error; each step's function takes the check's arguments; and
-the check itself stops with a clear "no GPU" (exit 2 and a JSON that says so)."""
+collects no GPU test and an import error; each test's result is kept as it ends, so a run killed
+at its limit (a share of the budget) keeps the finished ones; each step's function takes the
+check's arguments; and the check itself stops with a clear "no GPU" (exit 2 and a JSON that says
+so). The same script on an environment of only the GPU machine's packages:
+tests/test_gpu_check_rehearsal.py."""
 
 from __future__ import annotations
 
@@ -118,7 +121,7 @@ def test_runner_passes_a_passing_gpu_test_and_runs_nothing_else(tmp_path):
         """)
     assert r["ok"], r
     assert r["rc"] == 0 and r["counts"]["passed"] == 1 and r["counts"]["tests"] == 1
-    assert Path(r["junit"]).is_file() and Path(r["log"]).is_file() and r["seconds"] >= 0
+    assert Path(r["results"]).is_file() and Path(r["log"]).is_file() and r["seconds"] >= 0
 
 
 def test_runner_fails_a_skipped_gpu_test_but_lists_one_needing_more_gpus(tmp_path):
@@ -160,10 +163,57 @@ def test_runner_fails_a_failing_test_and_names_it(tmp_path):
     assert any("test_wrong" in p for p in r["problems"])
 
 
-def test_runner_kills_a_run_past_its_limit(tmp_path):
-    r = _run(tmp_path, f"import pytest, time\n@{GPU_MARK}\ndef test_slow():\n    time.sleep(60)\n", timeout=3)
+def test_runner_kills_a_run_past_its_limit_and_keeps_the_tests_that_finished(tmp_path):
+    r = _run(tmp_path, f"""
+        import pytest, time
+        @{GPU_MARK}
+        def test_fast():
+            pass
+        @{GPU_MARK}
+        def test_wrong():
+            assert 1 == 2
+        @{GPU_MARK}
+        def test_slow():
+            time.sleep(120)
+        @{GPU_MARK}
+        def test_never_reached():
+            pass
+        """, timeout=12)
     assert r["timed_out"] and not r["ok"]
-    assert any("timed out" in p for p in r["problems"])
+    c = r["counts"]
+    assert (c["passed"], c["failed"], c["tests"]) == (1, 1, 2), c
+    assert c["running"].endswith("test_it.py::test_slow")
+    assert any("timed out after 12 s while" in p and "test_slow" in p for p in r["problems"]), r["problems"]
+    assert any("test_wrong" in p for p in r["problems"])
+
+
+def test_runner_accepts_a_module_skipped_for_a_missing_optional_package_only(tmp_path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_needs_dgl.py").write_text(
+        "import pytest\npytest.importorskip('lsm_gnn_no_such_module')\n")
+    (tests / "test_gpu.py").write_text(f"import pytest\n@{GPU_MARK}\ndef test_ok():\n    pass\n")
+    r = gc.run_gpu_tests(tests, tmp_path / "out", timeout=120)
+    assert not r["ok"] and r["counts"]["passed"] == 1, r
+    assert any("1 test module(s) skipped while collecting" in p for p in r["problems"]), r["problems"]
+    counts = {**r["counts"], "skipped_modules": [
+        m.replace("lsm_gnn_no_such_module", gc.OPTIONAL_TEST_PACKAGES[0]) for m in r["counts"]["skipped_modules"]]}
+    assert gc.judge_test_run(0, counts) == ([], [])
+
+
+def test_the_tests_time_limit_follows_the_budget(tmp_path, monkeypatch):
+    seen = []
+
+    def fake_run(tests_dir, out_dir, timeout, selection=("-m", "gpu")):
+        seen.append((timeout, Path(out_dir)))
+        return {"ok": True, "problems": [], "needs_more_gpus": [], "seconds": 0.0, "counts": {}}
+
+    monkeypatch.setattr(gc, "run_gpu_tests", fake_run)
+    (tmp_path / "tests").mkdir()
+    for budget in (285, 440, 1000):
+        gc.Check(tmp_path / "out", budget=budget, tests_dir=tmp_path / "tests", logs=tmp_path / "logs").tests()
+    assert [round(t) for t, _ in seen] == [round(gc.TESTS_SHARE * b) for b in (285, 440, 1000)]
+    assert all(d == tmp_path / "logs" for _, d in seen)  # the logs' folder, not --out
 
 
 def test_judge_verdicts():
@@ -172,22 +222,31 @@ def test_judge_verdicts():
     assert gc.judge_test_run(0, ok) == ([], [])
     assert gc.judge_test_run(5, {**ok, "tests": 0, "passed": 0})[0]
     assert any("pytest is not installed" in p for p in gc.judge_test_run(1, None, log_tail="No module named pytest")[0])
-    assert gc.judge_test_run(1, None)[0]                          # no JUnit XML at all
+    assert gc.judge_test_run(1, None)[0]                          # no results at all
     assert gc.judge_test_run(0, ok, timed_out=True, timeout=5)[0]
     assert gc.judge_test_run(1, {**ok, "failed": 1, "passed": 2, "failed_tests": ["t::x: boom"]})[0]
 
 
-def test_junit_counts_reads_pytest_xml(tmp_path):
-    xml = tmp_path / "r.xml"
-    xml.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="4">'
-                   '<testcase classname="m" name="a"/>'
-                   '<testcase classname="m" name="b"><skipped message="no gpu"/></testcase>'
-                   '<testcase classname="m" name="c"><failure message="boom"/></testcase>'
-                   '<testcase classname="" name="m"><error message="collection failure"/></testcase>'
-                   '</testsuite></testsuites>')
-    c = gc.junit_counts(xml)
-    assert (c["tests"], c["passed"], c["skipped"], c["failed"], c["errors"]) == (4, 1, 1, 1, 1)
-    assert gc.junit_counts(tmp_path / "missing.xml") is None
+def test_results_counts_reads_the_plugins_lines_and_the_test_a_kill_interrupted(tmp_path):
+    ev = [{"event": "collect", "nodeid": "tests/test_m.py", "outcome": "failed", "reason": "ImportError: x\nmore"},
+          {"event": "collect", "nodeid": "tests/test_d.py", "outcome": "skipped", "reason": "could not import 'dgl'"}]
+    for name, phases in {"a": [("setup", "passed"), ("call", "passed"), ("teardown", "passed")],
+                         "b": [("setup", "skipped"), ("teardown", "passed")],
+                         "c": [("setup", "passed"), ("call", "failed"), ("teardown", "passed")],
+                         "d": [("setup", "failed"), ("teardown", "passed")],
+                         "e": [("setup", "passed"), ("call", "passed"), ("teardown", "failed")],
+                         "f": [("setup", "passed")]}.items():
+        ev.append({"event": "start", "nodeid": f"t::{name}"})
+        ev += [{"event": "report", "nodeid": f"t::{name}", "when": w, "outcome": o, "duration": 0.5,
+                "reason": f"{name}-{w}"} for w, o in phases]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in ev) + '\n{"event": "rep')  # the last line cut by a kill
+    c = gc.results_counts(path)
+    assert (c["tests"], c["passed"], c["skipped"], c["failed"], c["errors"]) == (5, 1, 1, 1, 3), c
+    assert c["running"] == "t::f" and c["durations_s"]["t::a"] == 1.5
+    assert c["error_tests"][0] == "tests/test_m.py: ImportError: x" and c["skipped_modules"] == ["tests/test_d.py: could not import 'dgl'"]
+    assert c["skip_reasons"] == ["t::b: b-setup"] and c["failed_tests"] == ["t::c: c-call"]
+    assert gc.results_counts(tmp_path / "missing.jsonl") is None
 
 
 # ---- the steps -------------------------------------------------------------------------------------
@@ -205,6 +264,19 @@ def test_every_step_function_takes_the_checks_arguments_in_both_modes(tmp_path):
     assert sum(s.limit_s["quick"] for s in gc.STEPS.values()) > 0
     for fname, (step, op, value) in gc.TARGETS.items():
         assert step in gc.STEPS and op in (">=", "<=") and value > 0
+
+
+def test_a_step_whose_module_did_not_import_in_the_env_step_is_not_started_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(gc, "run_step", lambda *a, **k: pytest.fail("a step was started"))
+    check = gc.Check(tmp_path / "out", skip=[n for n in gc.STEPS if n not in ("engine", "gather")])
+    check.report["environment"]["imports"] = {
+        "lsm_gnn.cache.bench": "Traceback ...\nModuleNotFoundError: No module named 'jsonschema'\n"}
+    monkeypatch.setattr(gc, "missing_modules", lambda names: [])
+    check.steps()
+    for name in ("engine", "gather"):  # both in lsm_gnn/cache/bench.py
+        err = check.report["benchmarks"][name]["error"]
+        assert "lsm_gnn.cache.bench does not import here: ModuleNotFoundError: No module named 'jsonschema'" in err
+        assert any(u["what"] == name for u in check.report["unverified"])
 
 
 def test_a_step_runs_in_its_own_process_and_reports_its_duration(tmp_path):
@@ -251,5 +323,7 @@ def test_without_a_gpu_the_check_says_so_and_exits_2(tmp_path):
     assert rep["error"].startswith("no GPU")
     assert {u["what"] for u in rep["unverified"]} >= {"tests", *gc.STEPS}
     assert rep["versions"]["python"] and "torch" in rep["versions"] and rep["durations_s"]["env"] > 0
+    # the steps' modules import here, GPU or not (a module the GPU machine lacks would show)
+    assert rep["environment"]["imports"] == {s.target.split(":")[0]: "ok" for s in gc.STEPS.values()}
     for key in ("ok", "tests", "benchmarks", "targets", "elapsed_s", "versions", "unverified"):
         assert key in rep

@@ -32,7 +32,7 @@ NO_CONFIG = [
     "lsm_gnn.cache.gpu_engine", "lsm_gnn.cache.engine", "lsm_gnn.cache.budget", "lsm_gnn.cache.fetcher",
     "lsm_gnn.storage", "lsm_gnn.multidevice.source", "lsm_gnn.multidevice.exchange", "lsm_gnn.datasets.synthetic",
     "lsm_gnn.check.cli", "lsm_gnn.check.gpu", "lsm_gnn.check.env", "lsm_gnn.check.nvrtc", "lsm_gnn.check.compile",
-    "lsm_gnn.cache.bench",
+    "lsm_gnn.cache.bench", "lsm_gnn.check.pytest_results",
 ]
 BLOCKED = ["dgl", "snakemake", "asv"]
 

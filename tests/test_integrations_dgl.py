@@ -8,9 +8,10 @@ import os
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-import dgl  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+dgl = pytest.importorskip("dgl")  # optional (the GPU machine has none): the module skips without it
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from lsm_gnn.check.gpu import BUDGET_S, STEPS
+from lsm_gnn.check.gpu import BUDGET_S, STEPS, TESTS_SHARE
 
 
 @click.group("check")
@@ -20,7 +20,8 @@ def check():
               help="Folder for gpu_check.json, the logs and the measured accelerator profile.")
 @click.option("--quick", is_flag=True, help="Smaller sizes and a shorter budget.")
 @click.option("--budget", type=float, default=None,
-              help=f"Seconds for the whole check (default {BUDGET_S['full']}, quick {BUDGET_S['quick']}).")
+              help=f"Seconds for the whole check (default {BUDGET_S['full']}, quick {BUDGET_S['quick']}); "
+                   f"the GPU tests get {TESTS_SHARE:.0%} of it.")
 @click.option("--tests", "tests_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The repository's tests/ folder (default: ./tests).")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -28,7 +29,9 @@ def check():
 @click.option("--keep-data", is_flag=True, help="Keep the generated graph.")
 @click.option("--skip", multiple=True, type=click.Choice(list(STEPS)), help="Skip a step (repeatable).")
 @click.option("--skip-tests", is_flag=True, help="Do not run pytest -m gpu.")
-def gpu(out, quick, budget, tests_dir, data_dir, keep_data, skip, skip_tests):
+@click.option("--logs", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for the tests' and steps' logs (default: --out; tools/gpu-check.sh packs them).")
+def gpu(out, quick, budget, tests_dir, data_dir, keep_data, skip, skip_tests, logs):
     """Every GPU test and GPU benchmark, time-boxed, into OUT/gpu_check.json.
 
     Exit status: 0 all passed and every target met, 1 a test or step failed, 2 no GPU, 3 all passed
@@ -36,7 +39,7 @@ def gpu(out, quick, budget, tests_dir, data_dir, keep_data, skip, skip_tests):
     from lsm_gnn.check.gpu import run_check
 
     sys.exit(run_check(out, quick=quick, budget=budget, tests_dir=tests_dir, data_dir=data_dir, keep_data=keep_data,
-                       skip=skip, skip_tests=skip_tests))
+                       skip=skip, skip_tests=skip_tests, logs=logs))
 
 
 @check.command("compile")

@@ -90,9 +90,26 @@ def versions() -> dict:
     return v
 
 
-def report() -> dict:
-    """The check's env step: versions, usable GPUs (and why none), where the kernel sources are."""
+def import_each(modules) -> dict:
+    """{module: "ok" or the end of its traceback}: each imported in this process."""
+    import importlib
+    import traceback
+
+    out = {}
+    for name in modules:
+        try:
+            importlib.import_module(name)
+            out[name] = "ok"
+        except BaseException:  # noqa: BLE001 - whatever stops the import is the answer
+            out[name] = traceback.format_exc()[-1500:]
+    return out
+
+
+def report(modules=()) -> dict:
+    """The check's env step: versions, usable GPUs (and why none), where the kernel sources are,
+    and whether each of `modules` (the steps' modules) imports here, a GPU or not."""
     from lsm_gnn.utils import cuda_sources
 
     devices, why = gpu_presence()
-    return {"versions": versions(), "devices": devices, "why": why, "kernel_sources": cuda_sources.where()}
+    return {"versions": versions(), "devices": devices, "why": why, "kernel_sources": cuda_sources.where(),
+            "imports": import_each(modules)}

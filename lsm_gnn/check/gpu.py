@@ -5,9 +5,15 @@ tests/), in order, each in its own process with a time limit (a step that fails 
 records {"error": ...} and the later steps still run):
 
 1. env: versions and the GPU (lsm_gnn.check.env); without a GPU the check stops here, exit 2.
-2. tests: `pytest -m gpu` over tests/ with a JUnit XML. A skipped GPU test, no GPU test collected
-   or a collection/import error fails the check; a test that needs more GPUs than the machine has
-   (`gpu(devices=2)`) is listed as unverified.
+   The env step also imports every step's module (`environment.imports`), so a module the GPU
+   machine lacks shows there, before any GPU is needed; a step whose module did not import is not
+   started (its error names the import).
+2. tests: `pytest -m gpu` over tests/, each test's result written as it ends (one JSON line per
+   event: lsm_gnn.check.pytest_results), so a run killed at its limit (a share of the budget,
+   TESTS_SHARE) keeps every finished test and names the one that was running. A skipped GPU test,
+   no GPU test collected, a collection/import error or a module skipped while collecting (except
+   for a missing OPTIONAL_TEST_PACKAGES) fails the check; a test that needs more GPUs than the
+   machine has (`gpu(devices=2)`) is listed as unverified.
 3. the steps, each a function beside the module it measures:
    accelerator  lsm_gnn.accelerator.measure.measure_step: the real train step at several batch
                 sizes, the step model fitted to it, DIR/<gpu>-measured.yaml (a measured profile);
@@ -18,8 +24,10 @@ records {"error": ...} and the later steps still run):
    multidevice  lsm_gnn.multidevice.bench.two_ranks_one_gpu: 2 ranks sharing one cache (gloo).
 
 DIR/gpu_check.json (rewritten atomically after every step, so a killed run still leaves one): ok,
-complete, exit_status, versions, tests, benchmarks (each with its `seconds`), targets,
-durations_s, elapsed_s, unverified. DIR/tests.log and tests.junit.xml; DIR/steps/<step>.log, .json.
+complete, exit_status, versions, environment, tests, benchmarks (each with its `seconds`), targets,
+durations_s, elapsed_s, unverified; DIR/<gpu>-measured.yaml (the accelerator step). The logs go to
+LOGS (default DIR): LOGS/tests.log and tests.jsonl; LOGS/steps/<step>.log, .json
+(tools/gpu-check.sh packs them into one archive).
 
 Exit status: 0 everything ran, every test passed and every target was met; 1 a test or a step
 failed (or ran out of time); 2 no GPU; 3 everything ran and passed but a target was missed.
@@ -46,7 +54,10 @@ from pathlib import Path
 from lsm_gnn.check.env import FEWER_DEVICES, NO_GPU, missing_modules
 
 BUDGET_S = {"full": 285, "quick": 180}   # the whole check, env and tests included
-TESTS_LIMIT_S = {"full": 130, "quick": 90}
+TESTS_SHARE = 0.45                         # the GPU tests' limit: this share of the budget (128 s of 285)
+# test modules that need these skip while collecting where they are missing (no GPU test lives in
+# one: tests/test_gpu_check.py); a module skipped for anything else fails the check
+OPTIONAL_TEST_PACKAGES = ("dgl",)
 ENV_LIMIT_S = 60
 MIN_STEP_S = 10                            # a step is not started with less time left than this
 CACHE_FRACTION = 0.10
@@ -89,8 +100,8 @@ TARGETS = {
     "gpu_gather_vs_copy_bw": ("gather", ">=", 0.5),
     "steady_epoch_vs_memory": ("train", "<=", 1.15),
 }
-INSTALL_HINT = ('pip install ".[gpu,test]" (offline: pip install --no-index --find-links WHEELS ".[gpu,test]"; '
-                "README, Running on GPUs)")
+INSTALL_HINT = ('pip install ".[gpu,test]" (offline: `make gpu-carry` where PyPI is reachable, then tools/gpu-check.sh '
+                "on the GPU machine; README, Running on GPUs)")
 
 
 # ---- helpers -----------------------------------------------------------------------------------
@@ -136,26 +147,58 @@ def _tail(path: Path, n: int = 15) -> str:
 
 
 # ---- the GPU tests: pytest -m gpu, judged strictly ----------------------------------------------
-def junit_counts(path: Path) -> dict | None:
-    """Counts of a pytest JUnit XML: tests, passed, failed, errors, skipped (+ names, reasons)."""
+def _first_line(text: str) -> str:
+    return next((ln for ln in text.splitlines() if ln.strip()), "")[:300]
+
+
+def results_counts(path: Path) -> dict | None:
+    """Counts of the JSON lines lsm_gnn.check.pytest_results wrote (None: no file): tests, passed,
+    failed, errors (collection errors included), skipped, with names and reasons; `running`: the
+    test that started and never finished (the one a kill at the time limit interrupted);
+    `skipped_modules`: modules skipped while collecting; `durations_s`: each test's seconds."""
     try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError):
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
         return None
-    out = {"tests": 0, "passed": 0, "failed": 0, "errors": 0, "skipped": 0,
-           "failed_tests": [], "error_tests": [], "skip_reasons": []}
-    for case in root.iter("testcase"):
-        out["tests"] += 1
-        name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
-        kinds = {child.tag: child for child in case}
-        for tag, key, lst in (("error", "errors", "error_tests"), ("failure", "failed", "failed_tests"),
-                              ("skipped", "skipped", "skip_reasons")):
-            if tag in kinds:
-                out[key] += 1
-                out[lst].append(f"{name}: {kinds[tag].get('message', '')}"[:300])
-                break
-        else:
-            out["passed"] += 1
+    rank = {None: 0, "passed": 1, "skipped": 2, "failed": 3, "error": 3}
+    tests: dict = {}
+    collect_errors, skipped_modules = [], []
+    for line in lines:
+        try:
+            ev = json.loads(line)
+        except ValueError:  # a line cut short by the kill
+            continue
+        kind, nodeid = ev.get("event"), ev.get("nodeid", "")
+        if kind == "collect":
+            entry = f"{nodeid}: {_first_line(ev.get('reason', ''))}"
+            (collect_errors if ev.get("outcome") == "failed" else skipped_modules).append(entry)
+            continue
+        t = tests.setdefault(nodeid, {"outcome": None, "reason": "", "done": False, "seconds": 0.0})
+        if kind != "report":
+            continue
+        when, outcome = ev.get("when"), ev.get("outcome")
+        t["seconds"] += float(ev.get("duration") or 0.0)
+        new = {"passed": "passed" if when == "call" else None, "skipped": "passed" if ev.get("xfail") else "skipped",
+               "failed": "failed" if when == "call" else "error"}.get(outcome)
+        if rank[new] > rank[t["outcome"]]:
+            t["outcome"], t["reason"] = new, _first_line(ev.get("reason", ""))
+        if when == "teardown":
+            t["done"] = True
+    out = {"tests": len(tests), "passed": 0, "failed": 0, "errors": len(collect_errors), "skipped": 0,
+           "failed_tests": [], "error_tests": list(collect_errors), "skip_reasons": [], "running": None,
+           "skipped_modules": skipped_modules, "durations_s": {}}
+    for nodeid, t in tests.items():
+        out["durations_s"][nodeid] = round(t["seconds"], 3)
+        if not t["done"] and t["outcome"] in (None, "passed"):
+            out["running"] = nodeid
+            out["tests"] -= 1
+            continue
+        key, lst = {"passed": ("passed", None), "skipped": ("skipped", "skip_reasons"),
+                    "failed": ("failed", "failed_tests"), "error": ("errors", "error_tests")}.get(
+            t["outcome"] or "error", ("errors", "error_tests"))
+        out[key] += 1
+        if lst:
+            out[lst].append(f"{nodeid}: {t['reason']}"[:300])
     return out
 
 
@@ -166,18 +209,24 @@ def judge_test_run(rc: int, counts: dict | None, timed_out: bool = False, timeou
     needing more GPUs than the machine has is unverified."""
     problems: list[str] = []
     if timed_out:
-        problems.append(f"timed out after {timeout:.0f} s" if timeout else "timed out")
+        running = (counts or {}).get("running")
+        problems.append((f"timed out after {timeout:.0f} s" if timeout else "timed out")
+                        + (f" while {running} ran (the tests that had finished kept their results)" if running else ""))
     if counts is None:
         if "No module named pytest" in log_tail:
             problems.append(f"pytest is not installed in this Python; {INSTALL_HINT}")
         elif not timed_out:
-            problems.append(f"pytest wrote no JUnit XML (exit {rc}); see the log")
+            problems.append(f"pytest wrote no results (exit {rc}); see the log")
         return problems, []
     if rc == 5 or counts["tests"] == 0:
         problems.append("collected no GPU test (pytest exit 5): the selection matched nothing")
     if rc in (2, 3, 4):
         problems.append(f"pytest exit {rc}: " + {2: "interrupted (collection or import error)", 3: "internal error",
                                                  4: "usage error"}[rc])
+    unexpected = [m for m in counts.get("skipped_modules", [])
+                  if not any(f"could not import '{p}'" in m for p in OPTIONAL_TEST_PACKAGES)]
+    if unexpected:
+        problems.append(f"{len(unexpected)} test module(s) skipped while collecting: " + "; ".join(unexpected[:3]))
     if counts["errors"]:
         problems.append(f"{counts['errors']} error(s): " + "; ".join(counts["error_tests"][:3]))
     if counts["failed"]:
@@ -193,20 +242,22 @@ def judge_test_run(rc: int, counts: dict | None, timed_out: bool = False, timeou
 
 def run_gpu_tests(tests_dir: Path, out_dir: Path, timeout: float, selection=("-m", "gpu")) -> dict:
     """One pytest run of `selection` over `tests_dir` (from its parent, the repository root), with
-    a JUnit XML and a log in out_dir."""
+    each test's result as a JSON line (tests.jsonl) and a log in out_dir."""
     tests_dir, out_dir = Path(tests_dir).resolve(), Path(out_dir)
-    junit, log = out_dir / "tests.junit.xml", out_dir / "tests.log"
-    junit.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *selection,
-           f"--junitxml={junit}", str(tests_dir)]
+    results, log = out_dir / "tests.jsonl", out_dir / "tests.log"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "lsm_gnn.check.pytest_results",
+           f"--results-jsonl={results}", *selection, str(tests_dir)]
     rc, timed_out, secs = run_limited(cmd, timeout, log, cwd=tests_dir.parent)
-    counts = junit_counts(junit)
+    counts = results_counts(results)
     tail = _tail(log, 40)
     problems, devices = judge_test_run(rc, counts, timed_out, timeout, tail)
     lines = tail.splitlines()
     return {"selection": " ".join(selection), "tests_dir": str(tests_dir), "rc": rc, "timed_out": timed_out,
             "seconds": round(secs, 1), "counts": counts, "ok": not problems, "problems": problems,
-            "needs_more_gpus": devices, "summary": lines[-1] if lines else "", "log": str(log), "junit": str(junit)}
+            "needs_more_gpus": devices, "summary": lines[-1] if lines else "", "log": str(log), "results": str(results),
+            "limit_s": round(timeout, 1)}
 
 
 # ---- a step in its own process --------------------------------------------------------------------
@@ -266,17 +317,20 @@ def run_step(name: str, target: str, kwargs: dict, limit: float, steps_dir: Path
 # ---- the check ---------------------------------------------------------------------------------------
 class Check:
     def __init__(self, out: Path, *, quick=False, budget=None, tests_dir=None, data_dir=None, skip=(),
-                 skip_tests=False):
+                 skip_tests=False, logs=None):
         self.out, self.mode = Path(out), "quick" if quick else "full"
+        self.logs = Path(logs) if logs else self.out
         self.tests_dir = Path(tests_dir) if tests_dir else Path.cwd() / "tests"
         self.data_dir = Path(data_dir) if data_dir else Path.cwd() / "data" / "gpu-check"
         self.skip, self.skip_tests = set(skip), skip_tests
         self.t0 = time.monotonic()
-        self.deadline = self.t0 + (budget or BUDGET_S[self.mode])
+        self.budget = float(budget or BUDGET_S[self.mode])
+        self.deadline = self.t0 + self.budget
         self.report: dict = {
             "ok": False, "complete": False, "exit_status": None, "mode": self.mode,
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "argv": sys.argv[1:], "out": str(self.out), "versions": {}, "environment": {}, "tests": {},
+            "argv": sys.argv[1:], "out": str(self.out),
+            "logs": str(self.logs), "budget_s": self.budget, "versions": {}, "environment": {}, "tests": {},
             "benchmarks": {}, "targets": {}, "durations_s": {}, "unverified": [], "elapsed_s": 0.0}
 
     def save(self) -> None:
@@ -297,12 +351,17 @@ class Check:
         return bool(d) and not d.get("error") and not d.get("skipped")
 
     def env(self) -> bool:
-        res = run_step("env", "lsm_gnn.check.env:report", {}, min(ENV_LIMIT_S, self.left()), self.out / "steps")
+        modules = sorted({s.target.split(":")[0] for s in STEPS.values()})
+        res = run_step("env", "lsm_gnn.check.env:report", {"modules": modules}, min(ENV_LIMIT_S, self.left()),
+                       self.logs / "steps")
         self.report["versions"] = res.get("versions", {})
         self.report["durations_s"]["env"] = res["seconds"]
         needed = sorted({m for s in STEPS.values() for m in s.needs} | {"pytest", "click"})
         self.report["environment"] = {"missing_modules": missing_modules(needed), "gpu_devices": res.get("devices", 0),
-                                      "kernel_sources": res.get("kernel_sources")}
+                                      "kernel_sources": res.get("kernel_sources"), "imports": res.get("imports", {})}
+        bad = {m: e for m, e in self.report["environment"]["imports"].items() if e != "ok"}
+        for m, e in bad.items():
+            print(f"[env] import {m} FAILED: {e.splitlines()[-1][:300] if e else ''}", flush=True)
         if self.report["environment"]["missing_modules"]:
             self.report["environment"]["missing_hint"] = INSTALL_HINT
         v = self.report["versions"]
@@ -326,7 +385,7 @@ class Check:
             r = {"ok": False, "problems": [f"pytest is not installed; {INSTALL_HINT}"]}
         else:
             print("[tests] pytest -m gpu ...", flush=True)
-            r = run_gpu_tests(self.tests_dir, self.out, min(TESTS_LIMIT_S[self.mode], self.left()))
+            r = run_gpu_tests(self.tests_dir, self.logs, min(TESTS_SHARE * self.budget, self.left()))
             self.report["durations_s"]["tests"] = r["seconds"]
             for s in r["needs_more_gpus"]:
                 self.unverified(s.split(":")[0], s.split(": ", 1)[-1])
@@ -339,6 +398,7 @@ class Check:
             self.unverified("GPU tests", "; ".join(r["problems"]))
 
     def steps(self) -> None:
+        imports = self.report["environment"].get("imports") or {}
         for name, s in STEPS.items():
             limit = min(s.limit_s[self.mode], self.left())
             need = missing_modules(s.needs)
@@ -348,6 +408,9 @@ class Check:
                 res = {"error": f"not run: the check's time budget was spent ({self.left():.0f} s left)"}
             elif need:
                 res = {"error": f"not run: missing module(s) {', '.join(need)}; {INSTALL_HINT}"}
+            elif imports.get(s.target.split(":")[0], "ok") != "ok":  # the env step's probe
+                res = {"error": f"not run: {s.target.split(':')[0]} does not import here: "
+                                f"{imports[s.target.split(':')[0]].strip().splitlines()[-1][:300]}; {INSTALL_HINT}"}
             elif s.dataset and not self.dataset_ok():
                 res = {"error": "not run: the dataset step failed or was skipped"}
             else:
@@ -359,7 +422,7 @@ class Check:
                 if s.dataset:
                     kwargs["dataset"] = str(self.dataset_root())
                 print(f"[{name}] running (limit {limit:.0f} s) ...", flush=True)
-                res = run_step(name, s.target, kwargs, limit, self.out / "steps")
+                res = run_step(name, s.target, kwargs, limit, self.logs / "steps")
                 self.report["durations_s"][name] = res["seconds"]
             self.report["benchmarks"][name] = res
             if res.get("error"):

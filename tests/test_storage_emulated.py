@@ -1,0 +1,241 @@
+"""The storage device model and the emulated storage device: Little's law in its three regimes,
+the virtual clock, the paper's striping, real rows (checksums), pacing decided against an injected
+clock, one clock shared by two processes, lateness flagged, config errors, the time scale."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+
+import numpy as np
+import pytest
+
+from conftest import _build_random_dataset
+from lsm_gnn.config import StorageConfig, load_config
+from lsm_gnn.storage.device_model import (PACKAGED, ClockState, DeviceProfile, SSDModel, device_reads_seconds,
+                                          load_device_profile, read_pages, reads_seconds, schedule, stripe)
+from lsm_gnn.storage.emulated import (CLOCK_ENV, LATENESS_LIMIT, EmulatedDevice, device_clock_env,
+                                      emulation_summary, open_emulated, shared_clock_path)
+from lsm_gnn.utils.errors import ConfigError, DataError, InputError
+
+SSD = SSDModel(iops=100_000, bandwidth=200e6, latency_s=100e-6, max_queue_depth=64)
+# caps: latency bound below QD 10 (QD / 100 us), IOPS 100k from QD 10, bandwidth at 200 MB/s / 4 KiB = 48.8k
+
+
+def test_throughput_follows_littles_law_in_each_regime():
+    assert SSD.throughput(1) == pytest.approx(10_000) and SSD.regime(1, 512) == "latency"
+    assert SSD.throughput(5, 512) == pytest.approx(50_000)
+    assert SSD.throughput(32, 512) == pytest.approx(100_000) and SSD.regime(32, 512) == "iops"
+    assert SSD.throughput(32, 8192) == pytest.approx(200e6 / 8192) and SSD.regime(32, 8192) == "bandwidth"
+    slow = SSDModel(iops=1e9, bandwidth=1e15, latency_s=1e-3, max_queue_depth=4)
+    assert slow.throughput(1024) == pytest.approx(4 / 1e-3)  # the SSD serves at most 4 at once
+
+
+def test_a_time_scale_divides_the_rates_and_multiplies_the_latency():
+    s = SSD.scaled(4.0)
+    assert (s.iops, s.bandwidth, s.latency_s) == pytest.approx((25_000, 50e6, 400e-6))
+    for q in (1, 4, 16, 64):
+        assert s.throughput(q) == pytest.approx(SSD.throughput(q) / 4)
+
+
+def test_the_virtual_clock_completes_a_closed_loop_at_the_formulas_rate():
+    for q in (1, 2, 4, 8, 16, 64, 256):
+        n = 64 * q
+        st = ClockState(1, SSD.max_queue_depth)
+        done = schedule(st, SSD, np.zeros(n, np.int64), 0, q, nbytes=512)
+        achieved = n / (done.max() * 1e-9)
+        # the first and last reads of a batch fill and drain the queue: at most one latency of n
+        assert achieved == pytest.approx(SSD.throughput(q, 512), rel=0.03), q
+
+
+def test_the_clock_is_nvmevirts_start_max_submit_free_and_done_start_plus_latency():
+    ssd = SSDModel(iops=1e4, bandwidth=1e12, latency_s=300e-6)  # occupancy 100 us, 200 us more to done
+    st = ClockState(2, None)
+    done = schedule(st, ssd, np.array([0, 0, 1]), 1_000_000, 8)
+    assert done.tolist() == [1_300_000, 1_400_000, 1_300_000]
+    assert st.free.tolist() == [1_200_000, 1_100_000]
+    # a later batch submitted before SSD 0 is free waits for it
+    assert schedule(st, ssd, np.array([0]), 1_150_000, 8).tolist() == [1_500_000]
+
+
+def test_pages_are_striped_as_the_paper_does():
+    # owner g's file holds node v at line v // G; line p is on SSD p % n (GIDS: cl_id % n_ctrls)
+    G, n = 2, 2
+    nodes = np.array([0, 2, 4, 6, 8])  # owner 0's nodes
+    assert stripe(nodes // G, n).tolist() == [0, 1, 0, 1, 0]
+    # a merged read of 3 pages is 3 commands (BaM: one per page)
+    assert read_pages(np.array([0, 4096 * 10]), np.array([3 * 4096, 4096])).tolist() == [0, 1, 2, 10]
+
+
+def test_reads_seconds_is_the_projections_formula():
+    t, which = reads_seconds(SSD, 1000, 1000 * 4096, ssds=2, queue_depth=8, sharers=2)
+    assert t == pytest.approx(max(2 * 1000 / (2 * 1e5), 2 * 4096e3 / (2 * 200e6), 1000 * 100e-6 / 8))
+    assert which == "bandwidth"
+    prof = DeviceProfile(name="x", ssd=SSD, ssds_per_device=2, shared=True)
+    assert device_reads_seconds(prof, 1000, 4096e3, devices=2, queue_depth=8)[0] == pytest.approx(t)
+
+
+def test_every_packaged_device_profile_loads_and_states_its_sources():
+    for name in PACKAGED:
+        p = load_device_profile(name)
+        assert p.name == name and p.ssd.iops > 0
+    paper = load_device_profile("paper")
+    assert (paper.ssds_per_device, paper.shared, paper.devices) == (2, False, 2)
+    # 2 x 980 Pro: BaM measured 1.52 M 4 KiB reads/s
+    assert 2 * paper.ssd.iops == pytest.approx(1.52e6)
+
+
+def test_a_bad_device_profile_names_the_file_and_key(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("name: bad\nssds_per_device: 2\nssd: {iops: -1, bandwidth: 1, latency_s: 0}\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml.*ssd.iops"):
+        load_device_profile(f)
+
+
+def test_the_config_validates_the_device_keys():
+    cfg = load_config(None, ["storage.device=emulated", "storage.device_profile=optane", "emulation.time_scale=2"])
+    assert (cfg.storage.device, cfg.storage.device_profile, cfg.emulation.time_scale) == ("emulated", "optane", 2.0)
+    with pytest.raises(ConfigError, match="storage.device_profile"):
+        load_config(None, ["storage.device_profile=nvme9000"])
+    with pytest.raises(ConfigError, match="storage.device"):
+        load_config(None, ["storage.device=fast"])
+    with pytest.raises(ConfigError, match="emulation.time_scale"):
+        load_config(None, ["emulation.time_scale=0"])
+
+
+@pytest.fixture(scope="module")
+def ds(tmp_path_factory):
+    return _build_random_dataset(tmp_path_factory.mktemp("emu") / "d", num_nodes=600, avg_degree=2, dim=1024, seed=3)
+
+
+class FakeClock:
+    """A clock the test moves: the store's waits jump it to the deadline (no wall time passes)."""
+
+    def __init__(self, start=10_000_000, copy_ns=0, late_ns=0):
+        self.now, self.copy_ns, self.late_ns = start, copy_ns, late_ns
+        self.waited = []
+
+    def __call__(self):
+        return self.now
+
+    def wait(self, deadline):
+        self.waited.append(deadline)
+        self.now = max(self.now, deadline) + self.late_ns
+        return self.now
+
+
+def _emulated(ds, clock, profile=None, **cfg):
+    prof = profile or DeviceProfile(name="t", ssd=SSD, ssds_per_device=2)
+    return open_emulated(ds.features(), StorageConfig(device="emulated", **cfg), profile=prof, clock=clock,
+                         wait=clock.wait)
+
+
+def test_the_emulator_returns_exactly_the_real_rows_and_checks_their_checksums(ds):
+    truth = np.array(ds.feature_array())
+    clock = FakeClock()
+    with _emulated(ds, clock) as store:
+        ids = np.random.default_rng(1).integers(0, 600, 300)
+        np.testing.assert_array_equal(store.read_rows(ids), truth[ids])
+        assert store.checksum_state == "verified" and store.path_info["device"] == "emulated"
+        assert store.path_info["resident_fraction"] == pytest.approx(1.0)
+        store.row_checksums = store.row_checksums.copy()
+        store.row_checksums[ids[0]] ^= 1
+        with pytest.raises(DataError, match="checksum"):
+            store.read_rows(ids[:1])
+
+
+def test_a_batch_is_handed_back_exactly_when_the_model_completes_its_last_read(ds):
+    clock = FakeClock()
+    with _emulated(ds, clock, queue_depth=4) as store:
+        ids = np.arange(0, 600, 3)[:40]  # 40 distinct pages, never adjacent: 40 reads
+        store.read_rows(ids)
+        # pages striped over 2 SSDs, 4 in flight: latency bound at 4 / 100 us = 40k reads/s
+        expect = ClockState(2, SSD.max_queue_depth)
+        done = schedule(expect, SSD, stripe(ids, 2), 10_000_000, 4)
+        assert clock.waited == [int(done.max())]
+        s = store.emulation_stats()
+        assert s["reads"] == 40 and s["lateness_s"] == 0 and s["valid"]
+        assert s["storage_s"] == pytest.approx((done.max() - 10_000_000) * 1e-9)
+        # the next batch starts where this one left the clock: no overshoot carried over
+        clock.now += 5_000_000
+        submit = clock.now
+        store.read_rows(ids)
+        done2 = schedule(expect, SSD, stripe(ids, 2), submit, 4)
+        assert done2.max() - submit == done.max() - 10_000_000
+        assert clock.waited[-1] == int(done2.max())
+
+
+def test_lateness_past_one_percent_of_the_storage_time_makes_the_run_invalid(ds):
+    on_time, late = FakeClock(late_ns=0), FakeClock(late_ns=50_000)
+    with _emulated(ds, on_time) as a, _emulated(ds, late) as b:
+        for s in (a, b):
+            for k in range(3):
+                s.read_rows(np.arange(k, 600, 7))
+        ok, bad = a.emulation_stats(), b.emulation_stats()
+    assert ok["valid"] and ok["invalid_cause"] is None
+    assert bad["lateness_s"] == pytest.approx(3 * 50e-6)
+    assert bad["lateness_fraction"] > LATENESS_LIMIT and not bad["valid"] and "late" in bad["invalid_cause"]
+    both = emulation_summary([ok["raw"][0], bad["raw"][0]], 1.0)
+    assert both["lateness_s"] == pytest.approx(bad["lateness_s"]) and both["batches"] == 6
+
+
+def test_time_scale_stretches_the_models_time_by_s(ds):
+    times = {}
+    for S in (1.0, 3.0):
+        clock = FakeClock()
+        prof = DeviceProfile(name="t", ssd=SSD, ssds_per_device=1)
+        dev = EmulatedDevice(prof, S)
+        with open_emulated(ds.features(), StorageConfig(device="emulated"), profile=prof, clock=clock,
+                           wait=clock.wait, time_scale=S) as store:
+            assert store.device.ssd.iops == pytest.approx(SSD.iops / S)
+            store.read_rows(np.arange(0, 600, 2))
+            st = store.emulation_stats()
+            times[S] = st["storage_s"]
+            assert st["storage_s_emulated"] == pytest.approx(st["storage_s"] / S)
+        dev.close()
+    assert times[3.0] == pytest.approx(3 * times[1.0], rel=1e-6)
+
+
+def test_the_emulated_device_serves_only_the_block_readers(ds):
+    with pytest.raises(InputError, match="storage.reader 'mmap'"):
+        open_emulated(ds.features(), StorageConfig(device="emulated", reader="mmap"))
+    from lsm_gnn.storage import open_from_config
+
+    with open_from_config(ds.features(), StorageConfig(device="emulated", reader="mmap")) as store:
+        assert store.path_info["device"].startswith("real")
+
+
+def _child(path, q):
+    prof = DeviceProfile(name="s", ssd=SSDModel(iops=1e4, bandwidth=1e12, latency_s=100e-6), ssds_per_device=1,
+                         shared=True)
+    dev = EmulatedDevice(prof, 1.0, shared_path=path)
+    q.put(dev.submit(np.zeros(5, np.int64), 0, 1).tolist())
+    dev.close()
+
+
+def test_two_processes_pace_against_one_shared_clock(tmp_path):
+    prof = DeviceProfile(name="s", ssd=SSDModel(iops=1e4, bandwidth=1e12, latency_s=100e-6), ssds_per_device=1,
+                         shared=True)
+    with device_clock_env() as folder:
+        assert os.environ[CLOCK_ENV] == folder
+        path = shared_clock_path(prof, 1.0)
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        p = ctx.Process(target=_child, args=(path, q))
+        p.start()
+        theirs = q.get(timeout=60)
+        p.join(60)
+        mine = EmulatedDevice(prof, 1.0, shared_path=path)
+        ours = mine.submit(np.zeros(5, np.int64), 0, 1).tolist()
+        mine.close()
+    # the other process's 5 reads occupied the SSD first: ours queue behind them (100 us each)
+    assert theirs == [100_000 * (i + 1) for i in range(5)]
+    assert ours == [100_000 * (i + 6) for i in range(5)]
+    assert CLOCK_ENV not in os.environ or os.environ[CLOCK_ENV] != folder
+
+
+def test_ssds_of_each_device_have_no_shared_clock():
+    prof = load_device_profile("paper")
+    with device_clock_env():
+        assert shared_clock_path(prof, 1.0) is None
+        assert shared_clock_path(load_device_profile("vm"), 1.0) is not None

@@ -93,6 +93,8 @@ class EmulatedDevice:
         self._mm = None
         nbytes = ClockState.nbytes(self.n_ssd, self.ssd.max_queue_depth)
         self.shared_path = shared_path
+        # compile the scheduler now (numba, cached on disk), not inside the first batch's deadline
+        schedule(ClockState(1, None), self.ssd, np.zeros(1, np.int64), 0, 1)
         if shared_path is None:
             self.state = ClockState(self.n_ssd, self.ssd.max_queue_depth)
         else:
@@ -204,6 +206,10 @@ class EmulatedStore(BufferedStore):
                                "device_profile": device.profile.name, "time_scale": device.time_scale,
                                "queue_depth": qd, "ssds": device.n_ssd, "shared_ssds": device.profile.shared,
                                "shared_clock": device.shared_path is not None, "resident_fraction": self.resident})
+
+    def reset_stats(self) -> None:
+        """Forget the batches paced so far (a benchmark's warm-up)."""
+        self._lat, self._model, self._copy_late, self._reads, self._copy_ns = [], [], 0, 0, 0
 
     def _issue(self, offs, boffs, lens, mv, arr, src, out) -> int:
         ssd_of = stripe(read_pages(offs, lens, PAGE), self.device.n_ssd)

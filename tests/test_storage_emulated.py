@@ -239,3 +239,121 @@ def test_ssds_of_each_device_have_no_shared_clock():
     with device_clock_env():
         assert shared_clock_path(prof, 1.0) is None
         assert shared_clock_path(load_device_profile("vm"), 1.0) is not None
+
+
+def test_the_projection_and_the_floor_take_the_storage_time_from_the_same_model():
+    from baselines.bench import lsm_floor
+    from lsm_gnn.project.counts import Counts
+    from lsm_gnn.project.model import _ssd_floor, _storage
+    from lsm_gnn.project.profiles import load_profile
+
+    p = load_profile("paper")
+    st = p.storage
+    dev = DeviceProfile(name="same", ssd=SSDModel(iops=st.ssd_iops, bandwidth=st.ssd_bandwidth, latency_s=st.latency_s),
+                        ssds_per_device=int(st.ssds_per_device), shared=st.shared)
+    pages, G = 5000.0, 2
+    c = Counts(system="lsm", workers=G)
+    projected = _storage(c, p, pages, pages * 4096, st.queue_depth).seconds
+    floor = lsm_floor({"busy_s_per_iteration": 0.0, "storage_bytes_per_iteration": pages * 4096 * G,
+                       "iterations_per_epoch": 1}, {}, G, device=dev, queue_depth=st.queue_depth)
+    assert floor["storage_s"] == pytest.approx(projected, rel=1e-12)
+    assert floor["storage_s"] == pytest.approx(device_reads_seconds(dev, pages, pages * 4096, devices=G,
+                                                                    queue_depth=st.queue_depth)[0])
+    # a shared pool: the projection's floor is the model's caps with every worker reading
+    shared = p.model_copy(update={"storage": st.model_copy(update={"shared": True})})
+    assert _ssd_floor(c, shared, pages, pages * 4096)["seconds"] == pytest.approx(
+        reads_seconds(dev.ssd, pages, pages * 4096, ssds=st.ssds_per_device, sharers=G)[0])
+
+
+def test_the_real_disk_floor_is_unchanged_all_reads_over_fios_best_iops():
+    from baselines.bench import lsm_floor
+
+    f = lsm_floor({"busy_s_per_iteration": 0.01, "storage_io_ops_per_iteration": 2000, "iterations_per_epoch": 100},
+                  {"fio": {"best_iops": 1e5}}, 2)
+    assert f["storage_s"] == pytest.approx(2000 / 1e5) and f["epoch_s"] == pytest.approx(2.0)
+
+
+def _record_at(S, steady, per_it, samples):
+    from lsm_gnn.records import emulation_block
+
+    rec = {"metrics": {"time": {"epoch_steady_s": steady, "epoch_cold_s": steady, "per_iteration": per_it,
+                                "per_iteration_wall": sum(per_it.values())},
+                       "throughput": {"samples_per_s": samples}}}
+    rec["metrics"]["emulation"] = emulation_block(rec, S, cpu_s=30.0, wall_s=20.0)
+    return rec
+
+
+def test_a_dilated_runs_times_are_divided_back_by_its_scale_and_labelled():
+    from baselines.bench import summarise_run
+
+    rec = _record_at(4.0, 400.0, {"train": 0.08, "fetch_storage": 0.04}, 250.0)
+    e = rec["metrics"]["emulation"]
+    assert e["label"] == "emulated at scale 4" and e["time_scale"] == 4.0
+    assert e["epoch_steady_s"] == pytest.approx(100.0) and e["per_iteration"]["train"] == pytest.approx(0.02)
+    assert e["samples_per_s"] == pytest.approx(1000.0) and e["cpu_share"] == pytest.approx(1.5) and e["valid"]
+    rec["metrics"].update({"rows": {}, "traffic": {}, "accelerator": {"busy_s": 8.0, "iterations": 100},
+                           "time": {**rec["metrics"]["time"], "timing_window": {"iterations_per_epoch": 10}}})
+    run = summarise_run(rec)
+    assert run["epoch_steady_s"] == pytest.approx(100.0) and run["per_iteration"]["fetch_storage"] == pytest.approx(0.01)
+    assert run["busy_s_per_iteration"] == pytest.approx(0.02) and run["samples_per_s"] == pytest.approx(1000.0)
+
+
+def test_late_pacing_marks_the_record_invalid_with_its_cause():
+    from lsm_gnn.records import emulation_block, storage_block
+
+    raw = {"batches": 10, "reads": 100, "storage_ns": 1_000_000_000, "late_ns": 20_000_000, "late_p99_ns": 3e6,
+           "late_max_ns": 4_000_000, "copy_ns": 5, "copy_late_batches": 4}
+    rec = {"metrics": {"time": {"epoch_steady_s": 10.0}, "source": {"emulation_per_rank": [raw, raw]}}}
+    rec["metrics"]["storage"] = storage_block(rec, "emulated", {"profile": "paper"}, 1.0)
+    emu = rec["metrics"]["storage"]["emulation"]
+    assert emu["lateness_fraction"] == pytest.approx(0.02) and emu["storage_s"] == pytest.approx(2.0)
+    assert not emu["valid"] and "raise emulation.time_scale" in emu["invalid_cause"]
+    block = emulation_block(rec, 1.0, None, None)
+    assert block["valid"] is False and block["invalid_causes"] == [emu["invalid_cause"]]
+
+
+def _output(device, profile, S, medians, spread=0.01):
+    return {"benchmark": "compare", "storage_device": device, "storage_profile": profile, "time_scale": S,
+            "accelerator": {"profile": "a100", "scale": 1.0},
+            "systems": {s: {"epoch_steady_s": {"median": m, "runs": 5, "spread": spread}, "spread": spread}
+                        for s, m in medians.items()}}
+
+
+def test_the_validation_checks_replication_dilation_and_the_emulator_against_the_real_disk(tmp_path):
+    import json
+
+    from baselines.bench import load_outputs, validation
+
+    paper1 = _output("emulated", "paper", 1.0, {"lsm": 100.0, "direct": 200.0})
+    paper2 = _output("emulated", "paper", 2.0, {"lsm": 104.0, "direct": 188.0}, spread=0.07)
+    vm = _output("emulated", "vm", 1.0, {"lsm": 300.0, "direct": 330.0})
+    real = _output("real", None, 1.0, {"lsm": 290.0, "direct": 360.0})
+    v = validation([paper1])
+    assert v["replication"]["ok"] and v["dilation"] is None and v["emulator_vs_real"] is None
+    paths = []
+    for i, o in enumerate((paper2, vm, real)):
+        paths.append(tmp_path / f"o{i}.json")
+        paths[-1].write_text(json.dumps(o))
+    v = validation([paper1, *load_outputs(paths)])
+    d = v["dilation"]
+    assert d["time_scales"] == [1.0, 2.0] and d["difference"]["lsm"] == pytest.approx(0.04)
+    assert d["difference"]["direct"] == pytest.approx(-0.06) and d["ok"] is False
+    e = v["emulator_vs_real"]
+    assert e["error"]["lsm"] == pytest.approx(300 / 290 - 1) and e["error"]["direct"] == pytest.approx(330 / 360 - 1)
+    assert e["ok"] is True and e["source"] == [str(paths[1]), str(paths[2])]
+    assert v["replication"]["ok"] is False  # paper2's 7 % spread
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(InputError, match="bad.json: not a bench compare output"):
+        load_outputs([bad])
+
+
+def test_the_queue_depth_sweep_reports_the_models_formula_and_the_pages_it_read(ds):
+    from lsm_gnn.storage.emulated_bench import sweep
+
+    res = sweep(ds, "optane", [1, 4], time_scale=50.0, min_reads=64, batches=1)
+    ssd = load_device_profile("optane").ssd
+    for p in res["points"]:
+        assert p["model_iops"] == pytest.approx(ssd.throughput(p["queue_depth"]))
+        assert p["reads"] == 64 * p["queue_depth"] and p["met"] == (abs(p["ratio"] - 1) <= 0.03)
+    assert res["target"] == 0.03 and res["met"] == all(p["met"] for p in res["points"])

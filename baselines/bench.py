@@ -329,7 +329,8 @@ def validation(outputs: list[dict]) -> dict:
         for j, b in emu[a_i + 1:]:
             if (a.get("storage_profile") == b.get("storage_profile") and a.get("accelerator") == b.get("accelerator")
                     and a.get("time_scale") != b.get("time_scale")):
-                d = _differences(b, a)
+                (i, a), (j, b) = sorted(((i, a), (j, b)), key=lambda x: x[1].get("time_scale") or 1.0)
+                d = _differences(b, a)  # the epoch at the larger scale over the one at the smaller, - 1
                 out["dilation"] = {"limit": DILATION_LIMIT, "profile": a.get("storage_profile"),
                                    "time_scales": [a.get("time_scale"), b.get("time_scale")],
                                    "source": [src(a, i), src(b, j)], "difference": d,

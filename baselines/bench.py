@@ -122,6 +122,7 @@ def summarise_system(runs: list[dict]) -> dict:
         out[k] = mid.get(k)
     out["spread"] = med["spread"]  # the steady epoch's (max - min) / median over the runs
     out["cpu_share"] = spread_of([r.get("cpu_share") for r in runs])
+    out["lateness_fraction"] = spread_of([(r.get("storage_emulation") or {}).get("lateness_fraction") for r in runs])
     out["invalid_runs"] = [{"run": r.get("round"), "causes": r.get("invalid_causes")} for r in runs
                            if r.get("valid") is False]
     return out
@@ -553,10 +554,11 @@ def print_compare(res: dict) -> None:
     for s, v in res["systems"].items():
         for bad in v.get("invalid_runs") or []:
             click.echo(f"INVALID {s} run {bad['run']}: {'; '.join(bad['causes'])}")
-        emu, cs = v["runs"][0].get("storage_emulation") if v.get("runs") else None, v.get("cpu_share") or {}
-        if emu or cs.get("median") is not None:
-            click.echo(f"{s}: " + (f"pacing late {_fmt(100 * emu['lateness_fraction'], '.2f')} % of storage time "
-                                   f"(p99 {_fmt(emu['lateness_p99_s'] * 1e6, '.0f')} us per batch); " if emu else "")
+        late, cs = v.get("lateness_fraction") or {}, v.get("cpu_share") or {}
+        if late.get("median") is not None or cs.get("median") is not None:
+            click.echo(f"{s}: " + (f"pacing late {_fmt(100 * late['median'], '.2f')} % of storage time (median over "
+                                   f"runs, [{_fmt(100 * late['min'], '.2f')}, {_fmt(100 * late['max'], '.2f')}]); "
+                                   if late.get("median") is not None else "")
                        + f"CPU share {_fmt(cs.get('median'), '.2f')} cores busy over the run's wall time")
     print_validation(res.get("validation"))
     for f in res.get("failures") or []:

@@ -357,3 +357,48 @@ def test_the_queue_depth_sweep_reports_the_models_formula_and_the_pages_it_read(
         assert p["model_iops"] == pytest.approx(ssd.throughput(p["queue_depth"]))
         assert p["reads"] == 64 * p["queue_depth"] and p["met"] == (abs(p["ratio"] - 1) <= 0.03)
     assert res["target"] == 0.03 and res["met"] == all(p["met"] for p in res["points"])
+
+
+def test_bench_compare_on_an_emulated_device_reports_its_profile_scale_spread_and_validation(monkeypatch, tmp_path):
+    import baselines.harness
+    from baselines import bench
+    from lsm_gnn.datasets.synthetic import generate
+    from lsm_gnn.records import emulation_block
+
+    seen, dropped = [], []
+
+    def fake_run(system, cfg, **kw):
+        seen.append((system, cfg.storage.device, cfg.storage.device_profile, cfg.emulation.time_scale))
+        S = cfg.emulation.time_scale
+        rec = {"system": system, "epochs": [{}, {}], "metrics": {
+            "time": {"epoch_steady_s": 10.0 * S, "per_iteration": {"train": 0.01 * S},
+                     "timing_window": {"warmup_iters": 1, "timed_iters": 5, "iterations_run_per_epoch": 6,
+                                       "iterations_per_epoch": 100}},
+            "accelerator": {"au": 0.9, "busy_s": 0.01 * S * 10, "iterations": 10},
+            "rows": {}, "traffic": {"storage_io_ops": 40, "storage_bytes": 40 * 4096}}}
+        rec["metrics"]["emulation"] = emulation_block(rec, S, 5.0, 10.0)
+        return rec
+
+    monkeypatch.setattr(baselines.harness, "run_system", fake_run)
+    import lsm_gnn.storage.pagecache as pc
+
+    monkeypatch.setattr(pc, "drop_file_cache", lambda p: dropped.append(p))
+    monkeypatch.setattr(bench, "fio_limit", lambda cfg, **kw: {"available": True, "best_iops": 5e4, "best_depth": 64})
+    import lsm_gnn.storage.bench as sb
+
+    monkeypatch.setattr(sb, "run_fio", lambda fio, path, size, seconds, job: {
+        "available": True, "lat_s": 8e-5, "bw_bytes_per_s": 5e8, "iops": 1.0})
+    generate(tmp_path / "ds", 200, feature_dim=4, seed=0, progress=False)
+    cfg = load_config(None, [f"dataset.path={tmp_path / 'ds'}", "train.accelerator=emulated",
+                             "storage.device=emulated", "storage.device_profile=vm", "emulation.time_scale=4"])
+    res = bench.compare(cfg, systems=["lsm", "mmap"], repeats=2, limits=False, records_dir=str(tmp_path))
+    # the vm profile was filled from fio now and every run read it
+    m = res["storage_profile_measured"]
+    assert m["ssd"] == {"iops": 5e4, "bandwidth": 5e8, "latency_s": 8e-5, "max_queue_depth": None}
+    assert {p for _, _, p, _ in seen} == {m["path"]} and load_device_profile(m["path"]).ssd.iops == 5e4
+    assert res["storage_profile"] == "vm" and res["time_scale"] == 4.0 and res["time_label"] == "emulated at scale 4"
+    # times divided back by S; each system's spread; the validation of this output alone
+    assert res["systems"]["lsm"]["epoch_steady_s"]["median"] == pytest.approx(10.0)
+    assert res["systems"]["lsm"]["spread"] == 0.0 and res["validation"]["replication"]["ok"]
+    # only the run that does not read through the emulated device (mmap) starts with the file dropped
+    assert len(dropped) == 2 + 2  # fio's drops (qd1, sequential) + mmap's two runs

@@ -138,6 +138,8 @@ def test_the_emulator_returns_exactly_the_real_rows_and_checks_their_checksums(d
         np.testing.assert_array_equal(store.read_rows(ids), truth[ids])
         assert store.checksum_state == "verified" and store.path_info["device"] == "emulated"
         assert store.path_info["resident_fraction"] == pytest.approx(1.0)
+        # a woken reader thread must not wait 5 ms for the GIL (emulated.SWITCH_INTERVAL_S)
+        assert store.path_info["switch_interval_s"] <= 0.0005
         store.row_checksums = store.row_checksums.copy()
         store.row_checksums[ids[0]] ^= 1
         with pytest.raises(DataError, match="checksum"):

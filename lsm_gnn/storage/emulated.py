@@ -250,6 +250,8 @@ class EmulatedStore(BufferedStore):
         return {"batches": len(self._lat), "reads": self._reads, "storage_ns": int(np.sum(self._model)),
                 "late_ns": int(lat.sum()), "late_p99_ns": float(np.percentile(lat, 99)) if len(lat) else 0.0,
                 "late_max_ns": int(lat.max()) if len(lat) else 0, "copy_ns": int(self._copy_ns),
+                # where the lateness sits: the 5 latest batches (index in the run, ns late)
+                "worst_batches": [[int(i), int(lat[i])] for i in np.argsort(lat)[::-1][:5]] if len(lat) else [],
                 "copy_late_batches": self._copy_late}
 
     def close(self) -> None:

@@ -50,11 +50,13 @@ from pathlib import Path
 
 import click
 
-from lsm_gnn.records import bound_stage, timed_iterations
+from lsm_gnn.records import bound_stage, emulation_label, timed_iterations
 from lsm_gnn.utils.output import emit
 
 COMPARED = ("lsm", "distdgl", "mmap", "direct")
 EMULATED = ("lsm", "isolated", "direct", "mmap", "memory", "distdgl")
+EMULATED_STORAGE = ("lsm", "isolated", "direct")
+"""The systems whose reads go through an emulated storage device (mmap's faults stay real)."""
 SPREAD_LIMIT = 0.05
 """MLPerf Storage: replicated results must agree within 5 %."""
 FIO_DEPTHS = (32, 64, 128)
@@ -99,13 +101,27 @@ def summarise_run(rec: dict) -> dict:
     acc = m.get("accelerator") or {}
     its = timed_iterations(rec)
     rows, traffic = m.get("rows") or {}, m.get("traffic") or {}
-    return {"epoch_steady_s": t.get("epoch_steady_s"), "epoch_cold_s": t.get("epoch_cold_s"),
-            "first_epoch_s": t.get("first_epoch_s"), "preprocessing_s": t.get("preprocessing_s"),
+    emu = m.get("emulation") or {}
+    S = float(emu.get("time_scale") or 1.0)  # every time below divided back by the run's time scale
+
+    def div(v):
+        return None if v is None else v / S
+
+    return {"epoch_steady_s": div(t.get("epoch_steady_s")), "epoch_cold_s": div(t.get("epoch_cold_s")),
+            "first_epoch_s": div(t.get("first_epoch_s")), "preprocessing_s": t.get("preprocessing_s"),
             "au": acc.get("au"), "au_min": acc.get("au_min", acc.get("au")),
-            "samples_per_s": (m.get("throughput") or {}).get("samples_per_s"),
-            "per_iteration": t.get("per_iteration"), "per_iteration_wall": t.get("per_iteration_wall"),
+            "samples_per_s": None if (m.get("throughput") or {}).get("samples_per_s") is None
+            else m["throughput"]["samples_per_s"] * S,
+            "per_iteration": None if t.get("per_iteration") is None
+            else {k: div(v) for k, v in t["per_iteration"].items()},
+            "per_iteration_wall": div(t.get("per_iteration_wall")),
             "bound": bound_stage(rec),
-            "busy_s_per_iteration": (acc.get("busy_s") or 0.0) / max(1, int(acc.get("iterations") or 0)),
+            "busy_s_per_iteration": (acc.get("busy_s") or 0.0) / max(1, int(acc.get("iterations") or 0)) / S,
+            "time_scale": S, "cpu_share": emu.get("cpu_share"), "valid": emu.get("valid", True),
+            "invalid_causes": emu.get("invalid_causes") or [],
+            "storage_emulation": {k: v for k, v in (((m.get("storage") or {}).get("emulation")) or {}).items()
+                                  if k != "raw"} or None,
+            "storage_bytes_per_iteration": (traffic.get("storage_bytes") or 0) / its,
             "storage_rows_per_iteration": rows.get("storage_rows", 0) / its,
             "storage_io_ops_per_iteration": traffic.get("storage_io_ops", 0) / its,
             "exchange_bytes_per_iteration": (m.get("multidevice") or {}).get("exchange_bytes_per_iteration"),
@@ -124,9 +140,14 @@ def summarise_system(runs: list[dict]) -> dict:
            "first_epoch_s": spread_of([r["first_epoch_s"] for r in runs]),
            "runs": runs}
     for k in ("per_iteration", "per_iteration_wall", "bound", "storage_rows_per_iteration",
-              "storage_io_ops_per_iteration", "exchange_bytes_per_iteration", "busy_s_per_iteration",
-              "iterations_per_epoch", "memory", "accelerator", "preprocessing_s"):
+              "storage_io_ops_per_iteration", "storage_bytes_per_iteration", "exchange_bytes_per_iteration",
+              "busy_s_per_iteration", "iterations_per_epoch", "memory", "accelerator", "preprocessing_s"):
         out[k] = mid.get(k)
+    out["spread"] = med["spread"]  # the steady epoch's (max - min) / median over the runs
+    out["cpu_share"] = spread_of([r.get("cpu_share") for r in runs])
+    out["lateness_fraction"] = spread_of([(r.get("storage_emulation") or {}).get("lateness_fraction") for r in runs])
+    out["invalid_runs"] = [{"run": r.get("round"), "causes": r.get("invalid_causes")} for r in runs
+                           if r.get("valid") is False]
     return out
 
 
@@ -213,20 +234,160 @@ def per_round_ratios(runs: dict[str, list[dict]]) -> dict:
     return out
 
 
-def lsm_floor(lsm: dict, limits: dict, devices: int) -> dict:
-    """LSM-GNN's floor per iteration and epoch: the slowest of its three limits."""
+def lsm_floor(lsm: dict, limits: dict, devices: int, *, device=None, queue_depth: int | None = None,
+              time_scale: float = 1.0) -> dict:
+    """LSM-GNN's floor per iteration and epoch: the slowest of its three limits. Storage through the
+    device model (lsm_gnn.storage.device_model.device_reads_seconds): on the real disk, fio's best
+    IOPS shared by every device's reads; on an emulated device (`device`: its DeviceProfile, at
+    scale 1: the times here are divided back by the time scale already), each device's pages on
+    its SSDs at the run's queue depth. The exchange is real CPU work on this machine: at time scale
+    S it is divided by S like every other time of the run."""
+    from lsm_gnn.storage.device_model import PAGE, DeviceProfile, SSDModel, device_reads_seconds
+
     parts = {"accelerator_step_s": lsm["busy_s_per_iteration"]}
-    iops = limits["fio"]["best_iops"]
-    # the devices' reads (counted together) share one disk
-    parts["storage_s"] = lsm["storage_io_ops_per_iteration"] / iops if iops else None
-    ex, xb = limits.get("exchange"), lsm.get("exchange_bytes_per_iteration")
-    parts["exchange_s"] = (xb / devices) / ex["bytes_per_s"] if (ex and ex.get("bytes_per_s") and xb) else None
+    if device is not None:
+        pages = (lsm.get("storage_bytes_per_iteration") or 0) / PAGE / devices  # one command per page
+        parts["storage_s"], which = device_reads_seconds(device, pages, pages * PAGE, devices=devices,
+                                                         queue_depth=queue_depth)
+        storage_from = f"device model {device.name}: {which}"
+    else:
+        iops = limits["fio"]["best_iops"]
+        storage_from = "fio's best IOPS, one disk shared by the devices"
+        if iops:
+            # the devices' reads (counted together) share one disk
+            disk = DeviceProfile(name="fio", ssd=SSDModel(iops=iops, bandwidth=float("inf"), latency_s=0.0),
+                                 ssds_per_device=1, shared=True)
+            parts["storage_s"], _ = device_reads_seconds(disk, lsm["storage_io_ops_per_iteration"] / devices, 0.0,
+                                                         devices=devices)
+        else:
+            parts["storage_s"] = None
+    ex, xb = (limits or {}).get("exchange"), lsm.get("exchange_bytes_per_iteration")
+    parts["exchange_s"] = (xb / devices) / ex["bytes_per_s"] / time_scale \
+        if (ex and ex.get("bytes_per_s") and xb) else None
     known = {k: v for k, v in parts.items() if v is not None}
     it = max(known.values()) if known else None
     P = lsm.get("iterations_per_epoch") or 0
     return {**parts, "iteration_s": it, "bound": max(known, key=known.get) if known else None,
-            "epoch_s": it * P if it is not None else None,
+            "epoch_s": it * P if it is not None else None, "storage_from": storage_from,
             "complete": all(v is not None for v in parts.values())}
+
+
+def measure_vm_profile(cfg, prof, *, fio: str = "fio", fio_seconds: float = 3.0, out_dir: str | None = None) -> dict:
+    """The `vm` device profile filled from fio over the feature file now: the IOPS cap is fio's best
+    random 4 KiB rate (queue depths FIO_DEPTHS), the latency its 4 KiB psync QD1 read, the
+    bandwidth its sequential 1 MiB rate; written as a YAML profile (`path`) that the runs read.
+    Without fio the packaged numbers stay, and `measured` says why."""
+    import tempfile
+
+    import yaml
+
+    from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.storage.bench import FIO_LATENCY, FIO_SEQ, run_fio
+    from lsm_gnn.storage.pagecache import drop_file_cache
+    from lsm_gnn.utils.atomic import write_text
+
+    lim = fio_limit(cfg, fio=fio, fio_seconds=fio_seconds)
+    data = prof.model_dump(mode="json")
+    measured = {"available": lim["available"], "random": lim}
+    if lim["available"]:
+        lay = Dataset(cfg.dataset.path).features()
+        drop_file_cache(lay.path)
+        qd1 = run_fio(fio, str(lay.path), lay.file_bytes, fio_seconds, FIO_LATENCY["qd1"])
+        drop_file_cache(lay.path)
+        seq = run_fio(fio, str(lay.path), lay.file_bytes, fio_seconds, FIO_SEQ)
+        measured.update({"qd1_latency_s": qd1.get("lat_s"), "seq_bw_bytes_per_s": seq.get("bw_bytes_per_s")})
+        data["ssd"]["iops"] = lim["best_iops"]
+        if qd1.get("available") and qd1.get("lat_s"):
+            data["ssd"]["latency_s"] = qd1["lat_s"]
+        if seq.get("available") and seq.get("bw_bytes_per_s"):
+            data["ssd"]["bandwidth"] = seq["bw_bytes_per_s"]
+        data["notes"] = list(data.get("notes") or []) + [
+            f"measured by bench compare before its runs: fio random 4 KiB best {lim['best_iops']:,.0f} IOPS "
+            f"(QD{lim['best_depth']}), psync QD1 {measured['qd1_latency_s']}, sequential 1 MiB "
+            f"{measured['seq_bw_bytes_per_s']} B/s"]
+    folder = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="lsm-gnn-vm-profile-"))
+    path = folder / "vm-measured.yaml"
+    write_text(path, yaml.safe_dump(data, sort_keys=False))
+    return {"path": str(path), "ssd": data["ssd"], "measured": measured}
+
+
+DILATION_LIMIT = 0.05
+"""Dilation invariance: one profile at two time scales gives epochs within 5 %."""
+EMULATOR_LIMIT = 0.10
+"""The emulator against the real disk: the `vm` profile at time scale 1 within 10 % per system."""
+
+
+def _medians(out: dict) -> dict:
+    return {s: v["epoch_steady_s"]["median"] for s, v in (out.get("systems") or {}).items()}
+
+
+def _differences(a: dict, b: dict) -> dict:
+    """Each system's median epoch in `a` over its median in `b`, minus 1 (systems in both)."""
+    ma, mb = _medians(a), _medians(b)
+    return {s: ma[s] / mb[s] - 1.0 for s in ma if ma.get(s) and mb.get(s)}
+
+
+def validation(outputs: list[dict]) -> dict:
+    """The three checks of the emulated testbed, from one or more bench compare outputs (the first is
+    this run; the others: --validate-against FILE, or `lsm-gnn bench validate A.json B.json ...`):
+
+    - replication: every system's spread (max - min) / median over the runs of each output, <= 5 %;
+    - dilation: two outputs on the same emulated storage profile and accelerator at different time
+      scales (their epochs divided back by the scale): each system's epochs within 5 %;
+    - emulator_vs_real: an output on the emulated `vm` profile (fio-measured) at time scale 1 and one
+      on the real disk: each system's median epoch within 10 %.
+    A check whose outputs are missing is None. Each names the outputs it used (`source`)."""
+    def src(o, i):
+        return o.get("source") or ("this run" if i == 0 else f"output {i}")
+
+    rep = {}
+    for i, o in enumerate(outputs):
+        sp = {s: v.get("spread", v["epoch_steady_s"].get("spread")) for s, v in (o.get("systems") or {}).items()}
+        if sp:
+            rep[src(o, i)] = {"spread": sp, "runs": {s: v["epoch_steady_s"]["runs"] for s, v in o["systems"].items()},
+                              "ok": all(x is not None and x <= SPREAD_LIMIT for x in sp.values())}
+    out = {"replication": {"limit": SPREAD_LIMIT, "outputs": rep, "ok": all(r["ok"] for r in rep.values())}
+           if rep else None, "dilation": None, "emulator_vs_real": None}
+    emu = [(i, o) for i, o in enumerate(outputs) if o.get("storage_device") == "emulated"]
+    for a_i, (i, a) in enumerate(emu):
+        for j, b in emu[a_i + 1:]:
+            if (a.get("storage_profile") == b.get("storage_profile") and a.get("accelerator") == b.get("accelerator")
+                    and a.get("time_scale") != b.get("time_scale")):
+                (i, a), (j, b) = sorted(((i, a), (j, b)), key=lambda x: x[1].get("time_scale") or 1.0)
+                d = _differences(b, a)  # the epoch at the larger scale over the one at the smaller, - 1
+                out["dilation"] = {"limit": DILATION_LIMIT, "profile": a.get("storage_profile"),
+                                   "time_scales": [a.get("time_scale"), b.get("time_scale")],
+                                   "source": [src(a, i), src(b, j)], "difference": d,
+                                   "ok": bool(d) and all(abs(x) <= DILATION_LIMIT for x in d.values())}
+                break
+        if out["dilation"]:
+            break
+    vm = next(((i, o) for i, o in emu if o.get("storage_profile") == "vm" and (o.get("time_scale") or 1) == 1), None)
+    real = next(((i, o) for i, o in enumerate(outputs) if o.get("storage_device", "real") == "real"
+                 and o.get("systems")), None)
+    if vm and real:
+        d = _differences(vm[1], real[1])
+        out["emulator_vs_real"] = {"limit": EMULATOR_LIMIT, "source": [src(vm[1], vm[0]), src(real[1], real[0])],
+                                   "error": d, "ok": bool(d) and all(abs(x) <= EMULATOR_LIMIT for x in d.values())}
+    return out
+
+
+def load_outputs(paths) -> list[dict]:
+    """bench compare outputs (JSON files), each tagged with its path as `source`."""
+    import json
+
+    from lsm_gnn.utils.errors import InputError
+
+    outs = []
+    for p in paths:
+        try:
+            o = json.loads(Path(p).read_text())
+        except (OSError, ValueError) as e:
+            raise InputError(f"{p}: not a readable bench compare output ({e})") from None
+        if not isinstance(o, dict) or o.get("benchmark") != "compare":
+            raise InputError(f"{p}: not a bench compare output (expected \"benchmark\": \"compare\")")
+        outs.append({**o, "source": str(p)})
+    return outs
 
 
 def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, systems=COMPARED, repeats: int = 1,
@@ -244,6 +405,18 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
     systems = list(systems)
     order = rotated_order(systems, repeats)
     emulated = cfg.train.accelerator == "emulated"
+    emulated_storage = cfg.storage.device == "emulated"
+    S = cfg.emulation.time_scale
+    measured_profile = None
+    if emulated_storage:
+        from lsm_gnn.storage.device_model import load_device_profile
+
+        prof = load_device_profile(cfg.storage.device_profile)
+        if prof.measured_by == "fio":  # `vm`: this disk as fio measures it now, in this run
+            measured_profile = measure_vm_profile(cfg, prof, fio=fio, out_dir=records_dir)
+            d = config_to_dict(cfg)
+            d["storage"]["device_profile"] = measured_profile["path"]
+            cfg = parse_config(d, "<bench compare: the vm profile measured>")
     scales = [float(s) for s in sweep] if emulated else []
     feat = Dataset(cfg.dataset.path).features().path
     runs: dict[str, list] = {s: [] for s in systems}
@@ -252,12 +425,17 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
     bar = tqdm(total=total, desc="bench compare", unit="run", disable=not progress or not sys.stderr.isatty())
 
     failures = []
-    probe = emulated and limits  # the disk's rate before every run, and fio's limit before the first
+    # the disk's rate before every run, and fio's limit before the first (an emulated device reads
+    # the page cache: its rate is the model's, and its copy must stay resident)
+    probe = emulated and limits and not emulated_storage
     fio_before = fio_limit(cfg, fio=fio) if probe else None
 
     def one(system, c, tag):
         iops = disk_probe(cfg, fio=fio) if probe else None
-        drop_file_cache(feat)  # every run starts with the feature file out of the page cache
+        if not emulated_storage or system not in EMULATED_STORAGE:
+            # every run starts with the feature file out of the page cache (but the copy an emulated
+            # device serves from, which its store warms when it opens)
+            drop_file_cache(feat)
         path = str(Path(records_dir) / f"{system}-{tag}.json") if records_dir else None
         try:
             rec = run_system(system, c, devices=devices, machines=machines, trainers=trainers, record_path=path,
@@ -292,6 +470,10 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
            "seeds": {"base": cfg.train.seed, "by_round": seeds, "rule": "numpy SeedSequence([base, round])"},
            "accelerator": "real" if not emulated else
            {"profile": cfg.train.accelerator_profile, "scale": cfg.train.accelerator_scale},
+           "time_scale": S, "time_label": emulation_label(S),
+           "storage_device": cfg.storage.device,
+           "storage_profile": (prof.name if emulated_storage else None),
+           "storage_profile_measured": measured_profile,
            "systems": {s: summarise_system(v) for s, v in runs.items() if v}, "failures": failures}
     lsm = out["systems"].get("lsm", {}).get("epoch_steady_s", {}).get("median")
     for s in systems:
@@ -312,11 +494,20 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
                                                 for s, v in runs.items() if v}}
     if emulated and "lsm" in out["systems"]:
         L = out["systems"]["lsm"]
-        lim = device_limits(cfg, fio=fio, exchange_bytes_per_rank=(L["exchange_bytes_per_iteration"] or 0) / devices,
-                            devices=devices, fio_before=fio_before) if limits else None
+        lim = None
+        if limits and emulated_storage:  # the storage term is the device model's: only the link is measured
+            from lsm_gnn.multidevice.linkbench import exchange_bandwidth
+
+            xb = (L["exchange_bytes_per_iteration"] or 0) / devices
+            lim = {"fio": None, "exchange": exchange_bandwidth(cfg, xb, devices=devices) if xb else None}
+        elif limits:
+            lim = device_limits(cfg, fio=fio, exchange_bytes_per_rank=(L["exchange_bytes_per_iteration"] or 0) / devices,
+                                devices=devices, fio_before=fio_before)
         if lim is not None:
             out["limits"] = lim
-            out["lsm_floor"] = lsm_floor(L, lim, devices)
+            out["lsm_floor"] = lsm_floor(L, lim, devices, time_scale=S, queue_depth=cfg.storage.queue_depth,
+                                         device=load_device_profile(cfg.storage.device_profile)
+                                         if emulated_storage else None)
             fe = out["lsm_floor"]["epoch_s"]
             out["lsm_vs_floor"] = lsm / fe if (lsm and fe) else None
         iso, di = out["systems"].get("isolated"), out["systems"].get("direct")
@@ -325,7 +516,9 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
             "lsm_epoch_le_direct": None if not di else lsm <= di["epoch_steady_s"]["median"],
             "lsm_au_ge_isolated": None if not iso else L["au"]["median"] >= iso["au"]["median"],
             "every_spread_within_5pct": not any(v["epoch_steady_s"]["flagged"] for v in out["systems"].values()),
+            "every_run_valid": not any(v["invalid_runs"] for v in out["systems"].values()),
             "lsm_within_1.25x_floor": None if out.get("lsm_vs_floor") is None else out["lsm_vs_floor"] <= 1.25}
+    out["validation"] = validation([out])
     if scales:
         from lsm_gnn.accelerator import AU_TARGET
 
@@ -347,6 +540,13 @@ def print_compare(res: dict) -> None:
         f"emulated accelerators: {acc['profile']}" + (f" x{acc['scale']:g}" if acc["scale"] != 1 else "")
     click.echo(f"{what}; {res['repeats']} run(s) per system, interleaved and rotated; "
                f"{res['warmup_iters']} warm-up + {res['timed_iters']} timed iterations per epoch, epoch extrapolated")
+    if res.get("storage_device") == "emulated":
+        m = res.get("storage_profile_measured")
+        click.echo(f"storage: emulated device {res['storage_profile']}"
+                   + (f" (filled from fio now: {m['ssd']['iops']:,.0f} IOPS, {m['ssd']['latency_s'] * 1e6:.1f} us at QD1)"
+                      if m else "") + f"; every time {res['time_label']} (divided back by {res['time_scale']:g})")
+    elif res.get("time_scale", 1) != 1:
+        click.echo(f"storage: the real disk; every time {res['time_label']}")
     click.echo(f"{'system':9s}{'steady epoch s (median [min, max], spread)':>46s}{'AU':>8s}{'samples/s':>11s}"
                f"{'storage rows/it':>17s}{'memory MiB':>12s}  bound")
     for s, v in res["systems"].items():
@@ -379,6 +579,16 @@ def print_compare(res: dict) -> None:
         click.echo(f"lsm floor per iteration: step {_fmt(f['accelerator_step_s'], '.4f')} s, storage "
                    f"{_fmt(f['storage_s'], '.4f')} s, exchange {_fmt(f['exchange_s'], '.4f')} s -> "
                    f"{_fmt(f['epoch_s'])} s per epoch ({f['bound']}); lsm_vs_floor {_fmt(res.get('lsm_vs_floor'), '.2f')}x")
+    for s, v in res["systems"].items():
+        for bad in v.get("invalid_runs") or []:
+            click.echo(f"INVALID {s} run {bad['run']}: {'; '.join(bad['causes'])}")
+        late, cs = v.get("lateness_fraction") or {}, v.get("cpu_share") or {}
+        if late.get("median") is not None or cs.get("median") is not None:
+            click.echo(f"{s}: " + (f"pacing late {_fmt(100 * late['median'], '.2f')} % of storage time (median over "
+                                   f"runs, [{_fmt(100 * late['min'], '.2f')}, {_fmt(100 * late['max'], '.2f')}]); "
+                                   if late.get("median") is not None else "")
+                       + f"CPU share {_fmt(cs.get('median'), '.2f')} cores busy over the run's wall time")
+    print_validation(res.get("validation"))
     for f in res.get("failures") or []:
         click.echo(f"FAILED {f['system']} run {f['run']}: {f['error']}")
     if res.get("flagged"):
@@ -391,6 +601,32 @@ def print_compare(res: dict) -> None:
     if res.get("targets"):
         click.echo("targets: " + ", ".join(f"{k} {'met' if v else ('n/a' if v is None else 'missed')}"
                                           for k, v in res["targets"].items()))
+
+
+def print_validation(v: dict | None) -> None:
+    if not v:
+        return
+
+    def ok(x):
+        return "n/a" if x is None else ("met" if x else "NOT met")
+
+    rep = v.get("replication")
+    if rep:
+        for src, r in rep["outputs"].items():
+            click.echo(f"validation, replication ({src}): spread "
+                       + ", ".join(f"{s} {_fmt(x and 100 * x, '.1f')} %" for s, x in r["spread"].items())
+                       + f" (limit {100 * rep['limit']:g} %): {ok(r['ok'])}")
+    d = v.get("dilation")
+    click.echo("validation, dilation invariance: " + ("needs two outputs of one emulated profile at two time scales "
+                                                      "(--validate-against)" if not d else
+               f"{d['profile']} at scales {d['time_scales'][0]:g} and {d['time_scales'][1]:g}: "
+               + ", ".join(f"{s} {100 * x:+.1f} %" for s, x in d["difference"].items())
+               + f" (limit {100 * d['limit']:g} %): {ok(d['ok'])}"))
+    e = v.get("emulator_vs_real")
+    click.echo("validation, emulator vs real disk: " + ("needs a vm-profile output at scale 1 and a real-disk output "
+                                                        "(--validate-against)" if not e else
+               ", ".join(f"{s} {100 * x:+.1f} %" for s, x in e["error"].items())
+               + f" (limit {100 * e['limit']:g} %): {ok(e['ok'])}"))
 
 
 def _systems(text: str | None, emulated: bool) -> tuple[str, ...]:
@@ -438,12 +674,22 @@ def _scales(text: str | None) -> list[float]:
 @click.option("--limits/--no-limits", default=True, show_default=True,
               help="Emulated only: measure fio's IOPS and the exchange bandwidth for LSM-GNN's floor.")
 @click.option("--fio", "fio_path", default="fio", show_default=True)
+@click.option("--storage-device", type=click.Choice(["real", "emulated"]), default=None,
+              help="storage.device: the real disk, or the emulated storage device (default: the config's, real).")
+@click.option("--storage-profile", default=None, metavar="NAME",
+              help="storage.device_profile: vm (fio-measured in this run), paper, optane, or a YAML file.")
+@click.option("--time-scale", type=float, default=None, metavar="S",
+              help="emulation.time_scale: emulated devices S times slower, accelerators' steps S times longer; "
+                   "every time reported divided back by S.")
+@click.option("--validate-against", "validate_against", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Other bench compare outputs (JSON) for the validation's dilation and emulator-vs-real checks.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
 @click.option("--records", "records_dir", default=None, help="Also write each run's record here.")
 @click.option("--output", default=None, help="Also write the JSON object to this file (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_compare(config_path, dataset, devices, machines, trainers, warmup, timed, accelerator, systems, repeats,
-                  sweep, limits, fio_path, overrides, records_dir, output, as_json):
+                  sweep, limits, fio_path, storage_device, storage_profile, time_scale, validate_against, overrides,
+                  records_dir, output, as_json):
     """Every system at equal memory, replicated and interleaved; with --accelerator, AU and the floor."""
     from lsm_gnn.config import load_config
 
@@ -452,6 +698,13 @@ def bench_compare(config_path, dataset, devices, machines, trainers, warmup, tim
         sets.append(f"dataset.path={dataset}")
     if accelerator:
         sets += ["train.accelerator=emulated", f"train.accelerator_profile={accelerator}"]
+    if storage_device:
+        sets.append(f"storage.device={storage_device}")
+    if storage_profile:
+        sets.append(f"storage.device_profile={storage_profile}")
+    if time_scale is not None:
+        sets.append(f"emulation.time_scale={time_scale}")
+    others = load_outputs(validate_against)
     cfg = load_config(config_path, sets)
     scales = _scales(sweep)
     if scales and cfg.train.accelerator != "emulated":
@@ -462,6 +715,20 @@ def bench_compare(config_path, dataset, devices, machines, trainers, warmup, tim
     res = compare(cfg, devices=devices, machines=machines, trainers=trainers,
                   systems=_systems(systems, cfg.train.accelerator == "emulated"), repeats=repeats,
                   records_dir=records_dir, sweep=scales, limits=limits, fio=fio_path, progress=not as_json)
+    if others:
+        res["validation"] = validation([res, *others])
     if emit(res, output, as_json):
         return
     print_compare(res)
+
+
+@click.command("validate")
+@click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_validate(outputs, as_json):
+    """The emulated testbed's three checks (replication, dilation invariance, emulator vs real disk)
+    from bench compare outputs already written (--output / --json files)."""
+    res = validation(load_outputs(outputs))
+    if emit(res, None, as_json):
+        return
+    print_validation(res)

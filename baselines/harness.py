@@ -74,18 +74,54 @@ def run_system(system: str, cfg: RunConfig, *, devices: int = 1, machines: int =
     and locked before the run: lsm_gnn.records.claim_record)."""
     with claim_record(record_path):
         try:
-            if system == "distdgl":
-                rec = run_distdgl(cfg, machines=machines, trainers=trainers, progress=progress)
-            else:
-                rec = _run_lsm_family(system, cfg, devices, progress)
+            with cpu_time_around() as cpu:
+                if system == "distdgl":
+                    rec = run_distdgl(cfg, machines=machines, trainers=trainers, progress=progress)
+                else:
+                    rec = _run_lsm_family(system, cfg, devices, progress)
         except Exception as e:  # a failed run leaves a failed record (a rejected config: none)
             if record_path is not None and not isinstance(e, ConfigError):
                 _write_failed(record_path, system, cfg, e)
             raise
         finish_record(rec)
+        emulation_records(rec, cfg, cpu)
         if record_path is not None:
             write_record(record_path, rec)
     return rec
+
+
+@contextmanager
+def cpu_time_around():
+    """The CPU seconds (user + system) of this process and its reaped children over the block, and
+    its wall seconds: {"cpu_s", "wall_s"} filled when the block ends (every rank, server and trainer
+    of a run is a child that has ended by then)."""
+    import resource
+
+    def cpu():
+        a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+    out = {"cpu_s": None, "wall_s": None}
+    c0, t0 = cpu(), time.perf_counter()
+    yield out
+    out["cpu_s"], out["wall_s"] = cpu() - c0, time.perf_counter() - t0
+
+
+def emulation_records(rec: dict, cfg: RunConfig, cpu: dict) -> None:
+    """metrics.storage (the device the run read, real or emulated, and its pacing) and
+    metrics.emulation (the time scale, every time divided back by it, the CPU share, valid or why
+    not): lsm_gnn.records.storage_block, emulation_block."""
+    from lsm_gnn.records import emulation_block, storage_block
+
+    st = cfg.storage
+    profile = None
+    if st.device == "emulated":
+        from lsm_gnn.storage.device_model import load_device_profile
+
+        profile = load_device_profile(st.device_profile).as_record(cfg.emulation.time_scale)
+    m = rec.setdefault("metrics", {})
+    m["storage"] = storage_block(rec, st.device, profile, cfg.emulation.time_scale)
+    m["emulation"] = emulation_block(rec, cfg.emulation.time_scale, cpu.get("cpu_s"), cpu.get("wall_s"))
 
 
 def _write_failed(path, system: str, cfg: RunConfig, e: Exception) -> None:
@@ -158,6 +194,7 @@ def network_shape(cfg: RunConfig, time_scale: float = 1.0):
 def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progress: bool = False) -> dict:
     from baselines.distdgl.launch import ClusterSpec, run_cluster
     from baselines.distdgl.partition import partition_dataset
+    from lsm_gnn.accelerator import step_scale
     from lsm_gnn.datasets.format import Dataset
 
     b = cfg.baseline
@@ -176,10 +213,10 @@ def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progres
                 "warmup_iters": tr.warmup_iters, "timed_iters": tr.timed_iters, "eval": tr.eval,
                 "eval_nodes": tr.eval_nodes, "threads": b.trainer_threads,
                 "pg_timeout_s": cfg.distributed.timeout_s, "die_at": b.fault_die_at or None,
-                "accelerator": {"profile": tr.accelerator_profile, "scale": tr.accelerator_scale}
+                "accelerator": {"profile": tr.accelerator_profile, "scale": step_scale(cfg)}
                 if tr.accelerator == "emulated" else None}
         spec = ClusterSpec(machines=machines, trainers=trainers, servers=b.servers, samplers=b.samplers,
-                           network=b.network, timeout_s=b.timeout_s, shape=network_shape(cfg))
+                           network=b.network, timeout_s=b.timeout_s, shape=network_shape(cfg, cfg.emulation.time_scale))
         with cpu_speed_around() as speed:
             t0 = time.perf_counter()
             res = run_cluster(spec, info.part_config, info.graph_name, args, work / "cluster", progress=progress)

@@ -60,6 +60,22 @@ class StorageConfig(Section):
     mmap_advice: Literal["normal", "random"] = "normal"
     """mmap reader: "random" (MADV_RANDOM) turns kernel readahead off (the page-cache-capped mmap
     baseline sets it: under a small cap readahead evicts the rows being gathered)."""
+    device: Literal["real", "emulated"] = "real"
+    """real: the reads go to this machine's disk. emulated: the direct and buffered readers read
+    the rows from a page-cache-resident copy of the file and complete each read when the storage
+    device model says (lsm_gnn.storage.emulated, docs/storage.md); mmap's page faults stay real."""
+    device_profile: str = "paper"
+    """The emulated storage device: a packaged profile (vm, paper, optane) or a YAML file in its
+    schema (lsm_gnn.storage.device_model.DeviceProfile)."""
+
+    @field_validator("device_profile")
+    @classmethod
+    def _known_device_profile(cls, v):
+        from lsm_gnn.storage.device_model import PACKAGED, is_known_profile
+
+        if not is_known_profile(v):
+            raise ValueError(f"unknown storage device profile; expected one of {', '.join(PACKAGED)} or a .yaml path")
+        return v
 
 
 class VictimBufferConfig(Section):
@@ -189,6 +205,14 @@ class DistributedConfig(Section):
     """0 picks a free port."""
 
 
+class EmulationConfig(Section):
+    time_scale: float = Field(1.0, gt=0.0, le=1000.0)
+    """Time dilation S: every emulated storage device's rates are divided by S (its latencies
+    multiplied by S) and every emulated accelerator's step multiplied by S, so the real CPU work
+    looks S times faster; every reported time is divided back by S (docs/accelerators.md, "Time
+    scale"). 1: no dilation."""
+
+
 class OutputConfig(Section):
     record: str | None = None
     """Where the run record (JSON) is written; None: results/runs/<timestamp>.json."""
@@ -245,6 +269,7 @@ class RunConfig(Section):
     model: ModelConfig = ModelConfig()
     train: TrainConfig = TrainConfig()
     distributed: DistributedConfig = DistributedConfig()
+    emulation: EmulationConfig = EmulationConfig()
     output: OutputConfig = OutputConfig()
     baseline: BaselineConfig = BaselineConfig()
 

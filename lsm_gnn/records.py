@@ -403,3 +403,58 @@ def read_record(path: str | os.PathLike) -> dict:
         raise DataError(path, f"cannot read run record: {e}") from None
     validate_record(rec, os.fspath(path))
     return rec
+
+
+# ---- emulation: the storage device and the time scale ---------------------------------------------
+def emulation_label(time_scale: float) -> str:
+    """How every time of a dilated run is labelled once divided back by its scale."""
+    return f"emulated at scale {time_scale:g}"
+
+
+def storage_block(rec: dict, device: str, profile: dict | None, time_scale: float) -> dict:
+    """metrics.storage: which storage device the run read (real or emulated, with its profile) and,
+    emulated, the pacing over every rank's store (lsm_gnn.storage.emulated.emulation_summary:
+    storage time, lateness total / p99, valid or the cause)."""
+    m = rec.get("metrics") or {}
+    src = m.get("source") or {}
+    raws = src.get("emulation_per_rank")
+    if raws is None:
+        one = (src.get("storage_path") or {}).get("emulation")
+        raws = (one or {}).get("raw")
+    out = {"device": device}
+    if device == "emulated":
+        out["profile"] = profile
+        if raws:
+            from lsm_gnn.storage.emulated import emulation_summary
+
+            out["emulation"] = emulation_summary(raws, time_scale)
+        else:  # mmap's page faults, memory's RAM, Dist-DGL's KVStore: nothing went through the device
+            out["emulation"] = None
+            out["note"] = "this system's reads do not go through the emulated device (its storage is real or none)"
+    return out
+
+
+def emulation_block(rec: dict, time_scale: float, cpu_s: float | None, wall_s: float | None) -> dict:
+    """metrics.emulation: the time scale S, every time of the record divided back by S (epochs,
+    stages per iteration, samples per second multiplied), labelled; the CPU share (the run's CPU
+    seconds over its wall time, all processes: how much of the run was real CPU work, which
+    dilation makes look S times faster); valid unless the storage pacing was late (metrics.storage)."""
+    m = rec.get("metrics") or {}
+    t = m.get("time") or {}
+    S = float(time_scale)
+
+    def div(v):
+        return None if v is None else v / S
+
+    out = {"time_scale": S, "label": emulation_label(S),
+           "epoch_steady_s": div(t.get("epoch_steady_s")), "epoch_cold_s": div(t.get("epoch_cold_s")),
+           "per_iteration": {k: div(v) for k, v in (t.get("per_iteration") or {}).items()},
+           "per_iteration_wall": div(t.get("per_iteration_wall")),
+           "samples_per_s": None if (m.get("throughput") or {}).get("samples_per_s") is None
+           else m["throughput"]["samples_per_s"] * S,
+           "cpu_s": cpu_s, "wall_s": wall_s,
+           "cpu_share": (cpu_s / wall_s) if (cpu_s is not None and wall_s) else None}
+    emu = (m.get("storage") or {}).get("emulation") or {}
+    causes = [emu["invalid_cause"]] if emu.get("valid") is False else []
+    out["valid"], out["invalid_causes"] = not causes, causes
+    return out

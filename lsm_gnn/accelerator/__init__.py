@@ -136,6 +136,14 @@ class AcceleratorProfile(_S):
                 "reference": self.reference.model_dump()}
 
 
+def step_scale(cfg) -> float:
+    """The multiple of the profile's step time a run waits: train.accelerator_scale (a slower
+    accelerator) times emulation.time_scale (time dilation: the whole emulated testbed S times
+    slower, docs/accelerators.md, "Time scale"). The one place the time scale reaches the
+    accelerator; the run's reported times are divided back by it (lsm_gnn.records.emulation_block)."""
+    return float(cfg.train.accelerator_scale) * float(cfg.emulation.time_scale)
+
+
 def load_accelerator(name_or_path: str | os.PathLike) -> AcceleratorProfile:
     """A packaged accelerator profile by name (a100, h200) or a YAML file by path; validated."""
     from lsm_gnn.utils.yamlmodel import load_model

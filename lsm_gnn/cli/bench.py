@@ -12,6 +12,8 @@ BENCHES = {
     "multidevice": "lsm_gnn.multidevice.bench:bench_multidevice",
     "exchange": "lsm_gnn.multidevice.linkbench:bench_exchange",
     "compare": "baselines.bench:bench_compare",
+    "validate": "baselines.bench:bench_validate",
+    "device": "lsm_gnn.storage.emulated_bench:bench_device",
     "loader": "lsm_gnn.integrations.bench:bench_loader",
 }
 

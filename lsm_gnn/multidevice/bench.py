@@ -29,7 +29,7 @@ def one_device_replay(cfg, dataset, trace, budget) -> dict:
     from lsm_gnn.storage.open import open_from_config
 
     lay = dataset.features()
-    cache = CachedFeatureSource(open_from_config(lay, cfg.storage), lay.num_rows, lay.dim, lay.dtype, cfg.cache,
+    cache = CachedFeatureSource(open_from_config(lay, cfg.storage, time_scale=cfg.emulation.time_scale), lay.num_rows, lay.dim, lay.dtype, cfg.cache,
                                 dataset.static_scores(), num_owners=1, owner=0, budget=budget, owns_store=True)
     merged = [np.concatenate(b) for b in trace.batches]
     from lsm_gnn.cache.policies import lookahead_batches

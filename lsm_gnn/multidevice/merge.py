@@ -47,6 +47,11 @@ def merge_records(cfg: RunConfig, results: list[dict], worker: str, wall_s: floa
                             # rows two devices asked of one owner in the same iteration, served once:
                             # distinct = local_hits + peer_hits + victim_hits + storage_rows + coalesced
                             "coalesced": sum(int(s.get("coalesced_requests", 0)) for s in stats)})
+    # the emulated storage device's pacing of every rank's store (metrics.storage sums them)
+    emu = [((((r.get("record") or {}).get("metrics") or {}).get("source") or {}).get("storage_path") or {})
+           .get("emulation") for r in results]
+    if any(emu):
+        metrics.setdefault("source", {})["emulation_per_rank"] = [(e or {}).get("raw", [None])[0] for e in emu]
     traffic = metrics.setdefault("traffic", {})
     traffic["device_exchange_bytes"] = ex_bytes
     if base is None:

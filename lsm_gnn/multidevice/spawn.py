@@ -14,6 +14,7 @@ without the parent (the `torchrun` case, see launch.torchrun_main and docs/multi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -92,6 +93,13 @@ def run_ranks(cfg: RunConfig, worker: str, worker_args: dict) -> tuple[list[dict
     outdir = Path(tempfile.mkdtemp(prefix="lsm-gnn-ranks-"))
     procs = []
     t_start = time.perf_counter()
+    # an emulated storage device whose SSDs all devices share keeps one clock for every rank: its
+    # folder is named in the ranks' environment and lives until they end
+    clock = contextlib.ExitStack()
+    if cfg.storage.device == "emulated":
+        from lsm_gnn.storage.emulated import device_clock_env
+
+        clock.enter_context(device_clock_env())
     try:
         # the native libraries' thread counts as torch's in the rank, whatever the caller set
         with pinned_thread_env(rank_threads(cfg, G)):
@@ -113,6 +121,7 @@ def run_ranks(cfg: RunConfig, worker: str, worker_args: dict) -> tuple[list[dict
                 p.kill()
             p.join(timeout=1)
         shutil.rmtree(outdir, ignore_errors=True)
+        clock.close()
 
 
 def _read_error(outdir: Path, r: int) -> dict | None:

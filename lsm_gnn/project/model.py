@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 from lsm_gnn.accelerator import StepModel
 from lsm_gnn.project.counts import PAGE, Counts
 from lsm_gnn.project.profiles import Profile
+from lsm_gnn.storage.device_model import SSDModel, reads_seconds
 
 NUM_CLASSES = 19        # classes of the output layer for the gradient size (IGB and the synthetic graphs: 19)
 
@@ -130,21 +131,27 @@ def gradient_bytes(c: Counts, classes: int = NUM_CLASSES) -> float:
     return 4.0 * params
 
 
+def _ssd(p: Profile) -> SSDModel:
+    """The profile's SSD in the storage device model (lsm_gnn.storage.device_model): the one model
+    the emulated storage device paces by and bench compare's floor divides by."""
+    st = p.storage
+    return SSDModel(iops=st.ssd_iops, bandwidth=st.ssd_bandwidth, latency_s=st.latency_s)
+
+
 def _storage(c: Counts, p: Profile, ios: float, nbytes: float, qd: int, name="storage") -> Stage:
-    """One worker's reads on the SSDs that serve it: the IOPS, bandwidth or latency bound. On a
-    shared pool the W workers read at the same time (their collectives keep them in step: the
-    all-to-all, DDP's all-reduce), so a worker's reads are done when the pool has served all W
-    workers' reads: W x its reads / the pool. On the VM LSM-GNN's 2 ranks (synthetic-small, batch
-    128, 2026-12-01) waited 83 ms per iteration for 3,432 reads each, where 3,432 / 76k IOPS is
-    45 ms and 2 x 3,432 / 76k is 90 ms."""
+    """One worker's reads on the SSDs that serve it: the IOPS, bandwidth or latency bound
+    (device_model.reads_seconds). On a shared pool the W workers read at the same time (their
+    collectives keep them in step: the all-to-all, DDP's all-reduce), so a worker's reads are done
+    when the pool has served all W workers' reads: W x its reads / the pool. On the VM LSM-GNN's 2
+    ranks (synthetic-small, batch 128, 2026-12-01) waited 83 ms per iteration for 3,432 reads each,
+    where 3,432 / 76k IOPS is 45 ms and 2 x 3,432 / 76k is 90 ms."""
     st = p.storage
     n = st.ssds_per_device
     W = c.workers if st.shared else 1
+    t, which = reads_seconds(_ssd(p), ios, nbytes, ssds=n, queue_depth=qd, sharers=W)
     iops_t = W * ios / (n * st.ssd_iops)
     bw_t = W * nbytes / (n * st.ssd_bandwidth)
     lat_t = ios * st.latency_s / qd
-    t = max(iops_t, bw_t, lat_t)
-    which = "iops" if t == iops_t else ("bandwidth" if t == bw_t else "latency")
     f = (f"max({W} x IO {_fmt(ios)} / ({_fmt(n)} SSD x {_fmt(st.ssd_iops)} IOPS) = {_fmt(iops_t)}, "
          f"{W} x B {_fmt(nbytes)} / ({_fmt(n)} x {_fmt(st.ssd_bandwidth)} B/s) = {_fmt(bw_t)}, "
          f"IO x {_fmt(st.latency_s)} s / QD {qd} = {_fmt(lat_t)}) -> {which}")
@@ -183,7 +190,7 @@ def _ssd_floor(c: Counts, p: Profile, ios: float, nbytes: float) -> dict | None:
     if not st.shared or ios <= 0:
         return None
     W, n = c.workers, st.ssds_per_device
-    t = max(W * ios / (n * st.ssd_iops), W * nbytes / (n * st.ssd_bandwidth))
+    t, _ = reads_seconds(_ssd(p), ios, nbytes, ssds=n, sharers=W)  # the caps only: no queue of its own
     return {"seconds": t, "formula": f"max({W} workers x IO {_fmt(ios)} / ({_fmt(n)} x {_fmt(st.ssd_iops)} IOPS), "
                                      f"{W} x B {_fmt(nbytes)} / ({_fmt(n)} x {_fmt(st.ssd_bandwidth)} B/s))"}
 

@@ -68,7 +68,7 @@ def make_feature_source(cfg, dataset, rank: int = 0, world: int = 1, *, heartbea
     if not cfg.cache.enabled and cfg.storage.reader == "memory":
         local = MemoryFeatureSource(lay.load_rows(verify=cfg.storage.verify_checksums))
     else:
-        local = _over_store(cfg, open_from_config(lay, cfg.storage), lay, dataset.static_scores(),
+        local = _over_store(cfg, open_from_config(lay, cfg.storage, time_scale=cfg.emulation.time_scale), lay, dataset.static_scores(),
                             num_owners=1, owner=0)
     if world == 1 and heartbeat is None:
         return local
@@ -79,7 +79,8 @@ def _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_la
     hb = heartbeat or NULL_HEARTBEAT
     layouts = owner_layouts or ensure_owner_files(dataset, world, owners=[rank], progress=False)
     # the owner's own file: global id v is its row v // G (ids of other owners are an error)
-    store = open_from_config(layouts[rank], cfg.storage, row_map=owner_row_map(rank, world))
+    store = open_from_config(layouts[rank], cfg.storage, row_map=owner_row_map(rank, world),
+                             time_scale=cfg.emulation.time_scale)
     local = _over_store(cfg, store, lay, dataset.static_scores(), num_owners=world, owner=rank)
     try:
         ex = exchange or Exchange(rank, world, device="cuda" if resolve_backend(cfg) == "nccl" else "cpu",

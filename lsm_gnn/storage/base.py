@@ -49,6 +49,8 @@ def storage_description(store) -> dict:
     info = dict(getattr(store, "path_info", None) or {})
     if hasattr(store, "checksum_state"):
         info["checksums"] = store.checksum_state
+    if hasattr(store, "emulation_stats"):  # the emulated device's pacing (lsm_gnn.storage.emulated)
+        info["emulation"] = store.emulation_stats()
     return info
 
 

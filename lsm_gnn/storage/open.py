@@ -133,13 +133,25 @@ def _open_gpu(lay, args, row_map, opts, sums) -> FeatureStore:
     return store
 
 
-def open_from_config(source, cfg, *, row_map=None) -> FeatureStore:
+def open_from_config(source, cfg, *, row_map=None, time_scale: float = 1.0) -> FeatureStore:
     """Open the reader a `StorageConfig` describes (every run's store: lsm_gnn.sources.factory).
     The block readers' options go to every reader (mmap and memory ignore them, the gpu reader
-    hands them to its host reader); mmap also takes its advice."""
+    hands them to its host reader); mmap also takes its advice. With `device: emulated` the direct
+    and buffered readers are the emulated device (lsm_gnn.storage.emulated) at `time_scale`
+    (emulation.time_scale); mmap stays real and its path says so."""
+    if cfg.device == "emulated" and cfg.reader in ("direct", "buffered"):
+        from lsm_gnn.storage.emulated import open_emulated
+
+        return open_emulated(_layout(source), cfg, time_scale=time_scale, row_map=row_map,
+                             verify_checksums=cfg.verify_checksums)
+    if cfg.device == "emulated" and cfg.reader == "gpu":
+        raise InputError("storage.device: emulated serves the direct and buffered readers, not storage.reader 'gpu'")
     opts = {"backend": cfg.backend, "threads": cfg.threads, "queue_depth": cfg.queue_depth,
             "block_size": cfg.block_size, "max_io_bytes": cfg.max_io_bytes,
             "verify_checksums": cfg.verify_checksums}
     if cfg.reader == "mmap":
         opts["advice"] = cfg.mmap_advice
-    return open_feature_store(source, cfg.reader, row_map=row_map, drop_page_cache=cfg.drop_page_cache, **opts)
+    store = open_feature_store(source, cfg.reader, row_map=row_map, drop_page_cache=cfg.drop_page_cache, **opts)
+    if cfg.device == "emulated":  # mmap's page faults (and memory's RAM) are not emulated: the record says so
+        store.path_info["device"] = "real (storage.device emulated applies to the direct and buffered readers)"
+    return store

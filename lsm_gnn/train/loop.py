@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from lsm_gnn.accelerator import EmulatedAccelerator, batch_edges, load_accelerator
+from lsm_gnn.accelerator import EmulatedAccelerator, batch_edges, load_accelerator, step_scale
 from lsm_gnn.config import RunConfig, config_to_dict
 from lsm_gnn.datasets.format import Dataset
 from lsm_gnn.features import FeatureSource, as_source, numeric_stats
@@ -111,7 +111,7 @@ def _accelerator(cfg: RunConfig):
     tr = cfg.train
     if tr.accelerator != "emulated":
         return None
-    return EmulatedAccelerator(load_accelerator(tr.accelerator_profile), scale=tr.accelerator_scale)
+    return EmulatedAccelerator(load_accelerator(tr.accelerator_profile), scale=step_scale(cfg))
 
 
 def import_optimizer(cfg: RunConfig) -> None:

@@ -130,3 +130,8 @@ def test_the_owner_rule_sits_on_the_bottom_floor(library):
     # every engine, the simulator and the storage's row map call it: it imports only the error type
     assert graph["lsm_gnn.ownership"] <= {"lsm_gnn.utils.errors"}, graph["lsm_gnn.ownership"]
     assert graph["lsm_gnn.utils.errors"] == set()
+
+
+def test_the_lists_of_accepted_values_import_nothing(library):
+    # the config, the factories and the CLI read them: a leaf, so the config imports no implementation
+    assert library[2]["lsm_gnn.choices"] == set()

@@ -18,12 +18,12 @@ from typing import Callable
 
 import numpy as np
 
+from lsm_gnn.choices import READERS  # noqa: F401 (re-exported: the one list of storage.reader's values)
 from lsm_gnn.datasets.format import Dataset, FeatureLayout
 from lsm_gnn.ownership import check_owned, local_row
 from lsm_gnn.storage.base import FeatureStore
 from lsm_gnn.utils.errors import InputError
 
-READERS = ("direct", "buffered", "mmap", "memory", "gpu")
 _BLOCK_OPTS = {"backend", "threads", "queue_depth", "block_size", "max_io_bytes"}
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from lsm_gnn.choices import ENGINES, READERS
 from lsm_gnn.utils.errors import ConfigError
 
 
@@ -41,7 +42,7 @@ class DatasetConfig(Section):
 
 
 class StorageConfig(Section):
-    reader: Literal["direct", "buffered", "mmap", "memory", "gpu"] = "direct"
+    reader: Literal[READERS] = "direct"
     queue_depth: int = Field(128, ge=1, le=4096)
     """Reads in flight with the aio and io_uring backends."""
     threads: int = Field(64, ge=1, le=256)
@@ -114,7 +115,7 @@ class CacheConfig(Section):
     reordered and trained on (lsm_gnn.cache.fetcher): the misses are the window's first batch
     minus the lines resident and landed after this batch, so the reads are exactly the ones the
     next step makes; no decision changes. A timing setting only (docs/cache.md, "Read-ahead")."""
-    engine: Literal["cpu", "gpu", "reference"] = "cpu"
+    engine: Literal[ENGINES] = "cpu"
     victim_buffer: VictimBufferConfig = VictimBufferConfig()
 
     @field_validator("policy")

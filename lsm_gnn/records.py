@@ -28,7 +28,9 @@ from lsm_gnn.utils.machine import git_commit, hardware, versions
 
 SCHEMA_VERSION = 1
 
-ROW_KEYS = ("requests", "distinct", "local_hits", "peer_hits", "victim_hits", "storage_rows")
+HIT_KEYS = ("local_hits", "peer_hits", "victim_hits")
+"""metrics.rows' rows served from a cache tier: the device caches (local, a peer's) and the victim buffer."""
+ROW_KEYS = ("requests", "distinct") + HIT_KEYS + ("storage_rows",)
 """metrics.rows: what every feature source counts per batch (docs/results-schema.md)."""
 IO_KEYS = ("bytes_read", "io_ops")
 """An epoch's `io`: storage bytes read (read amplification included) and read operations."""
@@ -61,7 +63,7 @@ def served_rows(rows: dict) -> int:
     whoever asked) hits + victim_hits."""
     if "hits" in rows:
         return int(rows["hits"]) + int(rows.get("victim_hits", 0))
-    return sum(int(rows.get(k, 0)) for k in ("local_hits", "peer_hits", "victim_hits"))
+    return sum(int(rows.get(k, 0)) for k in HIT_KEYS)
 
 
 def hit_rates(rows: dict) -> dict:

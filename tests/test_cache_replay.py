@@ -100,3 +100,29 @@ def test_bench_cache_cli_json(tmp_path):
                                            "--policy", "static"])
     assert res.exit_code == 0, res.output
     assert "requests_per_s_per_core" in res.output
+
+
+def test_bench_cache_json_reports_the_budget_of_the_headline_policy_not_the_last_one_measured():
+    import json
+
+    from click.testing import CliRunner
+
+    from lsm_gnn.cache.bench import bench_cache
+    from lsm_gnn.cache.budget import memory_budget
+    from lsm_gnn.config import CacheConfig
+
+    # horizon, measured last, keeps no victim buffer: its budget differs from hybrid's
+    args = ["--rows", "4000", "--batches", "4", "--batch-size", "300", "--reference-requests", "300",
+            "--repeat", "1", "--ways", "4", "--window", "4", "--policy", "hybrid", "--policy", "horizon", "--json"]
+    res = CliRunner().invoke(bench_cache, args)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    hybrid = memory_budget(CacheConfig(policy="hybrid", ways=4, window=4, capacity_fraction=0.1,
+                                       victim_buffer={"depth": None}), 4000, 1)
+    horizon = memory_budget(CacheConfig(policy="horizon", ways=4, window=4, capacity_fraction=0.1,
+                                        victim_buffer={"depth": None}), 4000, 1)
+    assert (hybrid.host_rows, hybrid.pvp) != (horizon.host_rows, horizon.pvp)
+    assert out["capacity_rows"] == hybrid.cache_rows
+    assert out["memory_rows"] == {"cache": hybrid.cache_rows, "victim": hybrid.host_rows, "total": hybrid.total_rows,
+                                  "fraction_of_features": hybrid.total_rows / 4000}
+    assert out["config"] == {"ways": 4, "window": 4, "victim_depth": hybrid.victim_depth, "pvp": hybrid.pvp}

@@ -123,3 +123,15 @@ def test_no_library_module_imports_the_baselines(library):
     found = [f"{mods[name][0].relative_to(ROOT)}:{line} {target}" for name, names in imports.items()
              for target, line in names if target.split(".")[0] == "baselines"]
     assert not found, "the library imports its comparators: " + ", ".join(found)
+
+
+def test_the_owner_rule_sits_on_the_bottom_floor(library):
+    graph = library[2]
+    # every engine, the simulator and the storage's row map call it: it imports only the error type
+    assert graph["lsm_gnn.ownership"] <= {"lsm_gnn.utils.errors"}, graph["lsm_gnn.ownership"]
+    assert graph["lsm_gnn.utils.errors"] == set()
+
+
+def test_the_lists_of_accepted_values_import_nothing(library):
+    # the config, the factories and the CLI read them: a leaf, so the config imports no implementation
+    assert library[2]["lsm_gnn.choices"] == set()

@@ -204,7 +204,7 @@ def system_memory(cfg, system: str, num_rows: int, row_bytes: int, *, devices: i
     (`page_cache_bytes` over all devices; None: uncapped, counted as every row); direct: nothing;
     distdgl: its servers keep every row in RAM, spread over `machines` (per device = per machine).
     `all_devices_bytes` and `all_devices_fraction` add the devices up."""
-    from lsm_gnn.cache.geometry import local_rows
+    from lsm_gnn.ownership import local_rows
 
     feature_bytes = int(num_rows) * int(row_bytes)
     if system in ("lsm", "isolated") and cfg.cache.enabled:

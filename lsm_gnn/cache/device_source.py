@@ -34,6 +34,7 @@ from lsm_gnn.cache.engine import STORAGE, VICTIM_HIT
 from lsm_gnn.cache.engines import make_engine
 from lsm_gnn.cache.fetcher import add_step_counts
 from lsm_gnn.cache.shard import OwnerShard
+from lsm_gnn.choices import ROW_ENGINES
 from lsm_gnn.features import SourceStats
 from lsm_gnn.utils.errors import ConfigError, InputError
 
@@ -144,8 +145,9 @@ class DeviceCachedFeatureSource(OwnerShard):
 
     def _make_engine(self, cfg, static_scores):
         kind = cfg.engine
-        if kind not in ("cpu", "gpu"):
-            raise ConfigError("<config>", "cache.engine", f"rows are served through the 'cpu' or 'gpu' engine; "
+        if kind not in ROW_ENGINES:
+            raise ConfigError("<config>", "cache.engine", f"rows are served through the "
+                              f"{' or '.join(map(repr, ROW_ENGINES))} engine; "
                               f"found {kind!r} (the reference engine replays traces: lsm-gnn simulate)")
         with self._engine_stream(kind == "gpu"):
             return make_engine(cfg, self.budget, self.num_rows, static_scores, num_owners=self.num_owners,

@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from lsm_gnn.cache.memhint import PREFETCH_DISTANCE, prefetch_record
-from lsm_gnn.cache.geometry import cache_geometry, check_owner_args, local_rows
+from lsm_gnn.cache.geometry import cache_geometry, check_owner_args
 from lsm_gnn.cache.policies import STATE_ORDER, get_policy, lookahead_batches, resolve_policy, state_arrays
 from lsm_gnn.cache.policies import kernels as hooks
 from lsm_gnn.cache.policies.horizon import LookaheadRing, batch_records, ingest, ring_capacity
@@ -30,6 +30,7 @@ from lsm_gnn.cache.victim import LandingBuffer, VictimQueues, prefetch_queue
 from lsm_gnn.cache.window import (FRESH, MASK_WINDOW_MAX, NO_REUSE, TAG_DTYPE, ROW_DPOS, ROW_FIELDS, ROW_LAND,
                                   ROW_MASK, ROW_SLOT, first_reuse, mask_update, refresh_tags, retag_fresh,
                                   retag_pending, retag_rows)
+from lsm_gnn.ownership import local_row, local_row_of_id, local_rows
 from lsm_gnn.utils.errors import InputError, StateError
 
 # status of a distinct id in a step
@@ -57,7 +58,7 @@ def corrupt_state(t: int, where: str) -> StateError:
 @njit(cache=True, forceinline=True, _nrt=False)
 def filled_in_batch(v, G, rows, distinct, status, nd):
     """Was the resident line of v filled during this batch (v is one of its misses)?"""
-    p = rows[v // G, ROW_DPOS]
+    p = rows[local_row_of_id(v, G), ROW_DPOS]
     return p >= 0 and p < nd and distinct[p] == v and status[p] != HIT
 
 
@@ -97,9 +98,9 @@ def step_kernel(batch, t, G, sets, ways, policies, code, window, pvp, depth, st,
     # only if they point back at it (sparse-set check), so they never need clearing.
     for i in range(n):
         if i + PREFETCH_DISTANCE < n:
-            prefetch_record(rows, batch[i + PREFETCH_DISTANCE] // G)
+            prefetch_record(rows, local_row_of_id(batch[i + PREFETCH_DISTANCE], G))
         v = batch[i]
-        r = rows[v // G]
+        r = rows[local_row_of_id(v, G)]
         m = r[ROW_MASK]
         if leave:
             m = np.int32(np.int64(m) & keep)
@@ -110,7 +111,7 @@ def step_kernel(batch, t, G, sets, ways, policies, code, window, pvp, depth, st,
             continue
         if long_la:
             rec = (rec0 + nd) % cap
-            if nd >= rec_n or r_row[rec] != v // G:
+            if nd >= rec_n or r_row[rec] != local_row_of_id(v, G):
                 return RING_MISMATCH, 0
             nextuse[nd] = r_next[rec]
         r[ROW_DPOS] = nd
@@ -147,11 +148,11 @@ def step_kernel(batch, t, G, sets, ways, policies, code, window, pvp, depth, st,
     nev = nsp = ndrop = nbyp = 0
     for d in range(nd):
         if d + PREFETCH_DISTANCE < nd:
-            prefetch_record(rows, distinct[d + PREFETCH_DISTANCE] // G)
+            prefetch_record(rows, local_row_of_id(distinct[d + PREFETCH_DISTANCE], G))
         if status[d] == HIT:
             continue
         v = distinct[d]
-        loc = v // G
+        loc = local_row_of_id(v, G)
         si = loc % sets
         base = si * ways
         f = set_fill[si]
@@ -172,7 +173,7 @@ def step_kernel(batch, t, G, sets, ways, policies, code, window, pvp, depth, st,
             ev = keys[sl]
             evicted[d] = ev
             nev += 1
-            rows[ev // G, ROW_SLOT] = -1
+            rows[local_row_of_id(ev, G), ROW_SLOT] = -1
             if pvp:
                 te = tag[sl]
                 # spilled: a known reuse still ahead, within the W queues' reach, of a line that
@@ -512,7 +513,7 @@ class CpuCacheEngine:
         effects). The fetcher's read-ahead asks this for batch t+1 after step t's end_iteration;
         nothing before step t+1 changes the answer (advance only retags)."""
         ids = np.unique(np.asarray(batch, dtype=np.int64))
-        rec = self.rows[ids // self.num_owners]
+        rec = self.rows[local_row(ids, self.num_owners)]
         miss = rec[:, ROW_SLOT] < 0
         n = int(self.landing.n[0]) if self.pvp else 0
         if n:

@@ -14,10 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from lsm_gnn.cache.budget import MemoryBudget
+from lsm_gnn.choices import ENGINES  # noqa: F401 (re-exported: the one list of cache.engine's values)
 from lsm_gnn.utils.errors import InputError
-
-ENGINES = ("cpu", "gpu", "reference")
-
 
 def engine_settings(cfg, budget: MemoryBudget, *, num_owners: int = 1, owner: int = 0) -> dict:
     """The engines' keyword arguments for a CacheConfig and a budget: the config's ways, policy,

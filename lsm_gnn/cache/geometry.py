@@ -1,6 +1,7 @@
 """Cache geometry and id ownership: how many sets and ways, which set a node maps to.
 
-Node v belongs to owner ``v % G``; the owner's cache line key is v, its set ``(v // G) % sets``.
+Node v belongs to owner ``v % G`` (the owner rule, lsm_gnn.ownership); the owner's cache line key
+is v, its set ``local_row(v) % sets`` (the owner's local row ``v // G``, then the set rule).
 A capacity of C lines with W ways gives ``sets = C // W`` (so sets * ways <= C: capacity is
 never exceeded); a capacity below W gives one set of C ways.
 """
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lsm_gnn.features import check_feature_ids
+from lsm_gnn.ownership import check_owned, local_rows, owned_count  # noqa: F401 (local_rows: re-export)
 from lsm_gnn.utils.errors import InputError
 
 
@@ -35,11 +37,6 @@ def cache_geometry(capacity_rows: int, ways: int) -> Geometry:
     return Geometry(sets=capacity_rows // ways, ways=ways)
 
 
-def local_rows(num_rows: int, num_owners: int) -> int:
-    """Size of an owner-local id space (v // G for every owned v < num_rows)."""
-    return (int(num_rows) - 1) // int(num_owners) + 1 if num_rows > 0 else 0
-
-
 def check_owner_args(num_rows: int, num_owners: int, owner: int) -> None:
     if num_owners < 1:
         raise InputError(f"num_owners must be at least 1, found {num_owners}")
@@ -53,11 +50,7 @@ def check_owned_ids(ids: np.ndarray, num_rows: int, num_owners: int, owner: int,
     """ids as a 1-D int64 array; InputError unless they are feature ids (the contract's check,
     lsm_gnn.features.check_feature_ids) in [0, num_rows) and every one is owned by `owner`."""
     arr = check_feature_ids(ids, num_rows, what)
-    if num_owners > 1 and len(arr):
-        bad = arr[arr % num_owners != owner]
-        if len(bad):
-            raise InputError(f"{what}: owner {owner} of {num_owners} serves ids v with "
-                             f"v % {num_owners} == {owner}, found {bad[0]}")
+    check_owned(arr, num_owners, owner, what)
     return arr
 
 
@@ -66,7 +59,7 @@ def check_owner_store(store, num_rows: int, row_dim: int, dtype, num_owners: int
     A store over an owner's own file (storage.owner_row_map) holds just the rows it owns."""
     check_owner_args(num_rows, num_owners, owner)
     dtype = np.dtype(dtype)
-    rows = num_rows if getattr(store, "row_map", None) is None else len(range(owner, num_rows, num_owners))
+    rows = num_rows if getattr(store, "row_map", None) is None else owned_count(num_rows, num_owners, owner)
     if (store.num_rows, store.dim, store.dtype) != (rows, row_dim, dtype):
         raise InputError(f"store holds ({store.num_rows} rows, dim {store.dim}, {store.dtype}), "
                          f"expected ({rows} rows, dim {row_dim}, {dtype})")

@@ -37,7 +37,7 @@ import numpy as np
 from lsm_gnn.cache import engine as _cpu, window as _win
 from lsm_gnn.cache.engine import COUNT_NAMES, StepResult
 from lsm_gnn.cache.policies import REGISTRY, STATE_ORDER, STATE_SPECS, state_arrays
-from lsm_gnn.cache.geometry import local_rows
+from lsm_gnn.ownership import local_rows
 from lsm_gnn.cache.window import NO_REUSE, TAG_DTYPE
 from lsm_gnn.utils import cuda_sources, rowcopy
 from lsm_gnn.utils.errors import InputError

@@ -18,6 +18,10 @@ from lsm_gnn.cache.engine import COUNT_NAMES, HIT, NOT_SPILLED, SPILL_DROPPED, S
 from lsm_gnn.cache.geometry import cache_geometry, check_owner_args
 from lsm_gnn.cache.policies import LineView, get_policy, lookahead_batches, resolve_policy
 from lsm_gnn.cache.window import FRESH, NO_REUSE
+from lsm_gnn.ownership import local_row_of_id
+
+# the owner rule's own Python function (the pure-Python engine calls no compiled code)
+_local_row = local_row_of_id.py_func
 
 
 @dataclass
@@ -63,7 +67,7 @@ class ReferenceCache:
         self.t = 0
 
     def set_of(self, v: int) -> int:
-        return (v // self.num_owners) % self.num_sets
+        return _local_row(v, self.num_owners) % self.num_sets
 
     def find(self, v: int) -> int | None:
         for way, line in enumerate(self.sets[self.set_of(v)]):

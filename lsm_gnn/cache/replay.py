@@ -17,7 +17,8 @@ import numpy as np
 from lsm_gnn.cache.budget import MemoryBudget, lookahead_bytes
 from lsm_gnn.cache.engine import COUNT_NAMES
 from lsm_gnn.cache.engines import ENGINES, make_engine
-from lsm_gnn.cache.geometry import cache_geometry, check_owned_ids, check_owner_args, local_rows
+from lsm_gnn.cache.geometry import cache_geometry, check_owned_ids, check_owner_args
+from lsm_gnn.ownership import local_rows
 from lsm_gnn.cache.policies import get_policy, lookahead_batches, resolve_policy
 from lsm_gnn.cache.policies.horizon import ring_capacity
 from lsm_gnn.cache.window import MAX_ITERATIONS

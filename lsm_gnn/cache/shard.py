@@ -12,7 +12,8 @@ from typing import Sequence
 import numpy as np
 
 from lsm_gnn.cache.budget import MemoryBudget, for_devices, memory_budget
-from lsm_gnn.cache.geometry import check_owned_ids, check_owner_store, local_rows
+from lsm_gnn.cache.geometry import check_owned_ids, check_owner_store
+from lsm_gnn.ownership import local_rows
 from lsm_gnn.cache.policies import lookahead_batches
 from lsm_gnn.cache.window import LookaheadWindow
 from lsm_gnn.features import FeatureSource, TierCounters, cache_stage_seconds

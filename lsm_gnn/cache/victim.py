@@ -17,6 +17,7 @@ from numba import njit
 
 from lsm_gnn.cache.memhint import PREFETCH_DISTANCE, prefetch_record
 from lsm_gnn.cache.window import ROW_LAND
+from lsm_gnn.ownership import local_row_of_id
 
 
 class VictimQueues:
@@ -62,10 +63,10 @@ def prefetch_queue(t, window, depth, num_owners, q_ids, q_count, land_ids, land_
     start = q * depth
     for i in range(n):
         if i + PREFETCH_DISTANCE < n:
-            prefetch_record(rows, q_ids[start + i + PREFETCH_DISTANCE] // num_owners)
+            prefetch_record(rows, local_row_of_id(q_ids[start + i + PREFETCH_DISTANCE], num_owners))
         v = q_ids[start + i]
         land_ids[i] = v
-        r = rows[v // num_owners]
+        r = rows[local_row_of_id(v, num_owners)]
         p = r[ROW_LAND]
         if not (p >= 0 and p < i and land_ids[p] == v):
             r[ROW_LAND] = i

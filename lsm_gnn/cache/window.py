@@ -20,6 +20,7 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from lsm_gnn.cache.memhint import PREFETCH_DISTANCE, prefetch_record
+from lsm_gnn.ownership import local_row_of_id
 
 # Tags are int32 (iterations up to 2**31 - 3): half the bytes a 32-way victim scan reads.
 TAG_DTYPE = np.int32
@@ -67,7 +68,7 @@ def refresh_tags(t, win_ids, win_offsets, num_owners, rows, tag, dirty, in_dirty
     for k in range(nb):
         b = t + 1 + k
         for j in range(win_offsets[k], win_offsets[k + 1]):
-            s = rows[win_ids[j] // num_owners, ROW_SLOT]
+            s = rows[local_row_of_id(win_ids[j], num_owners), ROW_SLOT]
             if s >= 0 and tag[s] == NO_REUSE:
                 tag[s] = b
                 if in_dirty[s] == 0:
@@ -107,9 +108,9 @@ def mask_update(ids, b, num_owners, rows, on, retag, t, tag):
     n = len(ids)
     for i in range(n):
         if i + PREFETCH_DISTANCE < n:
-            prefetch_record(rows, ids[i + PREFETCH_DISTANCE] // num_owners)
+            prefetch_record(rows, local_row_of_id(ids[i + PREFETCH_DISTANCE], num_owners))
         v = ids[i]
-        r = rows[v // num_owners]
+        r = rows[local_row_of_id(v, num_owners)]
         m = np.int64(r[ROW_MASK]) & 0xFFFFFFFF
         m = (m | bit) if on else (m & keep)
         r[ROW_MASK] = m
@@ -121,7 +122,7 @@ def mask_update(ids, b, num_owners, rows, on, retag, t, tag):
 def retag_rows(ids, t, num_owners, rows, tag):
     """Resident lines among `ids` get their tag from the masks."""
     for v in ids:
-        r = rows[v // num_owners]
+        r = rows[local_row_of_id(v, num_owners)]
         if r[ROW_SLOT] >= 0:
             tag[r[ROW_SLOT]] = first_reuse(r[ROW_MASK], t)
 
@@ -131,7 +132,7 @@ def retag_fresh(t, num_owners, keys, rows, tag, dirty, in_dirty, dirty_n):
     """Lines filled since the last refresh (listed in `dirty`) get their tag from the masks."""
     for i in range(dirty_n[0]):
         s = dirty[i]
-        tag[s] = first_reuse(rows[keys[s] // num_owners, ROW_MASK], t)
+        tag[s] = first_reuse(rows[local_row_of_id(keys[s], num_owners), ROW_MASK], t)
         in_dirty[s] = 0
     dirty_n[0] = 0
 

@@ -9,6 +9,7 @@ import sys
 
 import click
 
+from lsm_gnn.choices import ENGINES
 from lsm_gnn.config import POLICIES, CacheConfig
 
 _CACHE = CacheConfig()  # the defaults the help texts name (written once, in lsm_gnn.config)
@@ -54,7 +55,7 @@ def _int_list(text: str) -> list[int]:
 @click.option("--victim/--no-victim", "victim", default=None, help=f"Victim buffer + PVP on/off (default config's, "
               f"{'on' if _CACHE.victim_buffer.enabled else 'off'}).")
 @click.option("--ways", type=int, default=None, help=f"Set associativity (default config's, {_CACHE.ways}).")
-@click.option("--engine", type=click.Choice(["cpu", "gpu", "reference"]), default="cpu", show_default=True)
+@click.option("--engine", type=click.Choice(ENGINES), default=_CACHE.engine, show_default=True)
 @click.option("--save-trace", type=click.Path(dir_okay=False), help="Write the trace (.npz) for later replays.")
 @click.option("--trace-only", is_flag=True, help="Only sample (and --save-trace) the trace; replay nothing.")
 @click.option("--out", "out_csv", type=click.Path(dir_okay=False), help="Write one CSV row per configuration.")

@@ -129,7 +129,9 @@ def _summary(rec: dict, path: Path, as_json: bool):
         click.echo(f"  fetch hidden behind compute: {100 * t['hidden_fetch_fraction']:.0f}%")
     rows = m.get("rows") or {}
     if rows.get("requests"):
-        parts = [(k, rows.get(k, 0)) for k in ("local_hits", "peer_hits", "victim_hits", "storage_rows")]
+        from lsm_gnn.records import HIT_KEYS
+
+        parts = [(k, rows.get(k, 0)) for k in HIT_KEYS + ("storage_rows",)]
         click.echo(f"  rows: {rows['requests']} requested; "
                    + ", ".join(f"{k} {100 * v / rows['requests']:.1f}%" for k, v in parts))
     tr = m.get("traffic", {})

@@ -60,7 +60,7 @@ def run_comparison(dataset_path: str, *, devices: int = 2, cache_fraction: float
     from lsm_gnn.config import parse_config
     from lsm_gnn.datasets.format import Dataset
     from lsm_gnn.cache.budget import memory_budget
-    from lsm_gnn.cache.geometry import local_rows
+    from lsm_gnn.ownership import local_rows
     from lsm_gnn.multidevice.launch import run_multi_device
     from lsm_gnn.sim.generate import generate_trace
 

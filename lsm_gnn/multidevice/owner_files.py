@@ -22,6 +22,7 @@ import numpy as np
 
 from lsm_gnn.datasets.checksums import check_rows
 from lsm_gnn.datasets.format import BLOCK, Dataset, FeatureLayout
+from lsm_gnn.ownership import global_row, owned_count, owner_slice
 from lsm_gnn.utils.atomic import atomic_path
 from lsm_gnn.utils.errors import DataError, InputError
 
@@ -31,7 +32,7 @@ CHUNK_BYTES = 64 << 20
 
 def owner_num_rows(num_rows: int, num_owners: int, owner: int) -> int:
     """How many of the rows 0..num_rows-1 owner `owner` holds (len(range(owner, num_rows, G)))."""
-    return max(0, -(-(num_rows - owner) // num_owners))
+    return owned_count(num_rows, num_owners, owner)
 
 
 def owner_dir(dataset: Dataset, num_owners: int, out_dir: str | os.PathLike | None = None) -> Path:
@@ -43,7 +44,7 @@ def owner_layout(layout: FeatureLayout, path: Path, num_owners: int, owner: int)
     n = owner_num_rows(layout.num_rows, num_owners, owner)
     data = n * layout.row_stride
     # an owner file holds features.bin's rows owner, owner + G, ...: their checksums are a view
-    sums = None if layout.checksums is None else layout.checksums[owner::num_owners]
+    sums = None if layout.checksums is None else layout.checksums[owner_slice(owner, num_owners)]
     return dataclasses.replace(layout, path=path, num_rows=n, file_bytes=data + (-data) % BLOCK,
                                type_offsets={}, checksums=sums)
 
@@ -76,9 +77,9 @@ def _write_owner_file(src_rows: np.ndarray, lay: FeatureLayout, num_owners: int,
             for start in range(0, lay.num_rows, rows_per_chunk):
                 stop = min(lay.num_rows, start + rows_per_chunk)
                 # local rows start..stop-1 are global rows owner + G*start .. (step G)
-                block = src_rows[owner + num_owners * start: owner + num_owners * (stop - 1) + 1: num_owners]
+                block = src_rows[owner_slice(owner, num_owners, start, stop)]
                 if src is not None and src.checksums is not None:
-                    rows = np.arange(owner + num_owners * start, owner + num_owners * (stop - 1) + 1, num_owners)
+                    rows = global_row(np.arange(start, stop), owner, num_owners)
                     check_rows(src.path, block, rows, src.checksums, src.row_bytes)
                 f.write(np.ascontiguousarray(block).data)
                 if bar is not None:

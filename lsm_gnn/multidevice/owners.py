@@ -15,6 +15,7 @@ import numba
 import numpy as np
 
 from lsm_gnn.features import check_feature_ids
+from lsm_gnn.ownership import local_row, owner_of, owner_of_id  # noqa: F401 (owner_of, local_row: re-export)
 from lsm_gnn.utils.errors import InputError
 from lsm_gnn.utils.native import scatter_rows
 
@@ -42,14 +43,14 @@ class OwnerSplit:
 @numba.njit(cache=True, nogil=True)
 def _split_kernel(ids, num_owners, send_ids, positions, counts):
     for i in range(ids.shape[0]):
-        counts[ids[i] % num_owners] += 1
+        counts[owner_of_id(ids[i], num_owners)] += 1
     cursor = np.zeros(num_owners, dtype=np.int64)
     acc = 0
     for o in range(num_owners):
         cursor[o] = acc
         acc += counts[o]
     for i in range(ids.shape[0]):
-        o = ids[i] % num_owners
+        o = owner_of_id(ids[i], num_owners)
         k = cursor[o]
         send_ids[k] = ids[i]
         positions[k] = i
@@ -114,11 +115,3 @@ def reorder_blocks(blocks: list[np.ndarray], positions: np.ndarray, out: np.ndar
         start += k
     return out
 
-
-def owner_of(ids: np.ndarray, num_owners: int) -> np.ndarray:
-    return np.asarray(ids, dtype=np.int64) % num_owners
-
-
-def local_row(ids: np.ndarray, num_owners: int) -> np.ndarray:
-    """Position of global row v inside its owner's file: v // G."""
-    return np.asarray(ids, dtype=np.int64) // num_owners

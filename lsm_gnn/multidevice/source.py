@@ -43,6 +43,7 @@ from lsm_gnn.features import FeatureSource, OutputRows, TierCounters, as_source
 from lsm_gnn.multidevice.exchange import Exchange
 from lsm_gnn.multidevice.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
 from lsm_gnn.multidevice.owners import split_by_owner
+from lsm_gnn.ownership import check_owned
 from lsm_gnn.utils.errors import InputError
 
 HEADER = 3  # shift, kept, new
@@ -201,8 +202,7 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         return out
 
     def _check_owned(self, recv_ids: np.ndarray) -> None:
-        if recv_ids.size and np.any(recv_ids % self.world_size != self.rank):
-            raise InputError(f"rank {self.rank} received ids it does not own")
+        check_owned(recv_ids, self.world_size, self.rank, f"rank {self.rank} received ids it does not own")
 
     def _count(self, ids, send_counts, recv_counts, t) -> None:
         self.counters.requests += len(ids)

@@ -28,6 +28,7 @@ from typing import Sequence
 import numba
 import numpy as np
 
+from lsm_gnn.ownership import local_row_of_id
 from lsm_gnn.utils.errors import InputError
 
 NO_NEXT_USE = np.iinfo(np.int32).max  # key of a row that is never requested again
@@ -143,13 +144,13 @@ def _group_by_set(ids, num_owners, num_sets):
     """Counting sort of positions by set `(v // G) % sets`, stable (request order kept per set)."""
     bounds = np.zeros(num_sets + 1, np.int64)
     for v in ids:
-        bounds[(v // num_owners) % num_sets + 1] += 1
+        bounds[local_row_of_id(v, num_owners) % num_sets + 1] += 1
     for k in range(num_sets):
         bounds[k + 1] += bounds[k]
     fill = bounds[:-1].copy()
     order = np.empty(len(ids), np.int64)
     for i in range(len(ids)):
-        k = (ids[i] // num_owners) % num_sets
+        k = local_row_of_id(ids[i], num_owners) % num_sets
         order[fill[k]] = i
         fill[k] += 1
     return order, bounds

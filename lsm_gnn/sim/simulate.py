@@ -27,7 +27,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from lsm_gnn.cache.budget import MemoryBudget, memory_budget
-from lsm_gnn.cache.geometry import local_rows
+from lsm_gnn.ownership import local_rows
 from lsm_gnn.config import CacheConfig
 from lsm_gnn.records import hit_rate
 from lsm_gnn.sim import bounds as B

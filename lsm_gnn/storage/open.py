@@ -18,11 +18,12 @@ from typing import Callable
 
 import numpy as np
 
+from lsm_gnn.choices import READERS  # noqa: F401 (re-exported: the one list of storage.reader's values)
 from lsm_gnn.datasets.format import Dataset, FeatureLayout
+from lsm_gnn.ownership import check_owned, local_row
 from lsm_gnn.storage.base import FeatureStore
 from lsm_gnn.utils.errors import InputError
 
-READERS = ("direct", "buffered", "mmap", "memory", "gpu")
 _BLOCK_OPTS = {"backend", "threads", "queue_depth", "block_size", "max_io_bytes"}
 
 
@@ -44,11 +45,8 @@ def owner_row_map(owner: int, num_owners: int) -> Callable[[np.ndarray], np.ndar
     def row_map(ids: np.ndarray) -> np.ndarray:
         if ids.size and ids.min() < 0:
             raise InputError(f"id {int(ids.min())} is negative")
-        wrong = ids % num_owners != owner
-        if wrong.any():
-            v = int(ids[np.argmax(wrong)])
-            raise InputError(f"id {v} belongs to owner {v % num_owners}, not {owner} (of {num_owners})")
-        return ids // num_owners
+        check_owned(ids, num_owners, owner)
+        return local_row(ids, num_owners)
 
     return row_map
 

@@ -34,6 +34,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from lsm_gnn.features import STAGES as SOURCE_STAGES
 from lsm_gnn.features import as_source
 from lsm_gnn.records import ROW_KEYS
 from lsm_gnn.sampling import Background, Lookahead, MiniBatch, NeighborSampler
@@ -56,7 +57,7 @@ def fetch_split(source, seconds: float, before: dict | None, after: dict | None)
     all of it to the one stage the source is (`fetch_stage`) when it has none."""
     if before is None or after is None:
         return {source.fetch_stage: seconds}
-    d = {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in ("cache", "victim", "storage")}
+    d = {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in SOURCE_STAGES}
     victim, storage = d["victim"], d["storage"]
     if victim + storage > seconds:  # the source's timers overlap ours; keep the sum = our wall time
         f = seconds / (victim + storage)

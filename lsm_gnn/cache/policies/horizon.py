@@ -30,6 +30,7 @@ from numba import njit
 
 from lsm_gnn.cache.policies.base import EvictionPolicy, effective
 from lsm_gnn.cache.window import FRESH, NO_REUSE, ROW_SLOT
+from lsm_gnn.ownership import local_row_of_id
 
 def rank(line, t: int) -> int:
     """Eviction rank (the lowest goes first): PageRank byte without a request in the lookahead,
@@ -152,7 +153,7 @@ def ingest(ids, e, G, K, ring, rows, tag):
         base[b % (K + 2)] = hi
     start = hi
     for v in ids:
-        r = v // G
+        r = local_row_of_id(v, G)
         p = last[r]
         if p >= start:
             continue  # a duplicate inside batch e

@@ -1,0 +1,16 @@
+"""The accepted values of the config's enumerated keys whose implementations live above the config.
+
+One list each, at the bottom of the import graph (it imports nothing), so that the config model
+(lsm_gnn.config builds its `Literal` types from them), the factories that dispatch on them and the
+CLI's choices read the same list without the config importing an implementation:
+
+  READERS  storage.reader: the feature stores lsm_gnn.storage.open_feature_store opens
+  ENGINES  cache.engine: the cache engines lsm_gnn.cache.engines.make_engine builds
+"""
+
+from __future__ import annotations
+
+READERS = ("direct", "buffered", "mmap", "memory", "gpu")
+ENGINES = ("cpu", "gpu", "reference")
+ROW_ENGINES = tuple(e for e in ENGINES if e != "reference")
+"""The engines a data plane serves rows through (the reference engine only replays traces)."""

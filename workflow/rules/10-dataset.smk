@@ -4,29 +4,37 @@
 #       checked; `base_url` for a mirror), then prepared into the lsm-gnn format
 #   a path                                  used as it is
 # then verified in full (sizes, sha256 of every file, ids, CSC/CSR, splits, static scores) and
-# described (statistics, degree and PageRank figures). synthetic-small: about 1.5 minutes.
+# described (statistics, degree and PageRank figures). Generation and preparation are checkpoints:
+# the data files they write are listed in metadata.json, and every job that reads the dataset
+# declares them as inputs (common.smk: dataset_files). synthetic-small: about 1.5 minutes.
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/10-dataset.md")
 
 
-rule dataset_generate:
+checkpoint dataset_generate:
     output:
         f"{config['data_dir']}/{{synthetic}}/metadata.json",
     wildcard_constraints:
         synthetic="|".join(re.escape(t) for t in SYNTHETIC) or "(?!x)x",
     params:
         cli=CLI,
-        out=lambda w: f"{config['data_dir']}/{w.synthetic}",
+        out=lambda w, output: str(Path(output[0]).parent),
         size=lambda w: SYNTHETIC[w.synthetic]["size"],
         dim=lambda w: SYNTHETIC[w.synthetic]["dim"],
         hetero=lambda w: "--hetero" if SYNTHETIC[w.synthetic]["hetero"] else "",
         seed=SEED,
+    threads: 1  # the two graphs of the default run generate side by side
+    resources:
+        mem_mb=lambda w: generate_mem_mb(SYNTHETIC[w.synthetic]),
+        runtime=lambda w: generate_runtime(SYNTHETIC[w.synthetic]),
     log:
         "results/{synthetic}/logs/dataset_generate.log",
     benchmark:
         "results/{synthetic}/dataset/generate.benchmark.tsv"
     message:
         "Generating the synthetic graph {wildcards.synthetic} (size {params.size}, {params.dim}-dim features)"
+    conda:
+        "../envs/lsm-gnn.yaml"
     shell:
         # --force: Snakemake has already created the (empty) output folder
         "{params.cli} dataset generate {params.size} --seed {params.seed} {params.hetero} --dim {params.dim} "
@@ -43,19 +51,25 @@ if DS["kind"] == "real":
             cli=CLI,
             name=DS["real"],
             size=f"--size {DS['size']}" if DS["size"] else "",
-            dest=DS["raw"],
+            dest=lambda w, output: str(Path(output[0]).parent.parent),
             base_url=f"--base-url {config['base_url']}" if config["base_url"] else "",
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=REAL_RUNTIME_MIN,
         log:
             f"{LOGS}/dataset_download.log",
         benchmark:
             f"{RES}/dataset/download.benchmark.tsv"
         message:
             "Downloading {params.name} {params.size} into {params.dest} (resumable; rerun to continue)"
+        conda:
+            "../envs/lsm-gnn.yaml"
         shell:
             "{params.cli} dataset download {params.name} {params.size} --dest {params.dest} {params.base_url} "
             "--no-progress > {log} 2>&1"
 
-    rule dataset_prepare:
+    checkpoint dataset_prepare:
         input:
             f"{DS['raw_root']}/.lsm-gnn-download.json",
         output:
@@ -64,64 +78,86 @@ if DS["kind"] == "real":
             cli=CLI,
             name=DS["real"],
             size=f"--size {DS['size']}" if DS["size"] else "",
-            raw=DS["raw_root"],
-            out=DATA,
+            raw=lambda w, input: str(Path(input[0]).parent),
+            out=lambda w, output: str(Path(output[0]).parent),
+        threads: 2
+        resources:
+            mem_mb=8000,
+            runtime=REAL_RUNTIME_MIN,
         log:
             f"{LOGS}/dataset_prepare.log",
         benchmark:
             f"{RES}/dataset/prepare.benchmark.tsv"
         message:
             "Preparing {params.name} from {params.raw} into {params.out} (chunked, resumable)"
+        conda:
+            "../envs/lsm-gnn.yaml"
         shell:
             # Snakemake creates the output folder; prepare makes it appear only when complete
             "rmdir {params.out} 2>/dev/null; "
             "{params.cli} dataset prepare {params.name} {params.raw} {params.out} {params.size} --no-progress > {log} 2>&1"
 
 
-def _source_benchmarks(_wildcards=None):
-    if DS["kind"] == "synthetic":
-        return [f"{RES}/dataset/generate.benchmark.tsv"]
-    if DS["kind"] == "real":
-        return [f"{RES}/dataset/download.benchmark.tsv", f"{RES}/dataset/prepare.benchmark.tsv"]
-    return []
-
-
 rule dataset_verify:
     input:
-        DATA_META,
+        data=dataset_files(DS),
     output:
         f"{RES}/dataset/verify.txt",
     params:
-        data=DATA,
+        data=data_dir,
         dataset=DS,
         seed=SEED,
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 600, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 2, 2),
     log:
         f"{LOGS}/dataset_verify.log",
+    benchmark:
+        f"{RES}/benchmarks/dataset_verify.tsv"
     message:
         "Verifying every file of {params.data} against its metadata"
+    conda:
+        "../envs/lsm-gnn.yaml"
     script:
         "../scripts/dataset_verify.py"
 
 
 rule dataset_report:
     input:
-        meta=DATA_META,
+        data=dataset_files(DS),
         verify=f"{RES}/dataset/verify.txt",
-        benchmarks=_source_benchmarks(),
+        benchmarks=source_benchmarks(),
     output:
         stats=f"{RES}/dataset/stats.json",
-        degree=f"{REPORT}/figures/dataset_degree.png",
-        pagerank=f"{REPORT}/figures/dataset_pagerank.png",
+        degree=report(
+            f"{REPORT}/figures/dataset_degree.png",
+            caption="../report/dataset_degree.rst",
+            category="1. Dataset",
+        ),
+        pagerank=report(
+            f"{REPORT}/figures/dataset_pagerank.png",
+            caption="../report/dataset_pagerank.rst",
+            category="1. Dataset",
+        ),
         fragment=f"{REPORT}/sections/10-dataset.md",
     params:
-        data=DATA,
+        data=data_dir,
         dataset=DS,
         seed=SEED,
         base_url=config["base_url"],
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 2, 1),
     log:
         f"{LOGS}/dataset_report.log",
+    benchmark:
+        f"{RES}/benchmarks/dataset_report.tsv"
     message:
         "Describing {params.data}: statistics, degree and PageRank figures"
+    conda:
+        "../envs/report.yaml"
     script:
         "../scripts/dataset_report.py"
 

@@ -324,4 +324,4 @@ def main(inputs, output, params):
 
 if __name__ == "__main__" and "snakemake" in globals():
     log_to(snakemake)  # noqa: F821
-    main(list(snakemake.input), snakemake.output, snakemake.params)  # noqa: F821
+    main(list(snakemake.input.runs), snakemake.output, snakemake.params)  # noqa: F821

@@ -1,4 +1,4 @@
-# The report's opening: the verdict on each claim of the paper (workflows/scripts/verdicts.py) and
+# The report's opening: the verdict on each claim of the paper (workflow/scripts/verdicts.py) and
 # the files a second run is compared with (`lsm-gnn report compare`, docs/workflow.md):
 #   figures    figures.json, every hardware-independent figure (simulator and dataset counts, the
 #              verdicts on claims b-d); its rules run no timed job, so `snakemake figures` alone
@@ -9,7 +9,7 @@
 
 rule figures:
     input:
-        meta=DATA_META,
+        data=dataset_files(DS),
         sweep=f"{RES}/cache/summary.csv",
         regime=f"{RES}/cache/regime.json",
         multi=expand(f"{RES}/cache/multidevice-{{mode}}.csv", mode=["shared", "isolated"]),
@@ -17,15 +17,23 @@ rule figures:
     output:
         figures=f"{REPORT}/figures.json",
     params:
-        data=DATA,
+        data=data_dir,
         batch=BATCH,
         fraction=CACHE_FRACTION,
         config_share=PVP_CONFIG_SHARE,
         config=config,
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
     log:
         f"{LOGS}/figures.log",
+    benchmark:
+        f"{RES}/benchmarks/figures.tsv"
     message:
         "The report's hardware-independent figures (figures.json)"
+    conda:
+        "../envs/report.yaml"
     script:
         "../scripts/figures_report.py"
 
@@ -37,15 +45,27 @@ rule verdicts:
         ratios=f"{RES}/baselines/ratios.json",
         paper_range=f"{RES}/projection/paper-range.json",
     output:
-        fragment=f"{REPORT}/sections/00-verdicts.md",
+        fragment=report(
+            f"{REPORT}/sections/00-verdicts.md",
+            caption="../report/verdicts.rst",
+            category="0. Verdicts",
+        ),
         timings=f"{REPORT}/timings.json",
         machine=f"{REPORT}/machine.json",
     params:
         batch=BATCH,
         paper_batch=PAPER_BATCH,
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
     log:
         f"{LOGS}/verdicts.log",
+    benchmark:
+        f"{RES}/benchmarks/verdicts.tsv"
     message:
         "Verdicts on the paper's claims"
+    conda:
+        "../envs/report.yaml"
     script:
         "../scripts/verdicts_report.py"

@@ -159,7 +159,7 @@ if sm.input.hetero:
     hv.columns = ["policy", "cache rows / rows per iteration", "storage rows", "hits", "victim hits", "rows / MIN",
                   "/ optimal static"]
     hr = h.sort_values("capacity_rows", kind="stable").iloc[0]   # the budget's split, as in the sweep
-    hrows = json.loads(Path(sm.input.hetero[0]).with_suffix(".json").read_text())["trace"]["num_rows"]
+    hrows = json.loads(Path(sm.input.hetero_json[0]).read_text())["trace"]["num_rows"]
     summary["hetero"] = {"dataset": sm.params.hetero["tag"], RATIO_KEY: float(hr[RATIO_KEY]),
                          "distinct_rows_per_iteration": float(hr["distinct rows / iteration"]),
                          "storage_rows_vs_min": {r["policy"]: float(r["storage_rows_vs_min"]) for _, r in h.iterrows()}}

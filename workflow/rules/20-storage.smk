@@ -6,27 +6,31 @@
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/20-storage.md")
 
 
-def _csv(values):
-    return ",".join(str(v) for v in values)
-
-
 rule storage_bench:
     input:
-        DATA_META,
+        data=dataset_files(DS),
     output:
         f"{RES}/storage/bench.json",
     params:
         cli=CLI,
-        data=DATA,
+        data=data_dir,
         seconds=config["storage_seconds"],
-        batches=_csv(config["storage_batch_sizes"]),
-        seq=_csv(config["storage_seq_batch_sizes"]),
+        batches=csv_list(config["storage_batch_sizes"]),
+        seq=csv_list(config["storage_seq_batch_sizes"]),
         fio=config["fio_seconds"],
     threads: 2  # alone on the machine: throughput is compared with fio's
+    resources:
+        timed=1,
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1500, 0),
+        runtime=lambda w: storage_runtime(),
     log:
         f"{LOGS}/storage_bench.log",
+    benchmark:
+        f"{RES}/benchmarks/storage_bench.tsv"
     message:
         "Storage readers vs fio on {params.data} ({params.seconds} s per point)"
+    conda:
+        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} bench storage {params.data} --json --no-progress --seconds {params.seconds} "
         "--batch-sizes {params.batches} --seq-batch-sizes {params.seq} --fio-seconds {params.fio} "
@@ -38,10 +42,22 @@ rule storage_report:
         f"{RES}/storage/bench.json",
     output:
         fragment=f"{REPORT}/sections/20-storage.md",
-        figure=f"{REPORT}/figures/storage_throughput.png",
+        figure=report(
+            f"{REPORT}/figures/storage_throughput.png",
+            caption="../report/storage_throughput.rst",
+            category="2. Storage",
+        ),
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
     log:
         f"{LOGS}/storage_report.log",
+    benchmark:
+        f"{RES}/benchmarks/storage_report.tsv"
     message:
         "Storage section of the report"
+    conda:
+        "../envs/report.yaml"
     script:
         "../scripts/storage_report.py"

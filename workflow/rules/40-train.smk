@@ -5,21 +5,17 @@
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/40-train.md")
 
-TRAIN_SYSTEMS = ["lsm", "memory"]
-_TRAIN_WINDOW = (f"--warmup {config['train_warmup']}" if config["train_timed"] is None else
-                 f"--warmup {config['train_warmup']} --timed {config['train_timed']}")
-
 
 rule train_run:
     input:
-        DATA_META,
+        data=dataset_files(DS),
     output:
         f"{RES}/train/{{system}}.json",
     wildcard_constraints:
         system="lsm|memory",
     params:
         cli=CLI,
-        data=DATA,
+        data=data_dir,
         epochs=config["train_epochs"],
         hidden=config["train_hidden"],
         model=MODEL,
@@ -27,13 +23,22 @@ rule train_run:
         batch=BATCH,
         fanouts=FANOUTS,
         fraction=CACHE_FRACTION,
-        window=_TRAIN_WINDOW,
+        window=TRAIN_WINDOW,
         eval_nodes=config["train_eval_nodes"] or "null",
     threads: 2  # alone on the machine: epoch times are compared
+    resources:
+        timed=1,
+        # the in-memory ideal holds every feature row in memory
+        mem_mb=lambda w, input: scaled_mem_mb(input, 2500, 1.0 if w.system == "memory" else 0.2),
+        runtime=lambda w, input: scaled_runtime(input, 5, 4),
     log:
         f"{LOGS}/train_{{system}}.log",
+    benchmark:
+        f"{RES}/benchmarks/train_{{system}}.tsv"
     message:
         "Training {params.model} with the {wildcards.system} configuration ({params.epochs} epochs, batch {params.batch})"
+    conda:
+        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} train --config {wildcards.system} --dataset {params.data} --epochs {params.epochs} "
         "--model {params.model} --seed {params.seed} --batch-size {params.batch} --fanouts {params.fanouts} "
@@ -45,17 +50,38 @@ rule train_run:
 rule train_report:
     input:
         records=expand(f"{RES}/train/{{system}}.json", system=TRAIN_SYSTEMS),
+        meta=DATA_META,
     output:
-        table=f"{RES}/train/summary.csv",
-        time_fig=f"{REPORT}/figures/train_epoch_time.png",
-        acc_fig=f"{REPORT}/figures/train_accuracy.png",
+        table=report(
+            f"{RES}/train/summary.csv",
+            caption="../report/train_summary.rst",
+            category="5. Training on one device",
+        ),
+        time_fig=report(
+            f"{REPORT}/figures/train_epoch_time.png",
+            caption="../report/train_epoch_time.rst",
+            category="5. Training on one device",
+        ),
+        acc_fig=report(
+            f"{REPORT}/figures/train_accuracy.png",
+            caption="../report/train_accuracy.rst",
+            category="5. Training on one device",
+        ),
         fragment=f"{REPORT}/sections/40-train.md",
     params:
         dataset=DS,
-        data=DATA,
+        data=meta_dir,
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
     log:
         f"{LOGS}/train_report.log",
+    benchmark:
+        f"{RES}/benchmarks/train_report.tsv"
     message:
         "Training section of the report"
+    conda:
+        "../envs/report.yaml"
     script:
         "../scripts/train_report.py"

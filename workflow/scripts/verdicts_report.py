@@ -1,6 +1,6 @@
 """The report's opening section: one row per claim (a)-(d) with what was measured (the command and
 the figure), the regime it was measured in, the verdict and the rule that gave it
-(workflows/scripts/verdicts.py). Claims (b)-(d) come from figures.json (hardware-independent);
+(workflow/scripts/verdicts.py). Claims (b)-(d) come from figures.json (hardware-independent);
 claim (a) from the emulated-accelerator matrix (baselines summary.csv, ratios.json) and the
 projection onto the paper's setting (paper-range.json).
 
@@ -123,7 +123,7 @@ def main(sm):
     text = f"""## Verdicts: the paper's claims on this run
 
 Each claim of LSM-GNN (Park et al., arXiv 2407.15264) judged on this run's data by the rule stated
-under the table (workflows/scripts/verdicts.py). (b)-(d) are counts of the trace simulator: the same
+under the table (workflow/scripts/verdicts.py). (b)-(d) are counts of the trace simulator: the same
 seed and settings give the same verdict on any machine (`figures.json`; `lsm-gnn report compare`
 puts two reports side by side). (a) rests on timings: the emulated-accelerator matrix (medians of
 repeated, interleaved runs; a figure whose runs spread 5 % or more is not counted) and the

@@ -11,45 +11,38 @@
 #              host tier's share (pvp_host_shares), W (pvp_windows) and batch (pvp_batch_sizes, the
 #              run's batch and paper_batch_size always among them), at cache_fraction; plus hybrid
 #              over cache_fractions at each batch (the projection's IGB-full figure at the paper's batch)
+# The regime and hetero traces are temp(): Snakemake removes them once their replay is done.
 # Defaults on synthetic-small: about 6 minutes of simulation in all (pvp: about 2).
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/30-cache.md")
 
-CACHE_VICTIM = str(config["cache_victim_depth"] or "config")
-CACHE_FLAGS = " ".join(f"--cache-fraction {f}" for f in config["cache_fractions"])
-CACHE_MAX_BATCHES = f"--max-batches {config['cache_max_batches']}" if config["cache_max_batches"] else ""
-REGIME_BATCHES = [int(b) for b in config["ratio_batch_sizes"]]
-PAPER_BATCH = int(config["paper_batch_size"])
-PVP_BATCHES = sorted({int(b) for b in config["pvp_batch_sizes"]} | {BATCH, PAPER_BATCH})
-PVP_SHARES = sorted({float(h) for h in config["pvp_host_shares"] if float(h) > 0})
-PVP_WINDOWS = sorted({int(w) for w in config["pvp_windows"]} | {8})
-# the run config's host share (lsm_gnn.config: VictimBufferConfig.host_fraction, None = the policy's 0.10)
-PVP_CONFIG_SHARE = 0.1
-
-
-def regime_iterations(batch: int) -> int:
-    """Iterations of the regime point at `batch`: ratio_seeds seed nodes, at least 20."""
-    return max(20, int(config["ratio_seeds"]) // batch)
-
 
 rule cache_trace:
     input:
-        DATA_META,
+        data=dataset_files(DS),
     output:
         f"{RES}/cache/trace-g{{devices}}.npz",
     wildcard_constraints:
         devices=r"\d+",
     params:
         cli=CLI,
-        data=DATA,
+        data=data_dir,
         max_batches=CACHE_MAX_BATCHES,
         fanouts=FANOUTS,
         batch=BATCH,
         seed=SEED,
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 2, 2),
     log:
         f"{LOGS}/cache_trace-g{{devices}}.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_trace-g{{devices}}.tsv"
     message:
         "Recording the {wildcards.devices}-device request trace of {params.data} (batch {params.batch}, fan-outs {params.fanouts})"
+    conda:
+        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} simulate {params.data} --devices {wildcards.devices} --fanouts {params.fanouts} "
         "--batch-size {params.batch} --seed {params.seed} {params.max_batches} "
@@ -58,7 +51,7 @@ rule cache_trace:
 
 rule cache_sweep:
     input:
-        data=DATA_META,
+        data=dataset_files(DS),
         trace=f"{RES}/cache/trace-g1.npz",
     output:
         csv=f"{RES}/cache/sweep-W{{window}}.csv",
@@ -66,45 +59,30 @@ rule cache_sweep:
         record=f"{RES}/cache/sweep-W{{window}}.record.json",
     params:
         cli=CLI,
-        data=DATA,
+        data=data_dir,
         fractions=CACHE_FLAGS,
         victim=CACHE_VICTIM,
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 3, 3),
     log:
         f"{LOGS}/cache_sweep-W{{window}}.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_sweep-W{{window}}.tsv"
     message:
         "Replaying the trace through every policy at W = {wildcards.window}"
+    conda:
+        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} simulate {params.data} --trace {input.trace} --policy all {params.fractions} "
         "--window {wildcards.window} --victim-depth {params.victim} --out {output.csv} --record {output.record} "
         "--json --no-progress > {output.json} 2> {log}"
 
 
-def pvp_iterations(batch: int) -> int:
-    """Iterations of the PVP study's trace at `batch`: the seeds of the headline trace
-    (cache_max_batches x batch_size), at least 20; the headline trace itself at batch_size."""
-    headline = int(config["cache_max_batches"] or 300)
-    return max(20, headline * BATCH // batch)
-
-
-def pvp_points(batch: int) -> list[dict]:
-    """The configurations of the PVP study at one batch: hybrid and dynamic without the buffer at
-    every W (static at W = 8); with it at each host share (W = 8; every W at the config's share); hybrid over
-    cache_fractions (W = 8, the config's share). Each is one `lsm-gnn simulate` row."""
-    pts = [dict(policy=p, fraction=CACHE_FRACTION, window=w, victim=False, host=None)
-           for p in ("hybrid", "dynamic") for w in PVP_WINDOWS]
-    # static without the buffer (it reads no window): claim (c) without the buffer
-    pts.append(dict(policy="static", fraction=CACHE_FRACTION, window=8, victim=False, host=None))
-    for h in sorted(set(PVP_SHARES) | {PVP_CONFIG_SHARE}):
-        for w in (PVP_WINDOWS if h == PVP_CONFIG_SHARE else [8]):
-            pts += [dict(policy=p, fraction=CACHE_FRACTION, window=w, victim=True, host=h) for p in ("hybrid", "dynamic")]
-    pts += [dict(policy="hybrid", fraction=float(f), window=8, victim=True, host=PVP_CONFIG_SHARE)
-            for f in config["cache_fractions"] if abs(float(f) - CACHE_FRACTION) > 1e-12]
-    return pts
-
-
 rule cache_pvp:
     input:
-        data=DATA_META,
+        data=dataset_files(DS),
         # the run's batch replays the headline trace; the others sample their own
         trace=lambda w: [f"{RES}/cache/trace-g1.npz"] if int(w.batch) == BATCH else [],
     output:
@@ -112,23 +90,30 @@ rule cache_pvp:
     wildcard_constraints:
         batch=r"\d+",
     params:
-        data=DATA,
+        data=data_dir,
         iterations=lambda w: pvp_iterations(int(w.batch)),
         points=lambda w: pvp_points(int(w.batch)),
         fanouts=FANOUTS,
         seed=SEED,
     threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1500, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 5, 5),
     log:
         f"{LOGS}/cache_pvp-b{{batch}}.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_pvp-b{{batch}}.tsv"
     message:
         "PVP study at batch {wildcards.batch}: hybrid and dynamic with and without the victim buffer"
+    conda:
+        "../envs/lsm-gnn.yaml"
     script:
         "../scripts/pvp_study.py"
 
 
 rule cache_multidevice:
     input:
-        data=DATA_META,
+        data=dataset_files(DS),
         trace=f"{RES}/cache/trace-g2.npz",
     output:
         csv=f"{RES}/cache/multidevice-{{mode}}.csv",
@@ -136,22 +121,62 @@ rule cache_multidevice:
         mode="shared|isolated",
     params:
         cli=CLI,
-        data=DATA,
+        data=data_dir,
         victim=CACHE_VICTIM,
         fraction=CACHE_FRACTION,
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 2, 2),
     log:
         f"{LOGS}/cache_multidevice-{{mode}}.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_multidevice-{{mode}}.tsv"
     message:
         "Simulating 2 devices with {wildcards.mode} caches"
+    conda:
+        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} simulate {params.data} --trace {input.trace} --mode {wildcards.mode} "
         "--policy hybrid --policy lru --cache-fraction {params.fraction} --window 8 --victim-depth {params.victim} "
         "--out {output.csv} --no-progress > {log} 2>&1"
 
 
+rule cache_regime_trace:
+    input:
+        data=dataset_files(DS),
+    output:
+        temp(f"{RES}/cache/regime-b{{batch}}.trace.npz"),
+    wildcard_constraints:
+        batch=r"\d+",
+    params:
+        cli=CLI,
+        data=data_dir,
+        iterations=lambda w: regime_iterations(int(w.batch)),
+        fanouts=FANOUTS,
+        seed=SEED,
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 2, 2),
+    log:
+        f"{LOGS}/cache_regime_trace-b{{batch}}.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_regime_trace-b{{batch}}.tsv"
+    message:
+        "Regime sweep: the trace at batch {wildcards.batch} ({params.iterations} iterations)"
+    conda:
+        "../envs/lsm-gnn.yaml"
+    shell:
+        "{params.cli} simulate {params.data} --fanouts {params.fanouts} --batch-size {wildcards.batch} "
+        "--seed {params.seed} --max-batches {params.iterations} --trace-only --save-trace {output} "
+        "--no-progress > {log} 2>&1"
+
+
 rule cache_regime:
     input:
-        DATA_META,
+        data=dataset_files(DS),
+        trace=f"{RES}/cache/regime-b{{batch}}.trace.npz",
     output:
         csv=f"{RES}/cache/regime-b{{batch}}.csv",
         json=f"{RES}/cache/regime-b{{batch}}.json",
@@ -159,55 +184,84 @@ rule cache_regime:
         batch=r"\d+",
     params:
         cli=CLI,
-        data=DATA,
-        trace=f"{RES}/cache/regime-b{{batch}}.trace.npz",
-        iterations=lambda w: regime_iterations(int(w.batch)),
-        fanouts=FANOUTS,
-        seed=SEED,
+        data=data_dir,
         fraction=CACHE_FRACTION,
         victim=CACHE_VICTIM,
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 3, 3),
     log:
         f"{LOGS}/cache_regime-b{{batch}}.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_regime-b{{batch}}.tsv"
     message:
-        "Regime sweep: every policy at batch {wildcards.batch} ({params.iterations} iterations)"
+        "Regime sweep: every policy at batch {wildcards.batch}"
+    conda:
+        "../envs/lsm-gnn.yaml"
     shell:
-        "{params.cli} simulate {params.data} --fanouts {params.fanouts} --batch-size {wildcards.batch} "
-        "--seed {params.seed} --max-batches {params.iterations} --trace-only --save-trace {params.trace} "
-        "--no-progress > {log} 2>&1 && "
-        "{params.cli} simulate {params.data} --trace {params.trace} --policy all --cache-fraction {params.fraction} "
-        "--window 8 --victim-depth {params.victim} --out {output.csv} --json --no-progress > {output.json} 2>> {log} && "
-        "rm -f {params.trace}"
+        "{params.cli} simulate {params.data} --trace {input.trace} --policy all --cache-fraction {params.fraction} "
+        "--window 8 --victim-depth {params.victim} --out {output.csv} --json --no-progress > {output.json} 2> {log}"
 
 
 if HETERO is not None:
 
+    rule cache_hetero_trace:
+        input:
+            data=dataset_files(HETERO),
+        output:
+            temp(f"{RES}/cache/hetero.trace.npz"),
+        params:
+            cli=CLI,
+            data=data_dir,
+            iterations=config["hetero_max_batches"],
+            fanouts=FANOUTS,
+            batch=BATCH,
+            seed=SEED,
+        threads: 1
+        resources:
+            mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+            runtime=lambda w, input: scaled_runtime(input, 2, 2),
+        log:
+            f"{LOGS}/cache_hetero_trace.log",
+        benchmark:
+            f"{RES}/benchmarks/cache_hetero_trace.tsv"
+        message:
+            "The trace of the heterogeneous graph {params.data} (batch {params.batch}, {params.iterations} iterations)"
+        conda:
+            "../envs/lsm-gnn.yaml"
+        shell:
+            "{params.cli} simulate {params.data} --fanouts {params.fanouts} --batch-size {params.batch} "
+            "--seed {params.seed} --max-batches {params.iterations} --trace-only --save-trace {output} "
+            "--no-progress > {log} 2>&1"
+
     rule cache_hetero:
         input:
-            f"{HETERO['data']}/metadata.json",
+            data=dataset_files(HETERO),
+            trace=f"{RES}/cache/hetero.trace.npz",
         output:
             csv=f"{RES}/cache/hetero.csv",
             json=f"{RES}/cache/hetero.json",
         params:
             cli=CLI,
-            data=HETERO["data"],
-            trace=f"{RES}/cache/hetero.trace.npz",
-            iterations=config["hetero_max_batches"],
-            fanouts=FANOUTS,
-            batch=BATCH,
-            seed=SEED,
+            data=data_dir,
             fraction=CACHE_FRACTION,
             victim=CACHE_VICTIM,
+        threads: 1
+        resources:
+            mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+            runtime=lambda w, input: scaled_runtime(input, 3, 3),
         log:
             f"{LOGS}/cache_hetero.log",
+        benchmark:
+            f"{RES}/benchmarks/cache_hetero.tsv"
         message:
-            "Every policy on the heterogeneous graph {params.data} (batch {params.batch}, {params.iterations} iterations)"
+            "Every policy on the heterogeneous graph {params.data}"
+        conda:
+            "../envs/lsm-gnn.yaml"
         shell:
-            "{params.cli} simulate {params.data} --fanouts {params.fanouts} --batch-size {params.batch} "
-            "--seed {params.seed} --max-batches {params.iterations} --trace-only --save-trace {params.trace} "
-            "--no-progress > {log} 2>&1 && "
-            "{params.cli} simulate {params.data} --trace {params.trace} --policy all --cache-fraction {params.fraction} "
-            "--window 8 --victim-depth {params.victim} --out {output.csv} --json --no-progress > {output.json} 2>> {log} && "
-            "rm -f {params.trace}"
+            "{params.cli} simulate {params.data} --trace {input.trace} --policy all --cache-fraction {params.fraction} "
+            "--window 8 --victim-depth {params.victim} --out {output.csv} --json --no-progress > {output.json} 2> {log}"
 
 
 rule cache_report:
@@ -216,11 +270,25 @@ rule cache_report:
         multi=expand(f"{RES}/cache/multidevice-{{mode}}.csv", mode=["shared", "isolated"]),
         regime=expand(f"{RES}/cache/regime-b{{batch}}.csv", batch=REGIME_BATCHES),
         hetero=[f"{RES}/cache/hetero.csv"] if HETERO is not None else [],
+        # the heterogeneous graph's row count, read beside its CSV
+        hetero_json=[f"{RES}/cache/hetero.json"] if HETERO is not None else [],
     output:
         fragment=f"{REPORT}/sections/30-cache.md",
-        figure=f"{REPORT}/figures/cache_storage_rows.png",
-        regime_figure=f"{REPORT}/figures/cache_regime.png",
-        table=f"{RES}/cache/summary.csv",
+        figure=report(
+            f"{REPORT}/figures/cache_storage_rows.png",
+            caption="../report/cache_storage_rows.rst",
+            category="3. Cache policies",
+        ),
+        regime_figure=report(
+            f"{REPORT}/figures/cache_regime.png",
+            caption="../report/cache_regime.rst",
+            category="3. Cache policies",
+        ),
+        table=report(
+            f"{RES}/cache/summary.csv",
+            caption="../report/cache_summary.rst",
+            category="3. Cache policies",
+        ),
         regime=f"{RES}/cache/regime.json",
     params:
         dataset=DS,
@@ -230,10 +298,18 @@ rule cache_report:
         fraction=CACHE_FRACTION,
         windows=config["cache_windows"],
         regime_seeds=config["ratio_seeds"],
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
     log:
         f"{LOGS}/cache_report.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_report.tsv"
     message:
         "Cache section of the report: policies against the bounds, the regime sweep"
+    conda:
+        "../envs/report.yaml"
     script:
         "../scripts/cache_report.py"
 
@@ -246,7 +322,11 @@ rule pvp_report:
         csvs=expand(f"{RES}/cache/pvp-b{{batch}}.csv", batch=PVP_BATCHES),
     output:
         fragment=f"{REPORT}/sections/35-pvp.md",
-        figure=f"{REPORT}/figures/cache_pvp.png",
+        figure=report(
+            f"{REPORT}/figures/cache_pvp.png",
+            caption="../report/cache_pvp.rst",
+            category="4. Victim buffer (PVP)",
+        ),
         summary=f"{RES}/cache/pvp.json",
     params:
         dataset=DS,
@@ -255,9 +335,17 @@ rule pvp_report:
         windows=PVP_WINDOWS,
         batches=PVP_BATCHES,
         config_share=PVP_CONFIG_SHARE,
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
     log:
         f"{LOGS}/pvp_report.log",
+    benchmark:
+        f"{RES}/benchmarks/pvp_report.tsv"
     message:
         "PVP section of the report: the victim buffer's regime"
+    conda:
+        "../envs/report.yaml"
     script:
         "../scripts/pvp_report.py"

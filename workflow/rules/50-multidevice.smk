@@ -2,28 +2,37 @@
 # 2 devices. The bench replays the first multidevice_batches iterations of the 2-device trace (rule
 # cache_trace) through real ranks (the first multidevice_warmup not measured), plus short 2-rank
 # training runs (multidevice_train_warmup + multidevice_train_iters iterations) for the iteration time.
-# Defaults on synthetic-small: about 3 minutes.
+# On a cluster each of these jobs asks for the 2 GPUs its ranks use (profiles/slurm). Defaults on
+# synthetic-small: about 3 minutes.
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/50-multidevice.md")
 
 
 rule multidevice_bench:
     input:
-        data=DATA_META,
+        data=dataset_files(DS),
         trace=f"{RES}/cache/trace-g2.npz",
     output:
         f"{RES}/multidevice/bench.json",
     params:
         cli=CLI,
-        data=DATA,
+        data=data_dir,
         batches=config["multidevice_batches"],
         warmup=config["multidevice_warmup"],
         cache=CACHE_FRACTION,
     threads: 2
+    resources:
+        timed=1,
+        mem_mb=lambda w, input: scaled_mem_mb(input, 2500, 0.3),
+        runtime=lambda w, input: scaled_runtime(input, 4, 3),
     log:
         f"{LOGS}/multidevice_bench.log",
+    benchmark:
+        f"{RES}/benchmarks/multidevice_bench.tsv"
     message:
         "Replaying {params.batches} iterations of the 2-device trace: shared, isolated, one device"
+    conda:
+        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} bench multidevice {params.data} --devices 2 --trace {input.trace} "
         "--batches {params.batches} --warmup {params.warmup} --cache-fraction {params.cache} --window 8 --json "
@@ -32,15 +41,17 @@ rule multidevice_bench:
 
 rule multidevice_train:
     input:
-        DATA_META,
+        data=dataset_files(DS),
     output:
         f"{RES}/multidevice/train-{{mode}}.json",
     params:
         cli=CLI,
-        data=DATA,
+        data=data_dir,
         warmup=config["multidevice_train_warmup"],
         iters=config["multidevice_train_iters"],
-        cache=CACHE_FRACTION,
+        devices=lambda w: multidevice_layout(w)["devices"],
+        mode=lambda w: multidevice_layout(w)["mode"],
+        cache=lambda w: multidevice_layout(w)["cache"],
         model=MODEL,
         batch=BATCH,
         fanouts=FANOUTS,
@@ -48,34 +59,51 @@ rule multidevice_train:
     wildcard_constraints:
         mode="shared|isolated|one",
     threads: 2
+    resources:
+        timed=1,
+        mem_mb=lambda w, input: scaled_mem_mb(input, 3000, 0.3),
+        runtime=lambda w, input: scaled_runtime(input, 4, 3),
     log:
         f"{LOGS}/multidevice_train-{{mode}}.log",
+    benchmark:
+        f"{RES}/benchmarks/multidevice_train-{{mode}}.tsv"
     message:
         "Short 2-rank training run: {wildcards.mode}"
-    run:
-        # one device: G x the per-device memory budget (cache and victim buffer split by the same rule),
-        # so the total memory equals the 2-device runs'
-        devices, mode, cache = (1, "shared", 2 * params.cache) if wildcards.mode == "one" else \
-            (2, wildcards.mode, params.cache)
-        shell("{params.cli} train --dataset {params.data} --devices {devices} --epochs 1 --model {params.model} "
-              "--batch-size {params.batch} --fanouts {params.fanouts} --seed {params.seed} "
-              "--cache-fraction {cache} --set distributed.mode={mode} --set train.eval=false "
-              "--warmup {params.warmup} --timed {params.iters} --record {output} --quiet > {log} 2>&1")
+    conda:
+        "../envs/lsm-gnn.yaml"
+    shell:
+        "{params.cli} train --dataset {params.data} --devices {params.devices} --epochs 1 --model {params.model} "
+        "--batch-size {params.batch} --fanouts {params.fanouts} --seed {params.seed} "
+        "--cache-fraction {params.cache} --set distributed.mode={params.mode} --set train.eval=false "
+        "--warmup {params.warmup} --timed {params.iters} --record {output} --quiet > {log} 2>&1"
 
 
 rule multidevice_report:
     input:
         bench=f"{RES}/multidevice/bench.json",
         train=expand(f"{RES}/multidevice/train-{{mode}}.json", mode=["shared", "isolated", "one"]),
+        meta=DATA_META,
     output:
         fragment=f"{REPORT}/sections/50-multidevice.md",
-        figure=f"{REPORT}/figures/multidevice.png",
+        figure=report(
+            f"{REPORT}/figures/multidevice.png",
+            caption="../report/multidevice.rst",
+            category="6. Multi-device",
+        ),
     params:
         dataset=DS,
-        data=DATA,
+        data=meta_dir,
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
     log:
         f"{LOGS}/multidevice_report.log",
+    benchmark:
+        f"{RES}/benchmarks/multidevice_report.tsv"
     message:
         "Multi-device section of the report"
+    conda:
+        "../envs/report.yaml"
     script:
         "../scripts/multidevice_report.py"

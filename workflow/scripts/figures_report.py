@@ -5,7 +5,7 @@ the same seed and settings give the same file on any machine (`lsm-gnn report co
 two reports agree on every figure): the dataset's files (topology, labels, splits, static scores:
 their sha256), storage rows and rows / MIN of every policy at every memory and window, the bounds,
 the regime sweep, the heterogeneous graph, shared / isolated, the PVP study and the verdicts on
-claims (b)-(d) (workflows/scripts/verdicts.py). Floats are rounded to 9 significant digits.
+claims (b)-(d) (workflow/scripts/verdicts.py). Floats are rounded to 9 significant digits.
 Timings (and claim (a), which rests on them) are in timings.json (rule verdicts).
 """
 

@@ -14,8 +14,18 @@ REPORT_FRAGMENTS.append(f"{REPORT}/sections/10-dataset.md")
 checkpoint dataset_generate:
     output:
         f"{config['data_dir']}/{{synthetic}}/metadata.json",
+    log:
+        "results/{synthetic}/logs/dataset_generate.log",
+    benchmark:
+        "results/{synthetic}/dataset/generate.benchmark.tsv"
     wildcard_constraints:
         synthetic="|".join(re.escape(t) for t in SYNTHETIC) or "(?!x)x",
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 1  # the two graphs of the default run generate side by side
+    resources:
+        mem_mb=lambda w: generate_mem_mb(SYNTHETIC[w.synthetic]),
+        runtime=lambda w: generate_runtime(SYNTHETIC[w.synthetic]),
     params:
         cli=CLI,
         out=lambda w, output: str(Path(output[0]).parent),
@@ -23,18 +33,8 @@ checkpoint dataset_generate:
         dim=lambda w: SYNTHETIC[w.synthetic]["dim"],
         hetero=lambda w: "--hetero" if SYNTHETIC[w.synthetic]["hetero"] else "",
         seed=SEED,
-    threads: 1  # the two graphs of the default run generate side by side
-    resources:
-        mem_mb=lambda w: generate_mem_mb(SYNTHETIC[w.synthetic]),
-        runtime=lambda w: generate_runtime(SYNTHETIC[w.synthetic]),
-    log:
-        "results/{synthetic}/logs/dataset_generate.log",
-    benchmark:
-        "results/{synthetic}/dataset/generate.benchmark.tsv"
     message:
         "Generating the synthetic graph {wildcards.synthetic} (size {params.size}, {params.dim}-dim features)"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         # --force: Snakemake has already created the (empty) output folder
         "{params.cli} dataset generate {params.size} --seed {params.seed} {params.hetero} --dim {params.dim} "
@@ -47,24 +47,24 @@ if DS["kind"] == "real":
         output:
             # the download's own completion marker (written last by `lsm-gnn dataset download`)
             f"{DS['raw_root']}/.lsm-gnn-download.json",
+        log:
+            f"{LOGS}/dataset_download.log",
+        benchmark:
+            f"{RES}/dataset/download.benchmark.tsv"
+        conda:
+            "../envs/lsm-gnn.yaml"
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=REAL_RUNTIME_MIN,
         params:
             cli=CLI,
             name=DS["real"],
             size=f"--size {DS['size']}" if DS["size"] else "",
             dest=lambda w, output: str(Path(output[0]).parent.parent),
             base_url=f"--base-url {config['base_url']}" if config["base_url"] else "",
-        threads: 1
-        resources:
-            mem_mb=2000,
-            runtime=REAL_RUNTIME_MIN,
-        log:
-            f"{LOGS}/dataset_download.log",
-        benchmark:
-            f"{RES}/dataset/download.benchmark.tsv"
         message:
             "Downloading {params.name} {params.size} into {params.dest} (resumable; rerun to continue)"
-        conda:
-            "../envs/lsm-gnn.yaml"
         shell:
             "{params.cli} dataset download {params.name} {params.size} --dest {params.dest} {params.base_url} "
             "--no-progress > {log} 2>&1"
@@ -74,24 +74,24 @@ if DS["kind"] == "real":
             f"{DS['raw_root']}/.lsm-gnn-download.json",
         output:
             DATA_META,
+        log:
+            f"{LOGS}/dataset_prepare.log",
+        benchmark:
+            f"{RES}/dataset/prepare.benchmark.tsv"
+        conda:
+            "../envs/lsm-gnn.yaml"
+        threads: 2
+        resources:
+            mem_mb=8000,
+            runtime=REAL_RUNTIME_MIN,
         params:
             cli=CLI,
             name=DS["real"],
             size=f"--size {DS['size']}" if DS["size"] else "",
             raw=lambda w, input: str(Path(input[0]).parent),
             out=lambda w, output: str(Path(output[0]).parent),
-        threads: 2
-        resources:
-            mem_mb=8000,
-            runtime=REAL_RUNTIME_MIN,
-        log:
-            f"{LOGS}/dataset_prepare.log",
-        benchmark:
-            f"{RES}/dataset/prepare.benchmark.tsv"
         message:
             "Preparing {params.name} from {params.raw} into {params.out} (chunked, resumable)"
-        conda:
-            "../envs/lsm-gnn.yaml"
         shell:
             # Snakemake creates the output folder; prepare makes it appear only when complete
             "rmdir {params.out} 2>/dev/null; "
@@ -103,22 +103,22 @@ rule dataset_verify:
         data=dataset_files(DS),
     output:
         f"{RES}/dataset/verify.txt",
-    params:
-        data=data_dir,
-        dataset=DS,
-        seed=SEED,
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: scaled_mem_mb(input, 600, 0.1),
-        runtime=lambda w, input: scaled_runtime(input, 2, 2),
     log:
         f"{LOGS}/dataset_verify.log",
     benchmark:
         f"{RES}/benchmarks/dataset_verify.tsv"
-    message:
-        "Verifying every file of {params.data} against its metadata"
     conda:
         "../envs/lsm-gnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 600, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 2, 2),
+    params:
+        data=data_dir,
+        dataset=DS,
+        seed=SEED,
+    message:
+        "Verifying every file of {params.data} against its metadata"
     script:
         "../scripts/dataset_verify.py"
 
@@ -141,23 +141,23 @@ rule dataset_report:
             category="1. Dataset",
         ),
         fragment=f"{REPORT}/sections/10-dataset.md",
+    log:
+        f"{LOGS}/dataset_report.log",
+    benchmark:
+        f"{RES}/benchmarks/dataset_report.tsv"
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 2, 1),
     params:
         data=data_dir,
         dataset=DS,
         seed=SEED,
         base_url=config["base_url"],
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
-        runtime=lambda w, input: scaled_runtime(input, 2, 1),
-    log:
-        f"{LOGS}/dataset_report.log",
-    benchmark:
-        f"{RES}/benchmarks/dataset_report.tsv"
     message:
         "Describing {params.data}: statistics, degree and PageRank figures"
-    conda:
-        "../envs/report.yaml"
     script:
         "../scripts/dataset_report.py"
 
@@ -165,8 +165,8 @@ rule dataset_report:
 rule dataset:
     input:
         rules.dataset_report.output.fragment,
-    message:
-        "Dataset {params.name} ready at {params.data}"
     params:
         name=DS["name"],
         data=DATA,
+    message:
+        "Dataset {params.name} ready at {params.data}"

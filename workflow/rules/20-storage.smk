@@ -11,6 +11,17 @@ rule storage_bench:
         data=dataset_files(DS),
     output:
         f"{RES}/storage/bench.json",
+    log:
+        f"{LOGS}/storage_bench.log",
+    benchmark:
+        f"{RES}/benchmarks/storage_bench.tsv"
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 2  # alone on the machine: throughput is compared with fio's
+    resources:
+        timed=1,
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1500, 0),
+        runtime=lambda w: storage_runtime(),
     params:
         cli=CLI,
         data=data_dir,
@@ -18,19 +29,8 @@ rule storage_bench:
         batches=csv_list(config["storage_batch_sizes"]),
         seq=csv_list(config["storage_seq_batch_sizes"]),
         fio=config["fio_seconds"],
-    threads: 2  # alone on the machine: throughput is compared with fio's
-    resources:
-        timed=1,
-        mem_mb=lambda w, input: scaled_mem_mb(input, 1500, 0),
-        runtime=lambda w: storage_runtime(),
-    log:
-        f"{LOGS}/storage_bench.log",
-    benchmark:
-        f"{RES}/benchmarks/storage_bench.tsv"
     message:
         "Storage readers vs fio on {params.data} ({params.seconds} s per point)"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} bench storage {params.data} --json --no-progress --seconds {params.seconds} "
         "--batch-sizes {params.batches} --seq-batch-sizes {params.seq} --fio-seconds {params.fio} "
@@ -47,17 +47,17 @@ rule storage_report:
             caption="../report/storage_throughput.rst",
             category="2. Storage",
         ),
-    threads: 1
-    resources:
-        mem_mb=REPORT_MEM_MB,
-        runtime=REPORT_RUNTIME_MIN,
     log:
         f"{LOGS}/storage_report.log",
     benchmark:
         f"{RES}/benchmarks/storage_report.tsv"
-    message:
-        "Storage section of the report"
     conda:
         "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
+    message:
+        "Storage section of the report"
     script:
         "../scripts/storage_report.py"

@@ -22,8 +22,18 @@ rule cache_trace:
         data=dataset_files(DS),
     output:
         f"{RES}/cache/trace-g{{devices}}.npz",
+    log:
+        f"{LOGS}/cache_trace-g{{devices}}.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_trace-g{{devices}}.tsv"
     wildcard_constraints:
         devices=r"\d+",
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 2, 2),
     params:
         cli=CLI,
         data=data_dir,
@@ -31,18 +41,8 @@ rule cache_trace:
         fanouts=FANOUTS,
         batch=BATCH,
         seed=SEED,
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
-        runtime=lambda w, input: scaled_runtime(input, 2, 2),
-    log:
-        f"{LOGS}/cache_trace-g{{devices}}.log",
-    benchmark:
-        f"{RES}/benchmarks/cache_trace-g{{devices}}.tsv"
     message:
         "Recording the {wildcards.devices}-device request trace of {params.data} (batch {params.batch}, fan-outs {params.fanouts})"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} simulate {params.data} --devices {wildcards.devices} --fanouts {params.fanouts} "
         "--batch-size {params.batch} --seed {params.seed} {params.max_batches} "
@@ -57,23 +57,23 @@ rule cache_sweep:
         csv=f"{RES}/cache/sweep-W{{window}}.csv",
         json=f"{RES}/cache/sweep-W{{window}}.json",
         record=f"{RES}/cache/sweep-W{{window}}.record.json",
+    log:
+        f"{LOGS}/cache_sweep-W{{window}}.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_sweep-W{{window}}.tsv"
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 3, 3),
     params:
         cli=CLI,
         data=data_dir,
         fractions=CACHE_FLAGS,
         victim=CACHE_VICTIM,
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
-        runtime=lambda w, input: scaled_runtime(input, 3, 3),
-    log:
-        f"{LOGS}/cache_sweep-W{{window}}.log",
-    benchmark:
-        f"{RES}/benchmarks/cache_sweep-W{{window}}.tsv"
     message:
         "Replaying the trace through every policy at W = {wildcards.window}"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} simulate {params.data} --trace {input.trace} --policy all {params.fractions} "
         "--window {wildcards.window} --victim-depth {params.victim} --out {output.csv} --record {output.record} "
@@ -87,26 +87,26 @@ rule cache_pvp:
         trace=lambda w: [f"{RES}/cache/trace-g1.npz"] if int(w.batch) == BATCH else [],
     output:
         csv=f"{RES}/cache/pvp-b{{batch}}.csv",
+    log:
+        f"{LOGS}/cache_pvp-b{{batch}}.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_pvp-b{{batch}}.tsv"
     wildcard_constraints:
         batch=r"\d+",
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1500, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 5, 5),
     params:
         data=data_dir,
         iterations=lambda w: pvp_iterations(int(w.batch)),
         points=lambda w: pvp_points(int(w.batch)),
         fanouts=FANOUTS,
         seed=SEED,
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: scaled_mem_mb(input, 1500, 0.1),
-        runtime=lambda w, input: scaled_runtime(input, 5, 5),
-    log:
-        f"{LOGS}/cache_pvp-b{{batch}}.log",
-    benchmark:
-        f"{RES}/benchmarks/cache_pvp-b{{batch}}.tsv"
     message:
         "PVP study at batch {wildcards.batch}: hybrid and dynamic with and without the victim buffer"
-    conda:
-        "../envs/lsm-gnn.yaml"
     script:
         "../scripts/pvp_study.py"
 
@@ -117,25 +117,25 @@ rule cache_multidevice:
         trace=f"{RES}/cache/trace-g2.npz",
     output:
         csv=f"{RES}/cache/multidevice-{{mode}}.csv",
+    log:
+        f"{LOGS}/cache_multidevice-{{mode}}.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_multidevice-{{mode}}.tsv"
     wildcard_constraints:
         mode="shared|isolated",
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 2, 2),
     params:
         cli=CLI,
         data=data_dir,
         victim=CACHE_VICTIM,
         fraction=CACHE_FRACTION,
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
-        runtime=lambda w, input: scaled_runtime(input, 2, 2),
-    log:
-        f"{LOGS}/cache_multidevice-{{mode}}.log",
-    benchmark:
-        f"{RES}/benchmarks/cache_multidevice-{{mode}}.tsv"
     message:
         "Simulating 2 devices with {wildcards.mode} caches"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} simulate {params.data} --trace {input.trace} --mode {wildcards.mode} "
         "--policy hybrid --policy lru --cache-fraction {params.fraction} --window 8 --victim-depth {params.victim} "
@@ -147,26 +147,26 @@ rule cache_regime_trace:
         data=dataset_files(DS),
     output:
         temp(f"{RES}/cache/regime-b{{batch}}.trace.npz"),
+    log:
+        f"{LOGS}/cache_regime_trace-b{{batch}}.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_regime_trace-b{{batch}}.tsv"
     wildcard_constraints:
         batch=r"\d+",
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 2, 2),
     params:
         cli=CLI,
         data=data_dir,
         iterations=lambda w: regime_iterations(int(w.batch)),
         fanouts=FANOUTS,
         seed=SEED,
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
-        runtime=lambda w, input: scaled_runtime(input, 2, 2),
-    log:
-        f"{LOGS}/cache_regime_trace-b{{batch}}.log",
-    benchmark:
-        f"{RES}/benchmarks/cache_regime_trace-b{{batch}}.tsv"
     message:
         "Regime sweep: the trace at batch {wildcards.batch} ({params.iterations} iterations)"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} simulate {params.data} --fanouts {params.fanouts} --batch-size {wildcards.batch} "
         "--seed {params.seed} --max-batches {params.iterations} --trace-only --save-trace {output} "
@@ -180,25 +180,25 @@ rule cache_regime:
     output:
         csv=f"{RES}/cache/regime-b{{batch}}.csv",
         json=f"{RES}/cache/regime-b{{batch}}.json",
+    log:
+        f"{LOGS}/cache_regime-b{{batch}}.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_regime-b{{batch}}.tsv"
     wildcard_constraints:
         batch=r"\d+",
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+        runtime=lambda w, input: scaled_runtime(input, 3, 3),
     params:
         cli=CLI,
         data=data_dir,
         fraction=CACHE_FRACTION,
         victim=CACHE_VICTIM,
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
-        runtime=lambda w, input: scaled_runtime(input, 3, 3),
-    log:
-        f"{LOGS}/cache_regime-b{{batch}}.log",
-    benchmark:
-        f"{RES}/benchmarks/cache_regime-b{{batch}}.tsv"
     message:
         "Regime sweep: every policy at batch {wildcards.batch}"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} simulate {params.data} --trace {input.trace} --policy all --cache-fraction {params.fraction} "
         "--window 8 --victim-depth {params.victim} --out {output.csv} --json --no-progress > {output.json} 2> {log}"
@@ -211,6 +211,16 @@ if HETERO is not None:
             data=dataset_files(HETERO),
         output:
             temp(f"{RES}/cache/hetero.trace.npz"),
+        log:
+            f"{LOGS}/cache_hetero_trace.log",
+        benchmark:
+            f"{RES}/benchmarks/cache_hetero_trace.tsv"
+        conda:
+            "../envs/lsm-gnn.yaml"
+        threads: 1
+        resources:
+            mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+            runtime=lambda w, input: scaled_runtime(input, 2, 2),
         params:
             cli=CLI,
             data=data_dir,
@@ -218,18 +228,8 @@ if HETERO is not None:
             fanouts=FANOUTS,
             batch=BATCH,
             seed=SEED,
-        threads: 1
-        resources:
-            mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
-            runtime=lambda w, input: scaled_runtime(input, 2, 2),
-        log:
-            f"{LOGS}/cache_hetero_trace.log",
-        benchmark:
-            f"{RES}/benchmarks/cache_hetero_trace.tsv"
         message:
             "The trace of the heterogeneous graph {params.data} (batch {params.batch}, {params.iterations} iterations)"
-        conda:
-            "../envs/lsm-gnn.yaml"
         shell:
             "{params.cli} simulate {params.data} --fanouts {params.fanouts} --batch-size {params.batch} "
             "--seed {params.seed} --max-batches {params.iterations} --trace-only --save-trace {output} "
@@ -242,23 +242,23 @@ if HETERO is not None:
         output:
             csv=f"{RES}/cache/hetero.csv",
             json=f"{RES}/cache/hetero.json",
+        log:
+            f"{LOGS}/cache_hetero.log",
+        benchmark:
+            f"{RES}/benchmarks/cache_hetero.tsv"
+        conda:
+            "../envs/lsm-gnn.yaml"
+        threads: 1
+        resources:
+            mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+            runtime=lambda w, input: scaled_runtime(input, 3, 3),
         params:
             cli=CLI,
             data=data_dir,
             fraction=CACHE_FRACTION,
             victim=CACHE_VICTIM,
-        threads: 1
-        resources:
-            mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
-            runtime=lambda w, input: scaled_runtime(input, 3, 3),
-        log:
-            f"{LOGS}/cache_hetero.log",
-        benchmark:
-            f"{RES}/benchmarks/cache_hetero.tsv"
         message:
             "Every policy on the heterogeneous graph {params.data}"
-        conda:
-            "../envs/lsm-gnn.yaml"
         shell:
             "{params.cli} simulate {params.data} --trace {input.trace} --policy all --cache-fraction {params.fraction} "
             "--window 8 --victim-depth {params.victim} --out {output.csv} --json --no-progress > {output.json} 2> {log}"
@@ -290,6 +290,16 @@ rule cache_report:
             category="3. Cache policies",
         ),
         regime=f"{RES}/cache/regime.json",
+    log:
+        f"{LOGS}/cache_report.log",
+    benchmark:
+        f"{RES}/benchmarks/cache_report.tsv"
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
     params:
         dataset=DS,
         hetero=HETERO,
@@ -298,18 +308,8 @@ rule cache_report:
         fraction=CACHE_FRACTION,
         windows=config["cache_windows"],
         regime_seeds=config["ratio_seeds"],
-    threads: 1
-    resources:
-        mem_mb=REPORT_MEM_MB,
-        runtime=REPORT_RUNTIME_MIN,
-    log:
-        f"{LOGS}/cache_report.log",
-    benchmark:
-        f"{RES}/benchmarks/cache_report.tsv"
     message:
         "Cache section of the report: policies against the bounds, the regime sweep"
-    conda:
-        "../envs/report.yaml"
     script:
         "../scripts/cache_report.py"
 
@@ -328,6 +328,16 @@ rule pvp_report:
             category="4. Victim buffer (PVP)",
         ),
         summary=f"{RES}/cache/pvp.json",
+    log:
+        f"{LOGS}/pvp_report.log",
+    benchmark:
+        f"{RES}/benchmarks/pvp_report.tsv"
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
     params:
         dataset=DS,
         fraction=CACHE_FRACTION,
@@ -335,17 +345,7 @@ rule pvp_report:
         windows=PVP_WINDOWS,
         batches=PVP_BATCHES,
         config_share=PVP_CONFIG_SHARE,
-    threads: 1
-    resources:
-        mem_mb=REPORT_MEM_MB,
-        runtime=REPORT_RUNTIME_MIN,
-    log:
-        f"{LOGS}/pvp_report.log",
-    benchmark:
-        f"{RES}/benchmarks/pvp_report.tsv"
     message:
         "PVP section of the report: the victim buffer's regime"
-    conda:
-        "../envs/report.yaml"
     script:
         "../scripts/pvp_report.py"

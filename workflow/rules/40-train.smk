@@ -11,8 +11,20 @@ rule train_run:
         data=dataset_files(DS),
     output:
         f"{RES}/train/{{system}}.json",
+    log:
+        f"{LOGS}/train_{{system}}.log",
+    benchmark:
+        f"{RES}/benchmarks/train_{{system}}.tsv"
     wildcard_constraints:
         system="lsm|memory",
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 2  # alone on the machine: epoch times are compared
+    resources:
+        timed=1,
+        # the in-memory ideal holds every feature row in memory
+        mem_mb=lambda w, input: scaled_mem_mb(input, 2500, 1.0 if w.system == "memory" else 0.2),
+        runtime=lambda w, input: scaled_runtime(input, 5, 4),
     params:
         cli=CLI,
         data=data_dir,
@@ -25,20 +37,8 @@ rule train_run:
         fraction=CACHE_FRACTION,
         window=TRAIN_WINDOW,
         eval_nodes=config["train_eval_nodes"] or "null",
-    threads: 2  # alone on the machine: epoch times are compared
-    resources:
-        timed=1,
-        # the in-memory ideal holds every feature row in memory
-        mem_mb=lambda w, input: scaled_mem_mb(input, 2500, 1.0 if w.system == "memory" else 0.2),
-        runtime=lambda w, input: scaled_runtime(input, 5, 4),
-    log:
-        f"{LOGS}/train_{{system}}.log",
-    benchmark:
-        f"{RES}/benchmarks/train_{{system}}.tsv"
     message:
         "Training {params.model} with the {wildcards.system} configuration ({params.epochs} epochs, batch {params.batch})"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} train --config {wildcards.system} --dataset {params.data} --epochs {params.epochs} "
         "--model {params.model} --seed {params.seed} --batch-size {params.batch} --fanouts {params.fanouts} "
@@ -68,20 +68,20 @@ rule train_report:
             category="5. Training on one device",
         ),
         fragment=f"{REPORT}/sections/40-train.md",
-    params:
-        dataset=DS,
-        data=meta_dir,
-    threads: 1
-    resources:
-        mem_mb=REPORT_MEM_MB,
-        runtime=REPORT_RUNTIME_MIN,
     log:
         f"{LOGS}/train_report.log",
     benchmark:
         f"{RES}/benchmarks/train_report.tsv"
-    message:
-        "Training section of the report"
     conda:
         "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
+    params:
+        dataset=DS,
+        data=meta_dir,
+    message:
+        "Training section of the report"
     script:
         "../scripts/train_report.py"

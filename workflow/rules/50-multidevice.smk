@@ -14,25 +14,25 @@ rule multidevice_bench:
         trace=f"{RES}/cache/trace-g2.npz",
     output:
         f"{RES}/multidevice/bench.json",
+    log:
+        f"{LOGS}/multidevice_bench.log",
+    benchmark:
+        f"{RES}/benchmarks/multidevice_bench.tsv"
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 2
+    resources:
+        timed=1,
+        mem_mb=lambda w, input: scaled_mem_mb(input, 2500, 0.3),
+        runtime=lambda w, input: scaled_runtime(input, 4, 3),
     params:
         cli=CLI,
         data=data_dir,
         batches=config["multidevice_batches"],
         warmup=config["multidevice_warmup"],
         cache=CACHE_FRACTION,
-    threads: 2
-    resources:
-        timed=1,
-        mem_mb=lambda w, input: scaled_mem_mb(input, 2500, 0.3),
-        runtime=lambda w, input: scaled_runtime(input, 4, 3),
-    log:
-        f"{LOGS}/multidevice_bench.log",
-    benchmark:
-        f"{RES}/benchmarks/multidevice_bench.tsv"
     message:
         "Replaying {params.batches} iterations of the 2-device trace: shared, isolated, one device"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} bench multidevice {params.data} --devices 2 --trace {input.trace} "
         "--batches {params.batches} --warmup {params.warmup} --cache-fraction {params.cache} --window 8 --json "
@@ -44,6 +44,19 @@ rule multidevice_train:
         data=dataset_files(DS),
     output:
         f"{RES}/multidevice/train-{{mode}}.json",
+    log:
+        f"{LOGS}/multidevice_train-{{mode}}.log",
+    benchmark:
+        f"{RES}/benchmarks/multidevice_train-{{mode}}.tsv"
+    wildcard_constraints:
+        mode="shared|isolated|one",
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 2
+    resources:
+        timed=1,
+        mem_mb=lambda w, input: scaled_mem_mb(input, 3000, 0.3),
+        runtime=lambda w, input: scaled_runtime(input, 4, 3),
     params:
         cli=CLI,
         data=data_dir,
@@ -56,21 +69,8 @@ rule multidevice_train:
         batch=BATCH,
         fanouts=FANOUTS,
         seed=SEED,
-    wildcard_constraints:
-        mode="shared|isolated|one",
-    threads: 2
-    resources:
-        timed=1,
-        mem_mb=lambda w, input: scaled_mem_mb(input, 3000, 0.3),
-        runtime=lambda w, input: scaled_runtime(input, 4, 3),
-    log:
-        f"{LOGS}/multidevice_train-{{mode}}.log",
-    benchmark:
-        f"{RES}/benchmarks/multidevice_train-{{mode}}.tsv"
     message:
         "Short 2-rank training run: {wildcards.mode}"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} train --dataset {params.data} --devices {params.devices} --epochs 1 --model {params.model} "
         "--batch-size {params.batch} --fanouts {params.fanouts} --seed {params.seed} "
@@ -90,20 +90,20 @@ rule multidevice_report:
             caption="../report/multidevice.rst",
             category="6. Multi-device",
         ),
-    params:
-        dataset=DS,
-        data=meta_dir,
-    threads: 1
-    resources:
-        mem_mb=REPORT_MEM_MB,
-        runtime=REPORT_RUNTIME_MIN,
     log:
         f"{LOGS}/multidevice_report.log",
     benchmark:
         f"{RES}/benchmarks/multidevice_report.tsv"
-    message:
-        "Multi-device section of the report"
     conda:
         "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
+    params:
+        dataset=DS,
+        data=meta_dir,
+    message:
+        "Multi-device section of the report"
     script:
         "../scripts/multidevice_report.py"

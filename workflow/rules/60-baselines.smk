@@ -12,16 +12,20 @@ REPORT_FRAGMENTS.append(f"{REPORT}/sections/60-baselines.md")
 rule baselines_run:
     input:
         data=dataset_files(DS),
-        previous=lambda w: bl_previous(
-            f"{RES}/baselines/{w.system}-d{w.devices}-c{w.cache}-{w.mode}-r{w.repeat}.json"
-        ),
+        previous=lambda w: bl_previous(f"{RES}/baselines/{w.system}-d{w.devices}-c{w.cache}-{w.mode}-r{w.repeat}.json"),
     output:
         f"{RES}/baselines/{{system}}-d{{devices}}-c{{cache}}-{{mode}}-r{{repeat}}.json",
+    log:
+        f"{LOGS}/baselines-{{system}}-d{{devices}}-c{{cache}}-{{mode}}-r{{repeat}}.log",
+    benchmark:
+        f"{RES}/benchmarks/baselines-{{system}}-d{{devices}}-c{{cache}}-{{mode}}-r{{repeat}}.tsv"
     wildcard_constraints:
         system="lsm|isolated|mmap|direct|memory",
         devices=r"\d+",
         repeat=r"\d+",
         mode=r"[A-Za-z0-9_.]+",
+    conda:
+        "../envs/lsm-gnn.yaml"
     threads: 2
     resources:
         timed=1,
@@ -34,15 +38,9 @@ rule baselines_run:
         cache=bl_cache,
         sets=BL_SETS,
         mode_sets=bl_mode_sets,
-    log:
-        f"{LOGS}/baselines-{{system}}-d{{devices}}-c{{cache}}-{{mode}}-r{{repeat}}.log",
-    benchmark:
-        f"{RES}/benchmarks/baselines-{{system}}-d{{devices}}-c{{cache}}-{{mode}}-r{{repeat}}.tsv"
     message:
         "Baseline {wildcards.system} on {wildcards.devices} device(s), memory {wildcards.cache}, accelerator "
         "{wildcards.mode} (run {wildcards.repeat})"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} run --system {wildcards.system} --dataset {params.data} "
         "--devices {wildcards.devices} --set cache.capacity_fraction={params.cache} {params.sets} {params.mode_sets} "
@@ -52,14 +50,18 @@ rule baselines_run:
 rule baselines_distdgl:
     input:
         data=dataset_files(DS),
-        previous=lambda w: bl_previous(
-            f"{RES}/baselines/distdgl-m{w.machines}-t{w.trainers}-{w.mode}-r{w.repeat}.json"
-        ),
+        previous=lambda w: bl_previous(f"{RES}/baselines/distdgl-m{w.machines}-t{w.trainers}-{w.mode}-r{w.repeat}.json"),
     output:
         f"{RES}/baselines/distdgl-m{{machines}}-t{{trainers}}-{{mode}}-r{{repeat}}.json",
+    log:
+        f"{LOGS}/baselines-distdgl-m{{machines}}-t{{trainers}}-{{mode}}-r{{repeat}}.log",
+    benchmark:
+        f"{RES}/benchmarks/baselines-distdgl-m{{machines}}-t{{trainers}}-{{mode}}-r{{repeat}}.tsv"
     wildcard_constraints:
         repeat=r"\d+",
         mode=r"[A-Za-z0-9_.]+",
+    conda:
+        "../envs/lsm-gnn.yaml"
     threads: 2
     resources:
         timed=1,
@@ -71,15 +73,9 @@ rule baselines_distdgl:
         data=data_dir,
         sets=BL_SETS,
         mode_sets=bl_mode_sets,
-    log:
-        f"{LOGS}/baselines-distdgl-m{{machines}}-t{{trainers}}-{{mode}}-r{{repeat}}.log",
-    benchmark:
-        f"{RES}/benchmarks/baselines-distdgl-m{{machines}}-t{{trainers}}-{{mode}}-r{{repeat}}.tsv"
     message:
         "Baseline Dist-DGL on {wildcards.machines} emulated machines x {wildcards.trainers} trainers, accelerator "
         "{wildcards.mode} (run {wildcards.repeat})"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         "{params.cli} run --system distdgl --dataset {params.data} --machines {wildcards.machines} "
         "--trainers {wildcards.trainers} {params.sets} {params.mode_sets} --record {output} --no-progress > {log} 2>&1"
@@ -112,6 +108,16 @@ rule baselines_report:
             caption="../report/baselines_storage.rst",
             category="7. Baselines",
         ),
+    log:
+        f"{LOGS}/baselines_report.log",
+    benchmark:
+        f"{RES}/benchmarks/baselines_report.tsv"
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
     params:
         dataset=DS,
         data=meta_dir,
@@ -120,17 +126,7 @@ rule baselines_report:
         timed=config["baselines_timed"],
         fraction=CACHE_FRACTION,
         distdgl=BL_DISTDGL,
-    threads: 1
-    resources:
-        mem_mb=REPORT_MEM_MB,
-        runtime=REPORT_RUNTIME_MIN,
-    log:
-        f"{LOGS}/baselines_report.log",
-    benchmark:
-        f"{RES}/benchmarks/baselines_report.tsv"
     message:
         "Baselines section of the report"
-    conda:
-        "../envs/report.yaml"
     script:
         "../scripts/baselines_report.py"

@@ -15,23 +15,23 @@ rule projection:
     output:
         validate=f"{RES}/projection/validate-this-machine.json",
         paper=f"{RES}/projection/paper.json",
-    params:
-        cli=CLI,
-        # emulated runs: the train step is a known wait, the rest is the model's (10 %); real compute: 20 %
-        tolerance=0.10 if BL_EMULATED else 0.20,
+    log:
+        f"{LOGS}/projection.log",
+    benchmark:
+        f"{RES}/benchmarks/projection.tsv"
+    conda:
+        "../envs/lsm-gnn.yaml"
     threads: 2  # alone on the machine: a record without its own CPU speed index is calibrated now
     resources:
         timed=1,
         mem_mb=1500,
         runtime=10,
-    log:
-        f"{LOGS}/projection.log",
-    benchmark:
-        f"{RES}/benchmarks/projection.tsv"
+    params:
+        cli=CLI,
+        # emulated runs: the train step is a known wait, the rest is the model's (10 %); real compute: 20 %
+        tolerance=0.10 if BL_EMULATED else 0.20,
     message:
         "Projecting the baseline records on this machine (validation) and on the paper's setting"
-    conda:
-        "../envs/lsm-gnn.yaml"
     shell:
         # --validate exits 1 when a system is beyond the tolerance: the report says so, the run goes on
         "({params.cli} project --validate {input.runs} --hardware this-machine --storage-from {input.storage} "
@@ -60,20 +60,20 @@ rule projection_report:
             category="8. Projection",
         ),
         paper_range=f"{RES}/projection/paper-range.json",
-    params:
-        batch=BATCH,
-        paper_batch=PAPER_BATCH,
-    threads: 1
-    resources:
-        mem_mb=REPORT_MEM_MB,
-        runtime=REPORT_RUNTIME_MIN,
     log:
         f"{LOGS}/projection_report.log",
     benchmark:
         f"{RES}/benchmarks/projection_report.tsv"
-    message:
-        "Projection section of the report"
     conda:
         "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
+    params:
+        batch=BATCH,
+        paper_batch=PAPER_BATCH,
+    message:
+        "Projection section of the report"
     script:
         "../scripts/projection_report.py"

@@ -16,24 +16,24 @@ rule figures:
         pvp=f"{RES}/cache/pvp.json",
     output:
         figures=f"{REPORT}/figures.json",
+    log:
+        f"{LOGS}/figures.log",
+    benchmark:
+        f"{RES}/benchmarks/figures.tsv"
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
     params:
         data=data_dir,
         batch=BATCH,
         fraction=CACHE_FRACTION,
         config_share=PVP_CONFIG_SHARE,
         config=config,
-    threads: 1
-    resources:
-        mem_mb=REPORT_MEM_MB,
-        runtime=REPORT_RUNTIME_MIN,
-    log:
-        f"{LOGS}/figures.log",
-    benchmark:
-        f"{RES}/benchmarks/figures.tsv"
     message:
         "The report's hardware-independent figures (figures.json)"
-    conda:
-        "../envs/report.yaml"
     script:
         "../scripts/figures_report.py"
 
@@ -52,20 +52,20 @@ rule verdicts:
         ),
         timings=f"{REPORT}/timings.json",
         machine=f"{REPORT}/machine.json",
-    params:
-        batch=BATCH,
-        paper_batch=PAPER_BATCH,
-    threads: 1
-    resources:
-        mem_mb=REPORT_MEM_MB,
-        runtime=REPORT_RUNTIME_MIN,
     log:
         f"{LOGS}/verdicts.log",
     benchmark:
         f"{RES}/benchmarks/verdicts.tsv"
-    message:
-        "Verdicts on the paper's claims"
     conda:
         "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
+    params:
+        batch=BATCH,
+        paper_batch=PAPER_BATCH,
+    message:
+        "Verdicts on the paper's claims"
     script:
         "../scripts/verdicts_report.py"

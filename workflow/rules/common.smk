@@ -51,16 +51,12 @@ validate(config, str(Path(workflow.basedir) / "schemas" / "config.schema.yaml"))
 CLI = "python -m lsm_gnn.cli"
 os.environ.update(
     PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-    PYTHONPATH=os.pathsep.join(
-        p for p in [str(REPO_DIR), os.environ.get("PYTHONPATH", "")] if p
-    ),
+    PYTHONPATH=os.pathsep.join(p for p in [str(REPO_DIR), os.environ.get("PYTHONPATH", "")] if p),
 )
 
 
 # ---- which dataset ---------------------------------------------------------------------------------
-SYNTHETIC_RE = re.compile(
-    r"^synthetic(?P<hetero>-hetero)?-(?P<size>tiny|small|medium|[0-9]+)$"
-)
+SYNTHETIC_RE = re.compile(r"^synthetic(?P<hetero>-hetero)?-(?P<size>tiny|small|medium|[0-9]+)$")
 REAL_RE = re.compile(
     r"^(?P<name>igb|igbh)-(?P<size>tiny|small|medium|large|full)$|^(?P<single>ogbn-papers100M|mag240m)$"
 )
@@ -78,11 +74,7 @@ DATASET_FORMS = (
 def resolve_dataset(cfg: dict) -> dict:
     """What `dataset` (or its alias `size`) names: kind (synthetic | real | path), the folder the
     runs read, the tag naming results/<tag> and reports/<tag>, and whether it is heterogeneous."""
-    name = (
-        f"synthetic-{cfg['size']}"
-        if cfg.get("size") not in (None, "")
-        else str(cfg["dataset"])
-    )
+    name = f"synthetic-{cfg['size']}" if cfg.get("size") not in (None, "") else str(cfg["dataset"])
     data_dir = cfg["data_dir"]
     m = SYNTHETIC_RE.match(name)
     if m:
@@ -121,9 +113,7 @@ def resolve_dataset(cfg: dict) -> dict:
             f"(no {path / 'metadata.json'}); expected {DATASET_FORMS}"
         )
     meta = json.loads((path / "metadata.json").read_text())
-    hetero = (
-        len(meta.get("node_types", {})) != 1 or len(meta.get("edge_types", {})) != 1
-    )
+    hetero = len(meta.get("node_types", {})) != 1 or len(meta.get("edge_types", {})) != 1
     return {
         "kind": "path",
         "name": meta.get("name") or path.name,
@@ -146,11 +136,7 @@ SEED = int(config["seed"])
 BATCH = int(config["batch_size"])
 FANOUTS = str(config["fanouts"]).replace(" ", "")
 FANOUT_LIST = f"[{FANOUTS}]"
-MODEL = (
-    config["model"]
-    if config["model"] != "auto"
-    else ("rsage" if DS["hetero"] else "sage")
-)
+MODEL = config["model"] if config["model"] != "auto" else ("rsage" if DS["hetero"] else "sage")
 CACHE_FRACTION = float(config["cache_fraction"])
 
 # Synthetic graphs this run generates: the dataset itself and the heterogeneous graph the cache
@@ -232,9 +218,7 @@ def source_benchmarks(_wildcards=None):
 # ---- the cache section's matrix (30-cache.smk) ------------------------------------------------------
 CACHE_VICTIM = str(config["cache_victim_depth"] or "config")
 CACHE_FLAGS = " ".join(f"--cache-fraction {f}" for f in config["cache_fractions"])
-CACHE_MAX_BATCHES = (
-    f"--max-batches {config['cache_max_batches']}" if config["cache_max_batches"] else ""
-)
+CACHE_MAX_BATCHES = f"--max-batches {config['cache_max_batches']}" if config["cache_max_batches"] else ""
 REGIME_BATCHES = [int(b) for b in config["ratio_batch_sizes"]]
 PAPER_BATCH = int(config["paper_batch_size"])
 PVP_BATCHES = sorted({int(b) for b in config["pvp_batch_sizes"]} | {BATCH, PAPER_BATCH})
@@ -266,14 +250,11 @@ def pvp_points(batch: int) -> list[dict]:
         for w in PVP_WINDOWS
     ]
     # static without the buffer (it reads no window): claim (c) without the buffer
-    pts.append(
-        dict(policy="static", fraction=CACHE_FRACTION, window=8, victim=False, host=None)
-    )
+    pts.append(dict(policy="static", fraction=CACHE_FRACTION, window=8, victim=False, host=None))
     for h in sorted(set(PVP_SHARES) | {PVP_CONFIG_SHARE}):
         for w in PVP_WINDOWS if h == PVP_CONFIG_SHARE else [8]:
             pts += [
-                dict(policy=p, fraction=CACHE_FRACTION, window=w, victim=True, host=h)
-                for p in ("hybrid", "dynamic")
+                dict(policy=p, fraction=CACHE_FRACTION, window=w, victim=True, host=h) for p in ("hybrid", "dynamic")
             ]
     pts += [
         dict(policy="hybrid", fraction=float(f), window=8, victim=True, host=PVP_CONFIG_SHARE)
@@ -317,11 +298,7 @@ BL_SETS = (
 # `baselines_real_runs` runs that really train, for the loss and accuracy. No accelerator: only
 # real runs (`baselines_repeats` of them).
 BL_ACC = config["baselines_accelerator"]
-BL_EMU_SETS = (
-    f"--set train.accelerator=emulated --set train.accelerator_profile={BL_ACC}"
-    if BL_ACC
-    else ""
-)
+BL_EMU_SETS = f"--set train.accelerator=emulated --set train.accelerator_profile={BL_ACC}" if BL_ACC else ""
 BL_MODES = ([(BL_ACC, int(config["baselines_repeats"]))] if BL_ACC else []) + [
     (
         "real",
@@ -329,12 +306,7 @@ BL_MODES = ([(BL_ACC, int(config["baselines_repeats"]))] if BL_ACC else []) + [
     )
 ]
 BL_CONFIGS = (
-    [
-        f"{s}-d{d}-c{c}"
-        for s in BL_CACHED
-        for d in config["baselines_devices"]
-        for c in config["baselines_cache"]
-    ]
+    [f"{s}-d{d}-c{c}" for s in BL_CACHED for d in config["baselines_devices"] for c in config["baselines_cache"]]
     + [f"{s}-d{d}-c0" for s in BL_UNCACHED for d in config["baselines_devices"]]
     + (["distdgl-m2-t2"] if BL_DISTDGL else [])
 )

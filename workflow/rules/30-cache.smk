@@ -219,7 +219,7 @@ if HETERO is not None:
             "../envs/lsm-gnn.yaml"
         threads: 1
         resources:
-            mem_mb=lambda w, input: scaled_mem_mb(input, 1000, 0.1),
+            mem_mb=lambda w, input: scaled_mem_mb(input, 1500, 0.1),
             runtime=lambda w, input: scaled_runtime(input, 2, 2),
         params:
             cli=CLI,

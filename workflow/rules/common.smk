@@ -339,10 +339,12 @@ def bl_cache(wildcards):
 
 
 # ---- resources: what each job asks a scheduler for -------------------------------------------------
-# Measured with the benchmark file of each job (max RSS in MB, wall seconds) on the 2-core VM; the
-# jobs that read the dataset scale with its feature bytes (metadata.json: features.file_bytes), as
-# base + per-GiB x feature GiB. Headroom: memory 1.5x the measured peak, runtime 3x the measured wall
-# time (the VM's load moves wall times by up to 2x), rounded up. docs/workflow.md gives the figures.
+# Measured with the benchmark file of every job (results/<tag>/benchmarks/*.tsv: max RSS summed over
+# the job's processes, wall seconds) in a synthetic-tiny reproduction on the 2-core VM, run beside a
+# second one (so wall times are about 2x an idle machine's). The jobs that read the dataset scale
+# with its feature bytes (metadata.json: features.file_bytes) as base + a factor x feature MB.
+# Headroom: at least 1.3x the measured peak memory and 3x the measured wall time, rounded up; the
+# figures per rule are in docs/workflow.md ("Resources").
 REPORT_MEM_MB = 1500
 REPORT_RUNTIME_MIN = 10
 # a download or preparation of a real dataset: bounded by the network and the disk, not measured

@@ -160,6 +160,14 @@ if config.get("hetero_size") not in (None, ""):
         "dim": HETERO["dim"],
     }
 
+
+def report_front_page() -> str:
+    """The front page of `snakemake --report`: the description with the verdicts (rule verdicts_rst)
+    once a run wrote it, the description alone before."""
+    front = Path(f"{REPORT}/report-front.rst")
+    return str(front.resolve()) if front.exists() else "report/workflow.rst"
+
+
 # Each rules file appends the report fragments (markdown) its rules produce; the report's
 # stitching job joins them in this order.
 REPORT_FRAGMENTS = []

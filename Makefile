@@ -11,7 +11,7 @@ CORES ?= 2
 ASV_ARGS ?=
 export DGLBACKEND := pytorch
 
-.PHONY: env tools reproduce report lint test bench bench-compare clean-results reference compare-reference
+.PHONY: env tools reproduce report lint test kill-test bench bench-compare clean-results reference compare-reference
 
 env: $(VENV)/.installed tools
 
@@ -33,8 +33,10 @@ $(VENV)/.installed: requirements.txt pyproject.toml setup.py
 	@touch $@
 
 SNAKEMAKE_CONFIG = $(if $(strip $(DATASET)$(SIZE)),--config $(if $(DATASET),dataset=$(DATASET)) $(if $(SIZE),size=$(SIZE)))
+# workflow/scripts/reproduce.sh: a run killed at any moment is picked up by the next `make reproduce`
+# (it removes the lock a killed Snakemake leaves, only when no other run of it is alive here)
 reproduce: env
-	$(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(CORES) $(SNAKEMAKE_CONFIG)
+	bash workflow/scripts/reproduce.sh $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(CORES) $(SNAKEMAKE_CONFIG)
 
 # Snakemake's own report of a finished reproduction (same DATASET / SIZE): every figure and table
 # with its caption, the verdicts first, the provenance of each output; beside report.md.
@@ -52,7 +54,13 @@ lint: env
 # 251 s with 2 workers on the otherwise idle machine (the workflow test alone: about 2 minutes).
 TEST_WORKERS ?= 2
 test: env
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not kill" tests $(PYTEST_ARGS)
+
+# The workflow killed with SIGKILL at 10 seeded random moments and rerun each time
+# (tests/test_workflow_kill.py; docs/workflow.md): its own target and CI step, as it runs the
+# shrunk synthetic-tiny reproduction about 12 times. KILL_TEST_FULL=1: the default tiny matrix.
+kill-test: env
+	$(PY) -m pytest -q -s -m kill tests/test_workflow_kill.py $(PYTEST_ARGS)
 
 # asv builds the project at the benchmarked commit in its own virtualenv (asv.conf.json; the first
 # run creates it: a few minutes), runs the tip of main, and writes the HTML to .asv/html.

@@ -11,7 +11,7 @@ CORES ?= 2
 ASV_ARGS ?=
 export DGLBACKEND := pytorch
 
-.PHONY: env tools reproduce report lint test kill-test bench bench-compare clean-results reference compare-reference
+.PHONY: env tools reproduce report lint test kill-test slurm-test bench bench-compare clean-results reference compare-reference
 
 env: $(VENV)/.installed tools
 
@@ -54,13 +54,18 @@ lint: env
 # 251 s with 2 workers on the otherwise idle machine (the workflow test alone: about 2 minutes).
 TEST_WORKERS ?= 2
 test: env
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not kill" tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not kill and not slurm" tests $(PYTEST_ARGS)
 
 # The workflow killed with SIGKILL at 10 seeded random moments and rerun each time
 # (tests/test_workflow_kill.py; docs/workflow.md): its own target and CI step, as it runs the
 # shrunk synthetic-tiny reproduction about 12 times. KILL_TEST_FULL=1: the default tiny matrix.
 kill-test: env
 	$(PY) -m pytest -q -s -m kill tests/test_workflow_kill.py $(PYTEST_ARGS)
+
+# The workflow as SLURM jobs on a one-node cluster started here (tests/slurm/cluster.sh installs
+# Debian's slurm-wlm and munge when missing, as root) against a local run (tests/test_workflow_slurm.py)
+slurm-test: env
+	$(PY) -m pytest -q -s -m slurm tests/test_workflow_slurm.py $(PYTEST_ARGS)
 
 # asv builds the project at the benchmarked commit in its own virtualenv (asv.conf.json; the first
 # run creates it: a few minutes), runs the tip of main, and writes the HTML to .asv/html.

@@ -385,7 +385,10 @@ def test_bench_compare_on_an_emulated_device_reports_its_profile_scale_spread_an
     import lsm_gnn.storage.pagecache as pc
 
     monkeypatch.setattr(pc, "drop_file_cache", lambda p: dropped.append(p))
-    monkeypatch.setattr(bench, "fio_limit", lambda cfg, **kw: {"available": True, "best_iops": 5e4, "best_depth": 64})
+    monkeypatch.setattr(bench, "fio_limit", lambda cfg, **kw: {"available": True, "best_iops": 9e4, "best_depth": 64})
+    # the IOPS cap is the median of the disk probes, not fio's best moment (9e4)
+    probes = iter([6e4, 4e4, 5e4])
+    monkeypatch.setattr(bench, "disk_probe", lambda cfg, **kw: next(probes))
     import lsm_gnn.storage.bench as sb
 
     monkeypatch.setattr(sb, "run_fio", lambda fio, path, size, seconds, job: {
@@ -397,6 +400,7 @@ def test_bench_compare_on_an_emulated_device_reports_its_profile_scale_spread_an
     # the vm profile was filled from fio now and every run read it
     m = res["storage_profile_measured"]
     assert m["ssd"] == {"iops": 5e4, "bandwidth": 5e8, "latency_s": 8e-5, "max_queue_depth": None}
+    assert m["measured"]["probes_iops"] == [6e4, 4e4, 5e4] and m["measured"]["random"]["best_iops"] == 9e4
     assert {p for _, _, p, _ in seen} == {m["path"]} and load_device_profile(m["path"]).ssd.iops == 5e4
     assert res["storage_profile"] == "vm" and res["time_scale"] == 4.0 and res["time_label"] == "emulated at scale 4"
     # times divided back by S; each system's spread; the validation of this output alone

@@ -15,7 +15,8 @@ from lsm_gnn.config import StorageConfig, load_config
 from lsm_gnn.storage.device_model import (PACKAGED, ClockState, DeviceProfile, SSDModel, device_reads_seconds,
                                           load_device_profile, read_pages, reads_seconds, schedule, stripe)
 from lsm_gnn.storage.emulated import (CLOCK_ENV, LATENESS_LIMIT, EmulatedDevice, device_clock_env,
-                                      emulation_summary, open_emulated, shared_clock_path)
+                                      emulation_summary, open_emulated, shared_clock_path,
+                                      timed_window_begin, timed_window_end, timed_windows_reset)
 from lsm_gnn.utils.errors import ConfigError, DataError, InputError
 
 SSD = SSDModel(iops=100_000, bandwidth=200e6, latency_s=100e-6, max_queue_depth=64)
@@ -179,6 +180,87 @@ def test_lateness_past_one_percent_of_the_storage_time_makes_the_run_invalid(ds)
     assert bad["lateness_fraction"] > LATENESS_LIMIT and not bad["valid"] and "late" in bad["invalid_cause"]
     both = emulation_summary([ok["raw"][0], bad["raw"][0]], 1.0)
     assert both["lateness_s"] == pytest.approx(bad["lateness_s"]) and both["batches"] == 6
+
+
+class SlowCopyClock(FakeClock):
+    """A FakeClock whose copy takes `copy_ns`: the store reads the clock at submission and after the
+    copy, so every second reading is `copy_ns` later."""
+
+    def __init__(self, copy_ns, **kw):
+        super().__init__(copy_ns=copy_ns, **kw)
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.calls % 2 == 0:
+            self.now += self.copy_ns
+        return self.now
+
+
+def test_only_batches_handed_back_inside_the_timed_window_decide_validity(ds):
+    clock = FakeClock(late_ns=50_000)
+    try:
+        with _emulated(ds, clock) as store:
+            for k in range(3):  # warm-up: late, outside the window
+                store.read_rows(np.arange(k, 600, 7))
+            clock.late_ns = 0
+            timed_window_begin(clock.now)
+            for k in range(3):
+                store.read_rows(np.arange(k, 600, 7))
+            timed_window_end(clock.now)
+            st = store.emulation_stats()
+    finally:
+        timed_windows_reset()
+    assert st["window"] == "timed" and st["batches"] == 3 and st["lateness_s"] == 0 and st["valid"]
+    every = st["raw"][0]["all_batches"]
+    assert every["batches"] == 6 and every["late_ns"] == 3 * 50_000
+    # the latest batches are named by their index in the run (the warm-up's, here)
+    assert {b[0] for b in every["worst_batches"][:3]} == {0, 1, 2}
+
+
+def test_without_a_timed_window_every_batch_decides_validity(ds):
+    timed_windows_reset()
+    clock = FakeClock(late_ns=50_000)
+    with _emulated(ds, clock) as store:
+        for k in range(3):
+            store.read_rows(np.arange(k, 600, 7))
+        st = store.emulation_stats()
+    assert st["window"] == "all" and st["batches"] == 3 and st["lateness_s"] == pytest.approx(150e-6)
+
+
+def test_a_copy_slower_than_the_model_is_its_overshoot_and_keeps_the_run_invalid(ds):
+    timed_windows_reset()
+    slow = SlowCopyClock(copy_ns=5_000_000)  # 5 ms per batch: far beyond the model's ~0.2 ms
+    with _emulated(ds, slow) as store:
+        for k in range(3):
+            store.read_rows(np.arange(k, 600, 7))
+        st = store.emulation_stats()
+    raw = st["raw"][0]
+    assert not st["valid"] and st["copy_late_batches"] == 3
+    # the whole lateness is the copy's: it ended after the deadline and the wait returned at once
+    assert raw["copy_over_ns"] == raw["late_ns"] and raw["wake_late_ns"] == 0
+    assert st["copy_over_s"] == pytest.approx(st["lateness_s"])
+    assert "of which the copy's overshoot 0.0" in st["invalid_cause"] and not st["valid"]
+
+
+def test_the_copys_time_off_the_cpu_is_its_wall_time_less_its_threads_cpu_time(ds):
+    timed_windows_reset()
+    slow = SlowCopyClock(copy_ns=5_000_000)  # the fake clock's 5 ms pass without any CPU work
+    with _emulated(ds, slow) as store:
+        store.read_rows(np.arange(0, 600, 7))
+        raw = store.emulation_stats()["raw"][0]
+    # the real copy took well under 5 ms of CPU: nearly all of the copy's 5 ms was off the CPU
+    assert 4_000_000 < raw["copy_off_cpu_ns"] <= 5_000_000
+    assert len(raw["worst_batches"][0]) == 4 and raw["worst_batches"][0][3] == raw["copy_off_cpu_ns"]
+
+
+def test_a_starved_copy_is_named_as_the_machines_load(ds):
+    raw = {"batches": 10, "reads": 100, "storage_ns": 1_000_000_000, "late_ns": 20_000_000, "late_p99_ns": 3e6,
+           "late_max_ns": 4_000_000, "copy_ns": 5, "copy_late_batches": 4, "copy_over_ns": 20_000_000,
+           "copy_off_cpu_ns": 15_000_000, "window": "timed"}
+    st = emulation_summary([raw], 8.0)
+    assert not st["valid"] and st["copy_off_cpu_s"] == pytest.approx(0.015) and st["window"] == "timed"
+    assert "other work held the CPU" in st["invalid_cause"]
 
 
 def test_time_scale_stretches_the_models_time_by_s(ds):

@@ -317,7 +317,7 @@ class EmulatedStore(BufferedStore):
         end = np.asarray(self._end, np.int64)
         inside = np.zeros(len(end), bool)
         for a, b in windows:
-            inside |= (end >= a) & (end <= b)
+            inside |= (end > a) & (end <= b)
         if not windows:
             inside[:] = True
         out = _pacing(self, inside)

@@ -490,3 +490,20 @@ def test_bench_compare_on_an_emulated_device_reports_its_profile_scale_spread_an
     assert res["systems"]["lsm"]["spread"] == 0.0 and res["validation"]["replication"]["ok"]
     # only the run that does not read through the emulated device (mmap) starts with the file dropped
     assert len(dropped) == 2 + 2  # fio's drops (qd1, sequential) + mmap's two runs
+
+
+def test_the_training_loop_judges_the_pacing_on_its_timed_iterations(ds):
+    from lsm_gnn.train.loop import run_training
+
+    cfg = load_config(None, {"dataset.path": str(ds.root), "storage.reader": "direct", "storage.device": "emulated",
+                             "storage.device_profile": "optane", "cache.enabled": False,
+                             "sampler.batch_size": 32, "sampler.fanouts": [2, 2], "train.accelerator": "emulated",
+                             "train.epochs": 2, "train.warmup_iters": 2, "train.timed_iters": 3,
+                             "train.eval": False, "train.threads": 1})
+    rec = run_training(cfg, progress=False)
+    emu = rec["metrics"]["source"]["storage_path"]["emulation"]
+    raw = emu["raw"][0]
+    # every batch of the run is in all_batches; validity reads those handed back in the timed
+    # iterations (3 per epoch, less any read ahead of the window's start)
+    assert raw["all_batches"]["batches"] == 2 * (2 + 3)
+    assert emu["window"] == "timed" and 2 * 2 <= emu["batches"] <= 2 * 3, emu["batches"]

@@ -304,9 +304,9 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
         batch_counts, shapes = [], []   # shapes: (seeds, input rows, edges, accelerator busy s) per batch
         bar = tqdm(total=planned, desc=f"epoch {epoch}", unit="it", disable=not interactive, leave=False)
         t_epoch = t_iter = time.perf_counter()
+        if tr.warmup_iters == 0:
+            timed_window_begin()
         for step, batch in enumerate(loader.epoch(epoch)):
-            if step == tr.warmup_iters:
-                timed_window_begin()
             n_rows, n_edges = len(batch.input_nodes), batch_edges(batch.blocks)
             busy = 0.0
             if accel is not None:
@@ -347,6 +347,8 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
             cur["other"] = max(0.0, cur["wall"] - cur["train"] - cur["sync"] - cur["wait"])
             t_iter = now
             timer.end_iteration()
+            if step == tr.warmup_iters - 1:  # the next iteration, from its fetch on, is timed
+                timed_window_begin()
             if opened["interrupted"].is_set():
                 raise KeyboardInterrupt
             bar.update(1)

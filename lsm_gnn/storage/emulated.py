@@ -272,7 +272,8 @@ class EmulatedStore(BufferedStore):
         """Forget the batches paced so far (a benchmark's warm-up)."""
         # per batch: ns after its deadline it was handed back; ns from submission to its last read's
         # completion (the model); ns the real copy ended after the deadline (0: in time); ns its
-        # threads waited in the run queue; when it was handed back; reads; ns the copy took
+        # copy was off the CPU; when it was handed back (the store's clock, perf_counter_ns as the
+        # timed windows unless a test gives its own); reads; ns the copy took
         self._lat, self._model, self._copy_over, self._offcpu, self._end, self._nreads, self._copy = \
             [], [], [], [], [], [], []
 

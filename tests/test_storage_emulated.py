@@ -251,16 +251,20 @@ def test_the_copys_time_off_the_cpu_is_its_wall_time_less_its_threads_cpu_time(d
         raw = store.emulation_stats()["raw"][0]
     # the real copy took well under 5 ms of CPU: nearly all of the copy's 5 ms was off the CPU
     assert 4_000_000 < raw["copy_off_cpu_ns"] <= 5_000_000
+    assert raw["copy_off_cpu_late_ns"] == raw["copy_off_cpu_ns"]  # the batch was late
     assert len(raw["worst_batches"][0]) == 4 and raw["worst_batches"][0][3] == raw["copy_off_cpu_ns"]
 
 
 def test_a_starved_copy_is_named_as_the_machines_load(ds):
     raw = {"batches": 10, "reads": 100, "storage_ns": 1_000_000_000, "late_ns": 20_000_000, "late_p99_ns": 3e6,
            "late_max_ns": 4_000_000, "copy_ns": 5, "copy_late_batches": 4, "copy_over_ns": 20_000_000,
-           "copy_off_cpu_ns": 15_000_000, "window": "timed"}
+           "copy_off_cpu_ns": 40_000_000, "copy_off_cpu_late_ns": 15_000_000, "window": "timed"}
     st = emulation_summary([raw], 8.0)
-    assert not st["valid"] and st["copy_off_cpu_s"] == pytest.approx(0.015) and st["window"] == "timed"
+    assert not st["valid"] and st["copy_off_cpu_late_s"] == pytest.approx(0.015) and st["window"] == "timed"
     assert "other work held the CPU" in st["invalid_cause"]
+    # off the CPU mostly in batches that were on time: the late ones' copy was the CPU's own work
+    busy = emulation_summary([{**raw, "copy_off_cpu_late_ns": 2_000_000}], 8.0)
+    assert "the real copy from the page cache alone took longer" in busy["invalid_cause"]
 
 
 def test_time_scale_stretches_the_models_time_by_s(ds):

@@ -346,6 +346,7 @@ def _pacing(store: "EmulatedStore", mask: np.ndarray) -> dict:
             "copy_ns": int(np.asarray(store._copy, np.int64)[idx].sum()),
             "copy_over_ns": int(over.sum()), "wake_late_ns": int(lat.sum() - over.sum()),
             "copy_off_cpu_ns": int(rq.sum()),
+            "copy_off_cpu_late_ns": int(rq[lat > 0].sum()),  # in the batches that came back late
             # where the lateness sits: the 5 latest batches (index in the run, ns late, of which the
             # copy's overshoot, the copy's time off the CPU)
             "worst_batches": [[int(i), int(store._lat[i]), int(store._copy_over[i]), int(store._offcpu[i])]
@@ -365,15 +366,16 @@ def emulation_summary(raws: list[dict], time_scale: float) -> dict:
     frac = late / storage if storage > 0 else 0.0
     valid = frac <= LATENESS_LIMIT
     rq = sum(r.get("copy_off_cpu_ns", 0) for r in raws) * 1e-9
+    rq_late = sum(r.get("copy_off_cpu_late_ns", 0) for r in raws) * 1e-9
     copy_over = sum(r.get("copy_over_ns", 0) for r in raws) * 1e-9
     cause = None
     if not valid:
-        starved = late > 0 and rq >= 0.5 * late
+        starved = late > 0 and rq_late >= 0.5 * late
         cause = (f"reads handed back {100 * frac:.2f} % of the storage time late (limit {100 * LATENESS_LIMIT:g} %, "
-                 f"{late:.3f} s, of which the copy's overshoot {copy_over:.3f} s; the copy was off the CPU "
-                 f"{rq:.3f} s): "
-                 + (("the machine's other work held the CPU (the copy was off the CPU for at least half the lateness: "
-                     "rerun on a quieter machine)") if starved else
+                 f"{late:.3f} s, of which the copy's overshoot {copy_over:.3f} s; in the late batches the copy was "
+                 f"off the CPU {rq_late:.3f} s): "
+                 + (("the machine's other work held the CPU (in the late batches the copy was off the CPU for at least "
+                     "half the lateness: rerun on a quieter machine)") if starved else
                     (f"in {copy_late} of {batches} batches the real copy from the page cache alone took longer than "
                      f"the model's time (the CPU cannot serve this device at time scale {time_scale:g}: raise "
                      "emulation.time_scale)" if copy_late else "the waits woke late (the machine is loaded)")))
@@ -382,7 +384,7 @@ def emulation_summary(raws: list[dict], time_scale: float) -> dict:
             "lateness_s": late, "lateness_p99_s": max((r["late_p99_ns"] for r in raws), default=0.0) * 1e-9,
             "lateness_max_s": max((r["late_max_ns"] for r in raws), default=0) * 1e-9,
             "lateness_fraction": frac, "copy_s": sum(r["copy_ns"] for r in raws) * 1e-9,
-            "copy_late_batches": copy_late, "copy_over_s": copy_over, "copy_off_cpu_s": rq,
+            "copy_late_batches": copy_late, "copy_over_s": copy_over, "copy_off_cpu_s": rq, "copy_off_cpu_late_s": rq_late,
             "window": "timed" if raws and all(r.get("window") == "timed" for r in raws) else "all",
             "lateness_limit": LATENESS_LIMIT, "valid": valid, "invalid_cause": cause,
             "raw": raws}

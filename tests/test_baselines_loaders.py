@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 import pytest
 
@@ -82,6 +84,10 @@ def test_page_cache_cap_bounds_the_files_pages(tmp_path):
     path = tmp_path / "f.bin"
     np.random.default_rng(1).random((8192, 1024), dtype=np.float32).tofile(path)   # 32 MiB
     mm = np.memmap(path, dtype=np.float32, mode="r", shape=(8192, 1024))
+    # as the mmap store reads under the cap (storage/mmap_store.py, madvise "random"): without it each
+    # fault reads ahead up to 128 KiB, 32x the batch's rows, and memory.high (a throttle, reclaimed
+    # at the faulting task's return to user mode) let a loaded CI run hold 28 MB against the 20 MB bound
+    mm._mmap.madvise(mmap.MADV_RANDOM)
     budget, batch = 2 << 20, 256
     rng = np.random.default_rng(2)
     with PageCacheCap(budget, path) as cap:

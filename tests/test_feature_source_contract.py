@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 
 from conftest import _build_random_dataset
 from lsm_gnn.config import load_config
-from lsm_gnn.features import FeatureSource, STAGES, numeric_stats
+from lsm_gnn.sources.contract import FeatureSource, STAGES, numeric_stats
 from lsm_gnn.records import STAGES as RECORD_STAGES
 from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.utils.errors import InputError
@@ -57,7 +57,7 @@ def host(rows) -> np.ndarray:
 
 
 def check_contract(src, feats: np.ndarray, batches, *, world: int, own_requests: bool = True) -> None:
-    """The contract every source keeps (lsm_gnn.features); `own_requests`: its tier counts are
+    """The contract every source keeps (lsm_gnn.sources.contract); `own_requests`: its tier counts are
     of the rows it was asked for (False for a shared-cache rank, whose tiers are its owner's)."""
     assert isinstance(src, FeatureSource)
     reference = MemoryFeatureSource(feats)

@@ -44,7 +44,7 @@ def _rank(rank, G, port, outdir, transport="collective"):
     import torch.distributed as dist
 
     from lsm_gnn.multidevice.exchange import Exchange
-    from lsm_gnn.multidevice.source import SharedCacheFeatureSource
+    from lsm_gnn.sources.shared import SharedCacheFeatureSource
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=G)
@@ -138,11 +138,11 @@ def _plane_rank(rank, G, port, outdir):
     import torch
     import torch.distributed as dist
 
-    from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
-    from lsm_gnn.cache.fetcher import CachedFeatureSource
+    from lsm_gnn.sources.cached_device import DeviceCachedFeatureSource
+    from lsm_gnn.sources.cached import CachedFeatureSource
     from lsm_gnn.config import parse_config
     from lsm_gnn.multidevice.exchange import Exchange
-    from lsm_gnn.multidevice.source import SharedCacheFeatureSource
+    from lsm_gnn.sources.shared import SharedCacheFeatureSource
     from lsm_gnn.storage.base import FeatureStore
     from test_multidevice_owners import emulate_gpu_kernels
 
@@ -222,9 +222,9 @@ def _nccl_rank(rank, G, port, outdir):
 
     from types import SimpleNamespace
 
-    from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
+    from lsm_gnn.sources.cached_device import DeviceCachedFeatureSource
     from lsm_gnn.multidevice.exchange import Exchange
-    from lsm_gnn.multidevice.source import SharedCacheFeatureSource
+    from lsm_gnn.sources.shared import SharedCacheFeatureSource
     from lsm_gnn.storage.memory import MemoryStore
 
     torch.cuda.set_device(rank)

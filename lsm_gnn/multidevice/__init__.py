@@ -6,8 +6,6 @@ gpu          the same split and reorder as CUDA kernels (cuda/owner_split.cu, cu
 owner_files  per-owner feature files: owner o holds rows v % G == o at position v // G
 exchange     counts, ids and rows between ranks (all_to_all_single), as device tensors with NCCL
              or host arrays; bytes and time
-source       SharedCacheFeatureSource (shared mode; host or device data plane) and
-             IsolatedFeatureSource; built by lsm_gnn.sources.factory.make_feature_source
 health       heartbeats for the watchdog, fault injection (LSM_GNN_FAULT)
 group        the process group: free port, backend (gloo / NCCL), the exchange's own group
 workers      what a rank runs: the training loop or a trace replay; its metrics for the record
@@ -16,5 +14,6 @@ merge        one run record from the ranks' results (or a failed record)
 launch       run_multi_device(cfg) (owner files, spawn, merge, write); the torchrun entry
 bench        `lsm-gnn bench multidevice`: shared vs isolated vs one device on one trace
 
+The shared and isolated feature sources are lsm_gnn.sources.shared and lsm_gnn.sources.isolated.
 See docs/multi-device.md.
 """

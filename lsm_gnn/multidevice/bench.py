@@ -25,7 +25,7 @@ import numpy as np
 
 def one_device_replay(cfg, dataset, trace, budget) -> dict:
     """Every device's requests served by one cache with memory `budget` (in this process)."""
-    from lsm_gnn.cache.fetcher import CachedFeatureSource
+    from lsm_gnn.sources.cached import CachedFeatureSource
     from lsm_gnn.storage.open import open_from_config
 
     lay = dataset.features()

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from lsm_gnn.config import RunConfig
-from lsm_gnn.features import numeric_stats
+from lsm_gnn.sources.contract import numeric_stats
 from lsm_gnn.multidevice.health import Heartbeat
 from lsm_gnn.sources.factory import make_feature_source
 

@@ -167,7 +167,7 @@ def _shared_rank(rank, world, port, root, outdir):
 
 @pytest.mark.slow   # two spawned ranks: a few seconds of start-up
 def test_the_shared_cache_over_two_ranks_keeps_the_contract(dataset, tmp_path):
-    from lsm_gnn.multidevice.group import pick_free_port
+    from lsm_gnn.ranks.group import pick_free_port
     from lsm_gnn.multidevice.owner_files import ensure_owner_files
 
     ensure_owner_files(dataset, 2, progress=False)   # as the launcher does, before the ranks start

@@ -15,7 +15,7 @@ is the next epoch (0, 1, ...: reshuffled with the seed), unless `set_epoch(e)` n
 `loader.stats()` is the run record's metrics block so far (rows per tier, hit rates, storage
 traffic, seconds per iteration and stage); `loader.record(path)` the whole record, in the schema
 of `lsm-gnn train` (lsm_gnn.records), merged over the ranks under torch.distributed
-(lsm_gnn.multidevice.merge, as the torchrun entry does) and written by rank 0.
+(lsm_gnn.records.merge_records, as the torchrun entry does) and written by rank 0.
 """
 
 from __future__ import annotations
@@ -264,8 +264,8 @@ def _record(loader: WindowedLoader) -> dict:
 
 def _merged(loader: WindowedLoader, rec: dict, world: int) -> dict:
     """Every rank's record and source figures gathered, merged as the torchrun entry merges them."""
-    from lsm_gnn.multidevice.merge import merge_records
-    from lsm_gnn.multidevice.workers import source_metrics
+    from lsm_gnn.records import merge_records
+    from lsm_gnn.ranks.workers import source_metrics
 
     if loader.cfg is None:
         raise InputError("record() under torch.distributed needs the run's config (cfg=...) to merge the ranks")

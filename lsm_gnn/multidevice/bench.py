@@ -61,7 +61,7 @@ def run_comparison(dataset_path: str, *, devices: int = 2, cache_fraction: float
     from lsm_gnn.datasets.format import Dataset
     from lsm_gnn.cache.budget import memory_budget
     from lsm_gnn.ownership import local_rows
-    from lsm_gnn.multidevice.launch import run_multi_device
+    from lsm_gnn.ranks.launch import run_multi_device
     from lsm_gnn.sim.generate import generate_trace
 
     dataset = Dataset(dataset_path)
@@ -230,7 +230,7 @@ def two_ranks_one_gpu(dataset: str, warmup: int = 10, timed: int = 20, cache_fra
     two ranks on one GPU ("Duplicate GPU detected"), so the ranks use gloo: both train on cuda:0 and
     exchange rows through host memory. (device="cpu": the same run without a GPU, for its test.)"""
     from lsm_gnn.config import load_config
-    from lsm_gnn.multidevice.launch import run_multi_device
+    from lsm_gnn.ranks.launch import run_multi_device
     from lsm_gnn.train.bench import auto_reader
 
     reader, notes = auto_reader(dataset)

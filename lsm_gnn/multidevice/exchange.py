@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from lsm_gnn.multidevice.health import NULL_HEARTBEAT, Heartbeat
+from lsm_gnn.ranks.health import NULL_HEARTBEAT, Heartbeat
 from lsm_gnn.utils.errors import DistributedError, InputError
 
 TRANSPORTS = ("auto", "shm", "collective")

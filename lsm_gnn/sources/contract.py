@@ -18,7 +18,7 @@ source says what it did through methods, never through attributes a caller has t
     device                   where fetched rows live: "cpu" (a numpy array, or a CPU tensor from
                              a torch data plane) or a CUDA device (torch tensors already there)
     last_tiers               a cache's tier of each request of its last fetch (None elsewhere)
-    heartbeat                the rank's liveness stamps (lsm_gnn.multidevice.health), or None
+    heartbeat                the rank's liveness stamps (lsm_gnn.ranks.health), or None
 
 This module imports no source: the sources stand above it (the in-memory ideal and the plain
 store in lsm_gnn.sources; the LSM-GNN cache, lsm_gnn.sources.cached.CachedFeatureSource, and its

@@ -14,8 +14,8 @@ from lsm_gnn.sources.cached import CachedFeatureSource
 from lsm_gnn.cache.policies import lookahead_batches
 from lsm_gnn.sources.contract import FeatureSource
 from lsm_gnn.multidevice.exchange import Exchange
-from lsm_gnn.multidevice.group import exchange_group, resolve_backend
-from lsm_gnn.multidevice.health import NULL_HEARTBEAT
+from lsm_gnn.ranks.group import exchange_group, resolve_backend
+from lsm_gnn.ranks.health import NULL_HEARTBEAT
 from lsm_gnn.multidevice.owner_files import ensure_owner_files
 from lsm_gnn.sources.isolated import IsolatedFeatureSource
 from lsm_gnn.sources.shared import SharedCacheFeatureSource

@@ -40,7 +40,7 @@ import torch
 from lsm_gnn.cache.budget import for_devices
 from lsm_gnn.sources.contract import FeatureSource, OutputRows, TierCounters, as_source
 from lsm_gnn.multidevice.exchange import Exchange
-from lsm_gnn.multidevice.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
+from lsm_gnn.ranks.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
 from lsm_gnn.multidevice.owners import split_by_owner
 from lsm_gnn.ownership import check_owned
 from lsm_gnn.utils.errors import InputError

@@ -10,7 +10,7 @@ from lsm_gnn.sources.contract import FeatureSource, OutputRows, TierCounters, ch
 
 class StoreFeatureSource(FeatureSource):
     """Every request read from a FeatureStore (no cache): the plain storage loader. With a
-    `heartbeat` (lsm_gnn.multidevice.health), every fetch stamps the rank's progress. The store
+    `heartbeat` (lsm_gnn.ranks.health), every fetch stamps the rank's progress. The store
     checks the ids (and maps them to an owner file's rows); `close()` closes it.
     `feature_bytes`: the bytes of the whole feature file (default: the store's), for memory()."""
 

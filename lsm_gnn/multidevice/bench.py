@@ -32,9 +32,7 @@ def one_device_replay(cfg, dataset, trace, budget) -> dict:
     cache = CachedFeatureSource(open_from_config(lay, cfg.storage, time_scale=cfg.emulation.time_scale), lay.num_rows, lay.dim, lay.dtype, cfg.cache,
                                 dataset.static_scores(), num_owners=1, owner=0, budget=budget, owns_store=True)
     merged = [np.concatenate(b) for b in trace.batches]
-    from lsm_gnn.cache.policies import lookahead_batches
-
-    W = lookahead_batches(cfg.cache.policy, cfg.cache.window, cfg.cache.lookahead)  # K for horizon
+    W = cfg.cache.horizon  # K for horizon
     per_epoch = trace.meta.get("batches_per_epoch") or [len(merged)]
     epochs, b0, per_iteration = [], 0, []
     try:

@@ -68,9 +68,7 @@ def trace_worker(cfg: RunConfig, rank: int, world_size: int, heartbeat: Heartbea
     if trace.num_devices != world_size:
         raise DataError(args["trace"], "trace devices", expected=world_size, found=trace.num_devices)
     mine = trace.device(rank)
-    from lsm_gnn.cache.policies import lookahead_batches
-
-    W = lookahead_batches(cfg.cache.policy, cfg.cache.window, cfg.cache.lookahead)  # K for horizon
+    W = cfg.cache.horizon  # K for horizon
     truth = dataset.feature_array() if args.get("verify") else None
     src = make_feature_source(cfg, dataset, rank, world_size, heartbeat=heartbeat)
     per_epoch = args.get("epoch_batches") or len(mine)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from lsm_gnn.sources.cached_device import DeviceCachedFeatureSource
 from lsm_gnn.sources.cached import CachedFeatureSource
-from lsm_gnn.cache.policies import lookahead_batches
 from lsm_gnn.sources.contract import FeatureSource
 from lsm_gnn.multidevice.exchange import Exchange
 from lsm_gnn.ranks.group import exchange_group, resolve_backend
@@ -88,7 +87,7 @@ def _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_la
                                   group=exchange_group(cfg), heartbeat=hb,
                                   transport=cfg.distributed.row_transport)
         # the future batches the owner's policy reads (W, or K for horizon)
-        max_window = lookahead_batches(cfg.cache.policy, cfg.cache.window, cfg.cache.lookahead)
+        max_window = cfg.cache.horizon
         return SharedCacheFeatureSource(local, ex, num_rows=lay.num_rows, row_dim=lay.dim, dtype=lay.dtype,
                                         max_window=max_window, heartbeat=hb)
     except BaseException:

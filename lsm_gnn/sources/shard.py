@@ -14,7 +14,7 @@ import numpy as np
 from lsm_gnn.cache.budget import MemoryBudget, for_devices, memory_budget
 from lsm_gnn.cache.geometry import check_owned_ids, check_owner_store
 from lsm_gnn.ownership import local_rows
-from lsm_gnn.cache.policies import lookahead_batches
+from lsm_gnn.cache.policies import lookahead_horizon
 from lsm_gnn.cache.window import LookaheadWindow
 from lsm_gnn.sources.contract import FeatureSource, TierCounters, cache_stage_seconds
 
@@ -37,7 +37,7 @@ class OwnerShard(FeatureSource):
         self.capacity_rows = int(budget.cache_rows)
         self.enabled = bool(cfg.enabled) and self.capacity_rows >= 1
         # the future batches the policy reads: W, or K for a long-lookahead policy (horizon)
-        self.window = LookaheadWindow(lookahead_batches(cfg.policy, cfg.window, cfg.lookahead))
+        self.window = LookaheadWindow(lookahead_horizon(cfg))
         self.counters = TierCounters()
         self._last = None  # (status, inverse) of the last fetch, for last_tiers
 

@@ -267,11 +267,8 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
     if tr.warmup_iters >= planned:
         raise ConfigError("<config>", "train.warmup_iters",
                           f"{tr.warmup_iters} warm-up iterations leave none to time in an epoch of {planned}")
-    # the loader samples as far ahead as the policy reads: W, or K for a long-lookahead policy (horizon)
-    from lsm_gnn.cache.policies import lookahead_batches
-
-    window = (lookahead_batches(cfg.cache.policy, cfg.cache.window, cfg.cache.lookahead)
-              if (cfg.cache.enabled or feature_source is not None) else 0)
+    # the loader samples as far ahead as the policy reads (W, or K for horizon), when anything reads it
+    window = cfg.cache.loader_window(feature_source)
     loader = FeatureLoader(sampler, source, window=window, sample_ahead=cfg.sampler.prefetch_batches,
                            overlap_fetch=tr.overlap_fetch, device=device, max_iters=planned)
     eval_features = None if not evaluating else \

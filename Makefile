@@ -3,14 +3,15 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # make reproduce DATASET=igb-tiny (any form docs/workflow.md lists) or SIZE=tiny (= synthetic-tiny);
-# neither: the workflow's default (synthetic-small, workflows/config/default.yaml)
+# neither: the workflow's default (synthetic-small, config/config.yaml). Snakemake reads
+# profiles/default (timed=1: no two timed jobs overlap; --rerun-incomplete) without flags.
 DATASET ?=
 SIZE ?=
 CORES ?= 2
 ASV_ARGS ?=
 export DGLBACKEND := pytorch
 
-.PHONY: env tools reproduce test bench bench-compare clean-results reference compare-reference gpu-carry gpu-check
+.PHONY: env tools reproduce report lint test kill-test slurm-test bench bench-compare clean-results reference compare-reference gpu-carry gpu-check
 
 env: $(VENV)/.installed tools
 
@@ -31,9 +32,21 @@ $(VENV)/.installed: requirements.txt pyproject.toml setup.py
 	@$(PY) -c "import lsm_gnn, dgl, torch, numba" 
 	@touch $@
 
+SNAKEMAKE_CONFIG = $(if $(strip $(DATASET)$(SIZE)),--config $(if $(DATASET),dataset=$(DATASET)) $(if $(SIZE),size=$(SIZE)))
+# workflow/scripts/reproduce.sh: a run killed at any moment is picked up by the next `make reproduce`
+# (it removes the lock a killed Snakemake leaves, only when no other run of it is alive here)
 reproduce: env
-	$(VENV)/bin/snakemake --snakefile Snakefile --cores $(CORES) --rerun-incomplete \
-	  $(if $(strip $(DATASET)$(SIZE)),--config $(if $(DATASET),dataset=$(DATASET)) $(if $(SIZE),size=$(SIZE)))
+	bash workflow/scripts/reproduce.sh $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(CORES) $(SNAKEMAKE_CONFIG)
+
+# Snakemake's own report of a finished reproduction (same DATASET / SIZE): every figure and table
+# with its caption, the verdicts first, the provenance of each output; beside report.md.
+report: env
+	$(VENV)/bin/snakemake --snakefile workflow/Snakefile $(SNAKEMAKE_CONFIG) --report $(REPORT)/report.zip
+
+# the workflow's files in Snakemake's lint and snakefmt's format (CI runs both: tests/test_workflow_lint.py)
+lint: env
+	$(VENV)/bin/snakemake --snakefile workflow/Snakefile --lint
+	$(VENV)/bin/snakefmt --check workflow
 
 # The suite on TEST_WORKERS processes (pytest-xdist; 0: one process). --dist loadfile keeps each test
 # file on one worker, so a module's fixtures (two spawned ranks, the fault suite's cheap run) are set
@@ -44,7 +57,18 @@ reproduce: env
 TEST_WORKERS ?= 2
 test: env gpu-carry
 	@$(MAKE) --no-print-directory gpu-carry PYVER=3.11 CARRY=.gpu-carry-py311
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not kill and not slurm" tests $(PYTEST_ARGS)
+
+# The workflow killed with SIGKILL at 10 seeded random moments and rerun each time
+# (tests/test_workflow_kill.py; docs/workflow.md): its own target and CI step, as it runs the
+# shrunk synthetic-tiny reproduction about 12 times. KILL_TEST_FULL=1: the default tiny matrix.
+kill-test: env
+	$(PY) -m pytest -q -s -m kill tests/test_workflow_kill.py $(PYTEST_ARGS)
+
+# The workflow as SLURM jobs on a one-node cluster started here (tests/slurm/cluster.sh installs
+# Debian's slurm-wlm and munge when missing, as root) against a local run (tests/test_workflow_slurm.py)
+slurm-test: env
+	$(PY) -m pytest -q -s -m slurm tests/test_workflow_slurm.py $(PYTEST_ARGS)
 
 # The GPU call (README, Running on GPUs; docs/cache-gpu.md, The first call). gpu-carry: the wheels
 # of what the GPU machine's image lacks (tools/gpu-carry.txt at requirements.txt's pins) into CARRY,
@@ -82,7 +106,7 @@ bench-compare: env
 # The reference report (reports/reference/, docs/workflow.md): REPORT is a finished default run's
 # report folder; `make reference` copies it in (with the machine it ran on), `make compare-reference`
 # puts REPORT beside it (exit status 1 when a hardware-independent figure differs).
-REPORT ?= reports/synthetic-small
+REPORT ?= reports/$(if $(SIZE),synthetic-$(SIZE),$(if $(DATASET),$(notdir $(DATASET)),synthetic-small))
 reference:
 	@test -s $(REPORT)/figures.json && test -s $(REPORT)/report.md || { echo "$(REPORT): no finished report (make reproduce first)" >&2; exit 2; }
 	mkdir -p reports/reference

@@ -326,9 +326,11 @@ def load_config(path: str | os.PathLike | None, overrides: list[str] | dict | No
             text = Path(path).read_text()
         except OSError as e:
             raise ConfigError(source, "(file)", f"cannot read: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(source, "(file)", f"not UTF-8 text: {e.reason} at byte {e.start}") from None
         try:
             data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as e:
+        except (yaml.YAMLError, RecursionError) as e:
             raise ConfigError(source, "(file)", f"not valid YAML: {e}") from None
     if overrides:
         data = apply_overrides(data, overrides, source)
@@ -339,11 +341,15 @@ def apply_overrides(data: dict, overrides: list[str] | dict, source: str = "<ove
     """Set dotted keys in a nested dict; `a.b=1` strings are parsed as YAML scalars."""
     import copy
 
+    if not isinstance(data, dict):
+        raise ConfigError(source, "(root)", f"expected a mapping to set keys in, found {type(data).__name__}")
     data = copy.deepcopy(data)
     items = overrides.items() if isinstance(overrides, dict) else (_split(o, source) for o in overrides)
     for key, value in items:
         node = data
         parts = key.split(".")
+        if not all(parts):
+            raise ConfigError(source, key or "(key)", "expected a dotted key such as sampler.batch_size")
         for p in parts[:-1]:
             nxt = node.setdefault(p, {})
             if not isinstance(nxt, dict):
@@ -357,7 +363,10 @@ def _split(item: str, source: str) -> tuple[str, Any]:
     if "=" not in item:
         raise ConfigError(source, item, "override must look like key=value")
     k, v = item.split("=", 1)
-    return k.strip(), yaml.safe_load(v)
+    try:
+        return k.strip(), yaml.safe_load(v)
+    except (yaml.YAMLError, RecursionError) as e:
+        raise ConfigError(source, k.strip() or "(key)", f"value {v!r} is not a YAML value: {e}") from None
 
 
 def config_to_dict(cfg: RunConfig) -> dict:

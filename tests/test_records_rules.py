@@ -162,7 +162,7 @@ ONE_PLACE = {"ROW_KEYS", "IO_KEYS", "system_name", "hit_rates", "hit_rate", "dis
 def test_the_record_rules_are_defined_in_records_alone():
     found = []
     for path in [*(REPO / "lsm_gnn").rglob("*.py"), *(REPO / "baselines").rglob("*.py"),
-                 *(REPO / "workflows" / "scripts").glob("*.py")]:
+                 *(REPO / "workflow" / "scripts").glob("*.py")]:
         if path == REPO / "lsm_gnn" / "records.py":
             continue
         for node in ast.parse(path.read_text()).body:  # module-level definitions

@@ -1,5 +1,5 @@
 """`lsm-gnn report compare` (lsm_gnn/report/compare.py) on hand-made report folders, and the rules
-that turn the workflow's data into the verdicts on the paper's claims (workflows/scripts/verdicts.py)."""
+that turn the workflow's data into the verdicts on the paper's claims (workflow/scripts/verdicts.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from lsm_gnn.cli import cli
 from lsm_gnn.report.compare import compare, load_report
 from lsm_gnn.utils.errors import DataError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflows/scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow/scripts"))
 import verdicts as V  # noqa: E402
 
 FIGURES = {"schema": "lsm-gnn-report-figures", "version": 1,
@@ -133,7 +133,7 @@ def test_the_committed_reference_was_made_with_the_workflows_default_settings():
 
     root = Path(__file__).resolve().parents[1]
     ref = json.loads((root / "reports/reference/figures.json").read_text())
-    defaults = yaml.safe_load((root / "workflows/config/default.yaml").read_text())
+    defaults = yaml.safe_load((root / "config/config.yaml").read_text())
     want = {k: defaults.get(k) for k in figures_report.SETTINGS}
     assert ref["settings"] == json.loads(json.dumps(want)), "defaults changed: run make reproduce and make reference"
     res = compare(load_report(root / "reports/reference"), load_report(root / "reports/reference"))

@@ -15,7 +15,8 @@ from lsm_gnn.config import StorageConfig, load_config
 from lsm_gnn.storage.device_model import (PACKAGED, ClockState, DeviceProfile, SSDModel, device_reads_seconds,
                                           load_device_profile, read_pages, reads_seconds, schedule, stripe)
 from lsm_gnn.storage.emulated import (CLOCK_ENV, LATENESS_LIMIT, EmulatedDevice, device_clock_env,
-                                      emulation_summary, open_emulated, shared_clock_path)
+                                      emulation_summary, open_emulated, shared_clock_path,
+                                      timed_window_begin, timed_window_end, timed_windows_reset)
 from lsm_gnn.utils.errors import ConfigError, DataError, InputError
 
 SSD = SSDModel(iops=100_000, bandwidth=200e6, latency_s=100e-6, max_queue_depth=64)
@@ -179,6 +180,91 @@ def test_lateness_past_one_percent_of_the_storage_time_makes_the_run_invalid(ds)
     assert bad["lateness_fraction"] > LATENESS_LIMIT and not bad["valid"] and "late" in bad["invalid_cause"]
     both = emulation_summary([ok["raw"][0], bad["raw"][0]], 1.0)
     assert both["lateness_s"] == pytest.approx(bad["lateness_s"]) and both["batches"] == 6
+
+
+class SlowCopyClock(FakeClock):
+    """A FakeClock whose copy takes `copy_ns`: the store reads the clock at submission and after the
+    copy, so every second reading is `copy_ns` later."""
+
+    def __init__(self, copy_ns, **kw):
+        super().__init__(copy_ns=copy_ns, **kw)
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.calls % 2 == 0:
+            self.now += self.copy_ns
+        return self.now
+
+
+def test_only_batches_handed_back_inside_the_timed_window_decide_validity(ds):
+    clock = FakeClock(late_ns=50_000)
+    try:
+        with _emulated(ds, clock) as store:
+            for k in range(3):  # warm-up: late, outside the window
+                store.read_rows(np.arange(k, 600, 7))
+            clock.late_ns = 0
+            timed_window_begin(clock.now)
+            for k in range(3):
+                store.read_rows(np.arange(k, 600, 7))
+            timed_window_end(clock.now)
+            st = store.emulation_stats()
+    finally:
+        timed_windows_reset()
+    assert st["window"] == "timed" and st["batches"] == 3 and st["lateness_s"] == 0 and st["valid"]
+    every = st["raw"][0]["all_batches"]
+    assert every["batches"] == 6 and every["late_ns"] == 3 * 50_000
+    # the latest batches are named by their index in the run (the warm-up's, here)
+    assert {b[0] for b in every["worst_batches"][:3]} == {0, 1, 2}
+
+
+def test_without_a_timed_window_every_batch_decides_validity(ds):
+    timed_windows_reset()
+    clock = FakeClock(late_ns=50_000)
+    with _emulated(ds, clock) as store:
+        for k in range(3):
+            store.read_rows(np.arange(k, 600, 7))
+        st = store.emulation_stats()
+    assert st["window"] == "all" and st["batches"] == 3 and st["lateness_s"] == pytest.approx(150e-6)
+
+
+def test_a_copy_slower_than_the_model_is_its_overshoot_and_keeps_the_run_invalid(ds):
+    timed_windows_reset()
+    slow = SlowCopyClock(copy_ns=5_000_000)  # 5 ms per batch: far beyond the model's ~0.2 ms
+    with _emulated(ds, slow) as store:
+        for k in range(3):
+            store.read_rows(np.arange(k, 600, 7))
+        st = store.emulation_stats()
+    raw = st["raw"][0]
+    assert not st["valid"] and st["copy_late_batches"] == 3
+    # the whole lateness is the copy's: it ended after the deadline and the wait returned at once
+    assert raw["copy_over_ns"] == raw["late_ns"] and raw["wake_late_ns"] == 0
+    assert st["copy_over_s"] == pytest.approx(st["lateness_s"])
+    assert "of which the copy's overshoot 0.0" in st["invalid_cause"] and not st["valid"]
+
+
+def test_the_copys_time_off_the_cpu_is_its_wall_time_less_its_threads_cpu_time(ds):
+    timed_windows_reset()
+    slow = SlowCopyClock(copy_ns=5_000_000)  # the fake clock's 5 ms pass without any CPU work
+    with _emulated(ds, slow) as store:
+        store.read_rows(np.arange(0, 600, 7))
+        raw = store.emulation_stats()["raw"][0]
+    # the real copy took well under 5 ms of CPU: nearly all of the copy's 5 ms was off the CPU
+    assert 4_000_000 < raw["copy_off_cpu_ns"] <= 5_000_000
+    assert raw["copy_off_cpu_late_ns"] == raw["copy_off_cpu_ns"]  # the batch was late
+    assert len(raw["worst_batches"][0]) == 4 and raw["worst_batches"][0][3] == raw["copy_off_cpu_ns"]
+
+
+def test_a_starved_copy_is_named_as_the_machines_load(ds):
+    raw = {"batches": 10, "reads": 100, "storage_ns": 1_000_000_000, "late_ns": 20_000_000, "late_p99_ns": 3e6,
+           "late_max_ns": 4_000_000, "copy_ns": 5, "copy_late_batches": 4, "copy_over_ns": 20_000_000,
+           "copy_off_cpu_ns": 40_000_000, "copy_off_cpu_late_ns": 15_000_000, "window": "timed"}
+    st = emulation_summary([raw], 8.0)
+    assert not st["valid"] and st["copy_off_cpu_late_s"] == pytest.approx(0.015) and st["window"] == "timed"
+    assert "other work held the CPU" in st["invalid_cause"]
+    # off the CPU mostly in batches that were on time: the late ones' copy was the CPU's own work
+    busy = emulation_summary([{**raw, "copy_off_cpu_late_ns": 2_000_000}], 8.0)
+    assert "the real copy from the page cache alone took longer" in busy["invalid_cause"]
 
 
 def test_time_scale_stretches_the_models_time_by_s(ds):
@@ -385,7 +471,10 @@ def test_bench_compare_on_an_emulated_device_reports_its_profile_scale_spread_an
     import lsm_gnn.storage.pagecache as pc
 
     monkeypatch.setattr(pc, "drop_file_cache", lambda p: dropped.append(p))
-    monkeypatch.setattr(bench, "fio_limit", lambda cfg, **kw: {"available": True, "best_iops": 5e4, "best_depth": 64})
+    monkeypatch.setattr(bench, "fio_limit", lambda cfg, **kw: {"available": True, "best_iops": 9e4, "best_depth": 64})
+    # the IOPS cap is the median of the disk probes, not fio's best moment (9e4)
+    probes = iter([6e4, 4e4, 5e4])
+    monkeypatch.setattr(bench, "disk_probe", lambda cfg, **kw: next(probes))
     import lsm_gnn.storage.bench as sb
 
     monkeypatch.setattr(sb, "run_fio", lambda fio, path, size, seconds, job: {
@@ -397,6 +486,7 @@ def test_bench_compare_on_an_emulated_device_reports_its_profile_scale_spread_an
     # the vm profile was filled from fio now and every run read it
     m = res["storage_profile_measured"]
     assert m["ssd"] == {"iops": 5e4, "bandwidth": 5e8, "latency_s": 8e-5, "max_queue_depth": None}
+    assert m["measured"]["probes_iops"] == [6e4, 4e4, 5e4] and m["measured"]["random"]["best_iops"] == 9e4
     assert {p for _, _, p, _ in seen} == {m["path"]} and load_device_profile(m["path"]).ssd.iops == 5e4
     assert res["storage_profile"] == "vm" and res["time_scale"] == 4.0 and res["time_label"] == "emulated at scale 4"
     # times divided back by S; each system's spread; the validation of this output alone
@@ -404,3 +494,22 @@ def test_bench_compare_on_an_emulated_device_reports_its_profile_scale_spread_an
     assert res["systems"]["lsm"]["spread"] == 0.0 and res["validation"]["replication"]["ok"]
     # only the run that does not read through the emulated device (mmap) starts with the file dropped
     assert len(dropped) == 2 + 2  # fio's drops (qd1, sequential) + mmap's two runs
+
+
+def test_the_training_loop_judges_the_pacing_on_its_timed_iterations(ds):
+    from lsm_gnn.train.loop import run_training
+
+    cfg = load_config(None, {"dataset.path": str(ds.root), "storage.reader": "direct", "storage.device": "emulated",
+                             "storage.device_profile": "optane", "cache.enabled": False,
+                             "sampler.batch_size": 32, "sampler.fanouts": [2, 2], "train.accelerator": "emulated",
+                             "train.epochs": 2, "train.warmup_iters": 2, "train.timed_iters": 3,
+                             "train.eval": False, "train.threads": 1,
+                             # no fetch ahead of the step: each iteration's rows are read inside it
+                             "train.overlap_fetch": False, "sampler.prefetch_batches": 0})
+    rec = run_training(cfg, progress=False)
+    emu = rec["metrics"]["source"]["storage_path"]["emulation"]
+    raw = emu["raw"][0]
+    # every batch of the run is in all_batches; validity reads those handed back in the timed
+    # iterations (3 per epoch)
+    assert raw["all_batches"]["batches"] == 2 * (2 + 3)
+    assert emu["window"] == "timed" and emu["batches"] == 2 * 3

@@ -44,10 +44,11 @@ SMALL = [
 # (the order of the repeats, interleaved and rotated, is checked on a dry run of 3 repeats below,
 # and the median of repeated runs on a copy of this run's record: a second repeat of each baseline
 # would cost the whole test about a minute)
-# The timed rules claim both cores so that timed runs never overlap; here nothing is compared, so
-# two of them may share the machine.
+# The timed rules claim both cores and the one `timed` unit (profiles/default: timed=1) so that
+# timed runs never overlap; here nothing is compared, so two of them may share the machine.
 ONE_THREAD = ["--set-threads", *(f"{r}=1" for r in ("storage_bench", "train_run", "multidevice_bench",
-                                                    "multidevice_train", "baselines_run", "baselines_distdgl"))]
+                                                    "multidevice_train", "baselines_run", "baselines_distdgl")),
+              "--resources", "timed=2"]
 
 SITECUSTOMIZE = '''
 import json, os
@@ -77,7 +78,7 @@ def snakemake(workdir: Path, *args: str, config=(), catalog: dict | None = None,
         (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
         env["PYTHONPATH"] = os.pathsep.join([str(hook), env.get("PYTHONPATH", "")]).strip(os.pathsep)
         env["LSM_GNN_TEST_CATALOG"] = json.dumps(catalog)
-    cmd = [str(SNAKEMAKE), "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+    cmd = [str(SNAKEMAKE), "--snakefile", str(REPO / "workflow" / "Snakefile"), "--directory", str(workdir),
            "--cores", "2", *args]
     if config:
         cmd += ["--config", *config]
@@ -175,7 +176,7 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     created = [json.loads(p.read_text())["created"] for p in chain]
     assert created == sorted(created)
     # repeats of one configuration make one row: the median, min, max and the spread (flagged above 5 %)
-    sys.path.insert(0, str(REPO / "workflows/scripts"))
+    sys.path.insert(0, str(REPO / "workflow/scripts"))
     import baselines_report
 
     rep = tmp_path / "repeats"
@@ -328,8 +329,8 @@ def test_bad_config_is_refused_naming_the_key(tmp_path, config, message):
 
 
 def test_config_file_and_schema_agree():
-    cfg = yaml.safe_load((REPO / "workflows/config/default.yaml").read_text())
-    schema = yaml.safe_load((REPO / "workflows/schemas/config.schema.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     assert set(cfg) == set(schema["properties"])
     assert schema["additionalProperties"] is False
     import jsonschema
@@ -338,19 +339,24 @@ def test_config_file_and_schema_agree():
 
 
 def test_every_rule_has_log_and_message_and_includes_are_explicit():
-    snakefile = (REPO / "Snakefile").read_text()
+    wf = REPO / "workflow"
+    snakefile = (wf / "Snakefile").read_text()
     assert "glob(" not in snakefile
     included = re.findall(r'^include: "([^"]+)"', snakefile, flags=re.M)
-    assert included[0] == "workflows/rules/common.smk"
-    assert sorted(included[1:]) == sorted(f"workflows/rules/{p.name}" for p in (REPO / "workflows/rules").glob("[0-9]*.smk"))
-    for path in [REPO / "Snakefile", *(REPO / p for p in included)]:
+    assert included[0] == "rules/common.smk"
+    assert sorted(included[1:]) == sorted(f"rules/{p.name}" for p in (wf / "rules").glob("[0-9]*.smk"))
+    for path in [wf / "Snakefile", *(wf / p for p in included)]:
         # each rule's body runs to the next rule (or the end of the file)
-        blocks = re.split(r"^\s*rule (\w+):", path.read_text(), flags=re.M)
+        blocks = re.split(r"^\s*(?:rule|checkpoint) (\w+):", path.read_text(), flags=re.M)
         for name, body in zip(blocks[1::2], blocks[2::2]):
             assert "message:" in body, f"{path.name}: rule {name} has no message"
             if name not in ("all", "dataset"):   # targets that run nothing
                 assert "log:" in body, f"{path.name}: rule {name} has no log"
-    common = (REPO / "workflows/rules/common.smk").read_text()
-    assert "def find_cli" in common
-    for p in (REPO / "workflows/rules").glob("[0-9]*.smk"):
-        assert "with_name(\"lsm-gnn\")" not in p.read_text(), f"{p.name} copies the CLI lookup"
+    # one command for every job, from the environment the job runs in (no absolute path: a finished
+    # run planned from another environment has nothing to do), and no helper outside common.smk
+    common = (wf / "rules/common.smk").read_text()
+    assert 'CLI = "python -m lsm_gnn.cli"' in common
+    for p in (wf / "rules").glob("[0-9]*.smk"):
+        text = p.read_text()
+        assert "sys.executable" not in text, f"{p.name} puts the Python's path in a job"
+        assert not re.search(r"^def ", text, flags=re.M), f"{p.name} defines a function outside common.smk"

@@ -18,8 +18,18 @@ lives in a small file under `$LSM_GNN_DEVICE_CLOCK` (the launcher creates the fo
 spawns the ranks: `device_clock_env`), mapped by every rank and updated under an flock.
 
 Each batch records how late it was handed back against the model (`lateness`: the time after its
-last read's deadline; a copy slower than the model shows here too). `emulation_stats()` sums them;
-a run whose lateness exceeds LATENESS_LIMIT of its storage time is invalid, with the cause.
+last read's deadline; a copy slower than the model shows here too), split into the copy's overshoot
+(the real copy itself ended after the deadline) and the wake's (the waiting thread returned late),
+and the copy's time off the CPU (its wall time less its busiest thread's CPU time, from the threads'
+CPU clocks: the rows are resident, so a copy thread not running waits for a CPU that the machine's
+other work holds; the kernel's schedstat run-queue wait reads 0 on this VM). `emulation_stats()`
+sums the batches handed back inside the run's timed windows (`timed_window`: the training loop
+marks the iterations its metrics measure; warm-up batches, whose times no metric reads, do not
+decide validity, but stay in the record as `all_batches`); a run whose lateness there exceeds
+LATENESS_LIMIT of its storage time is invalid, with the cause. Lateness is not forgiven for the
+copy's time off the CPU: the emulator's copy is CPU work a DMA read would not need, so a loaded machine
+that starves it makes the emulated time differ from the model's, and the run is flagged (the
+cause says how much of the copy was off the CPU, so that a rerun on a quiet machine is the fix).
 """
 
 from __future__ import annotations
@@ -57,6 +67,47 @@ busy Python thread beside 40 batches of 2,567 rows (paper profile, time scale 16
 of the storage time (p99 45 ms) at 5 ms and 4.8 % (p99 8.7 ms) at 0.5 ms; without it 2.0 and 1.0 %."""
 
 _slack = threading.local()
+
+_windows: list[list[int | None]] = []
+"""This process's timed windows ([start, end] in perf_counter ns; end None while open)."""
+
+
+def timed_window_begin(now_ns: int | None = None) -> None:
+    """The iterations the run's metrics measure start now (the training loop, at its first timed
+    iteration of an epoch)."""
+    t = time.perf_counter_ns() if now_ns is None else int(now_ns)
+    if _windows and _windows[-1][1] is None:
+        return
+    _windows.append([t, None])
+
+
+def timed_window_end(now_ns: int | None = None) -> None:
+    """The timed iterations of this epoch end now."""
+    if _windows and _windows[-1][1] is None:
+        _windows[-1][1] = time.perf_counter_ns() if now_ns is None else int(now_ns)
+
+
+def timed_windows_reset() -> None:
+    """Forget the windows (a new run in this process)."""
+    _windows.clear()
+
+
+def timed_windows() -> list[tuple[int, int]]:
+    """The closed windows and an open one (ending now)."""
+    now = time.perf_counter_ns()
+    return [(a, b if b is not None else now) for a, b in _windows]
+
+
+def thread_cpu_ns(idents) -> list[int]:
+    """The CPU time (ns) of each of this process's threads `idents` (threading idents; a thread
+    that has ended reads 0)."""
+    out = []
+    for ident in idents:
+        try:
+            out.append(time.clock_gettime_ns(time.pthread_getcpuclockid(ident)))
+        except (OSError, AttributeError, OverflowError):
+            out.append(0)
+    return out
 
 
 def lower_timer_slack() -> bool:
@@ -210,11 +261,7 @@ class EmulatedStore(BufferedStore):
             ids = np.unique(np.array([0, self.num_rows - 1], np.int64))
             self._read(ids, self.empty_rows(len(ids)))
         self._pacing = True
-        self._lat: list[int] = []      # per batch: ns after its deadline it was handed back
-        self._model: list[int] = []    # per batch: ns from submission to its last read's completion
-        self._copy_late = 0            # batches whose real copy alone ended after the deadline
-        self._reads = 0
-        self._copy_ns = 0
+        self.reset_stats()
         self.path_info.update({"reader": reader, "device": "emulated", "served_from": "page cache (buffered pread)",
                                "device_profile": device.profile.name, "time_scale": device.time_scale,
                                "queue_depth": qd, "ssds": device.n_ssd, "shared_ssds": device.profile.shared,
@@ -223,41 +270,88 @@ class EmulatedStore(BufferedStore):
 
     def reset_stats(self) -> None:
         """Forget the batches paced so far (a benchmark's warm-up)."""
-        self._lat, self._model, self._copy_late, self._reads, self._copy_ns = [], [], 0, 0, 0
+        # per batch: ns after its deadline it was handed back; ns from submission to its last read's
+        # completion (the model); ns the real copy ended after the deadline (0: in time); ns its
+        # copy was off the CPU; when it was handed back (the store's clock, perf_counter_ns as the
+        # timed windows unless a test gives its own); reads; ns the copy took
+        self._lat, self._model, self._copy_over, self._offcpu, self._end, self._nreads, self._copy = \
+            [], [], [], [], [], [], []
 
     def _issue(self, offs, boffs, lens, mv, arr, src, out) -> int:
         if not self._pacing:  # the warm-up read at open
             return super()._issue(offs, boffs, lens, mv, arr, src, out)
         ssd_of = stripe(read_pages(offs, lens, PAGE), self.device.n_ssd)
+        # the copy's threads (this one, and the pool's when it reads in parallel): their CPU time
+        # tells the copy's own work from the time the machine held them off the CPU
+        idents = [threading.get_ident()] + [t.ident for t in (getattr(self._pool, "_threads", None) or ())]
+        cpu0 = thread_cpu_ns(idents)
         t0 = self.clock()
         done = self.device.submit(ssd_of, t0, self.model_queue_depth)
         deadline = int(done.max()) if len(done) else t0
         ops = super()._issue(offs, boffs, lens, mv, arr, src, out)  # the rows themselves
         t_copy = self.clock()
-        t_end = self.wait(deadline)
-        self._lat.append(max(0, int(t_end) - deadline))
+        cpu1 = thread_cpu_ns(idents)
+        t_end = int(self.wait(deadline))
+        self._lat.append(max(0, t_end - deadline))
         self._model.append(deadline - t0)
-        self._copy_late += int(t_copy > deadline)
-        self._copy_ns += t_copy - t0
-        self._reads += len(ssd_of)
+        self._copy_over.append(max(0, t_copy - deadline))
+        # off the CPU during the copy: its wall time less its busiest thread's CPU time (the rows are
+        # resident, so a copy thread that is not running is runnable and waiting for a CPU)
+        self._offcpu.append(max(0, (t_copy - t0) - max(b - a for a, b in zip(cpu0, cpu1))))
+        self._end.append(t_end)
+        self._nreads.append(len(ssd_of))
+        self._copy.append(t_copy - t0)
         return ops
+
+    @property
+    def reads_paced(self) -> int:
+        """Device reads paced so far (since the last reset_stats)."""
+        return int(sum(self._nreads))
 
     def emulation_stats(self) -> dict:
         return emulation_summary([self._raw()], self.device.time_scale)
 
-    def _raw(self) -> dict:
-        lat = np.asarray(self._lat, np.int64)
-        return {"batches": len(self._lat), "reads": self._reads, "storage_ns": int(np.sum(self._model)),
-                "late_ns": int(lat.sum()), "late_p99_ns": float(np.percentile(lat, 99)) if len(lat) else 0.0,
-                "late_max_ns": int(lat.max()) if len(lat) else 0, "copy_ns": int(self._copy_ns),
-                # where the lateness sits: the 5 latest batches (index in the run, ns late)
-                "worst_batches": [[int(i), int(lat[i])] for i in np.argsort(lat)[::-1][:5]] if len(lat) else [],
-                "copy_late_batches": self._copy_late}
+    def _raw(self, windows: list[tuple[int, int]] | None = None) -> dict:
+        """The pacing of the batches handed back inside `windows` (default: the process's timed
+        windows; every batch when there are none), and of every batch (`all_batches`)."""
+        windows = timed_windows() if windows is None else windows
+        end = np.asarray(self._end, np.int64)
+        inside = np.zeros(len(end), bool)
+        for a, b in windows:
+            inside |= (end > a) & (end <= b)
+        if not windows:
+            inside[:] = True
+        out = _pacing(self, inside)
+        out["window"] = "timed" if windows else "all"
+        out["all_batches"] = _pacing(self, np.ones(len(end), bool))
+        return out
 
     def close(self) -> None:
         super().close()
         if self.device is not None:
             self.device.close()
+
+
+def _pacing(store: "EmulatedStore", mask: np.ndarray) -> dict:
+    """One store's pacing over the batches `mask` selects."""
+    idx = np.flatnonzero(mask)
+    lat = np.asarray(store._lat, np.int64)[idx]
+    over = np.asarray(store._copy_over, np.int64)[idx]
+    rq = np.asarray(store._offcpu, np.int64)[idx]
+    worst = idx[np.argsort(lat)[::-1][:5]] if len(lat) else []
+    return {"batches": len(idx), "reads": int(np.asarray(store._nreads, np.int64)[idx].sum()),
+            "storage_ns": int(np.asarray(store._model, np.int64)[idx].sum()),
+            "late_ns": int(lat.sum()), "late_p99_ns": float(np.percentile(lat, 99)) if len(lat) else 0.0,
+            "late_max_ns": int(lat.max()) if len(lat) else 0,
+            "copy_ns": int(np.asarray(store._copy, np.int64)[idx].sum()),
+            "copy_over_ns": int(over.sum()), "wake_late_ns": int(lat.sum() - over.sum()),
+            "copy_off_cpu_ns": int(rq.sum()),
+            "copy_off_cpu_late_ns": int(rq[lat > 0].sum()),  # in the batches that came back late
+            # where the lateness sits: the 5 latest batches (index in the run, ns late, of which the
+            # copy's overshoot, the copy's time off the CPU)
+            "worst_batches": [[int(i), int(store._lat[i]), int(store._copy_over[i]), int(store._offcpu[i])]
+                              for i in worst],
+            "copy_late_batches": int((over > 0).sum())}
 
 
 def emulation_summary(raws: list[dict], time_scale: float) -> dict:
@@ -271,18 +365,28 @@ def emulation_summary(raws: list[dict], time_scale: float) -> dict:
     batches = sum(r["batches"] for r in raws)
     frac = late / storage if storage > 0 else 0.0
     valid = frac <= LATENESS_LIMIT
+    rq = sum(r.get("copy_off_cpu_ns", 0) for r in raws) * 1e-9
+    rq_late = sum(r.get("copy_off_cpu_late_ns", 0) for r in raws) * 1e-9
+    copy_over = sum(r.get("copy_over_ns", 0) for r in raws) * 1e-9
     cause = None
     if not valid:
-        cause = (f"reads handed back {100 * frac:.2f} % of the storage time late (limit {100 * LATENESS_LIMIT:g} %): "
-                 + (f"in {copy_late} of {batches} batches the real copy from the page cache alone took longer than "
-                    f"the model's time (the CPU cannot serve this device at time scale {time_scale:g}: raise "
-                    "emulation.time_scale)" if copy_late else "the waits woke late (the machine is loaded)"))
+        starved = late > 0 and rq_late >= 0.5 * late
+        cause = (f"reads handed back {100 * frac:.2f} % of the storage time late (limit {100 * LATENESS_LIMIT:g} %, "
+                 f"{late:.3f} s, of which the copy's overshoot {copy_over:.3f} s; in the late batches the copy was "
+                 f"off the CPU {rq_late:.3f} s): "
+                 + (("the machine's other work held the CPU (in the late batches the copy was off the CPU for at least "
+                     "half the lateness: rerun on a quieter machine)") if starved else
+                    (f"in {copy_late} of {batches} batches the real copy from the page cache alone took longer than "
+                     f"the model's time (the CPU cannot serve this device at time scale {time_scale:g}: raise "
+                     "emulation.time_scale)" if copy_late else "the waits woke late (the machine is loaded)")))
     return {"time_scale": time_scale, "batches": batches, "reads": sum(r["reads"] for r in raws),
             "storage_s": storage, "storage_s_emulated": storage / time_scale,
             "lateness_s": late, "lateness_p99_s": max((r["late_p99_ns"] for r in raws), default=0.0) * 1e-9,
             "lateness_max_s": max((r["late_max_ns"] for r in raws), default=0) * 1e-9,
             "lateness_fraction": frac, "copy_s": sum(r["copy_ns"] for r in raws) * 1e-9,
-            "copy_late_batches": copy_late, "lateness_limit": LATENESS_LIMIT, "valid": valid, "invalid_cause": cause,
+            "copy_late_batches": copy_late, "copy_over_s": copy_over, "copy_off_cpu_s": rq, "copy_off_cpu_late_s": rq_late,
+            "window": "timed" if raws and all(r.get("window") == "timed" for r in raws) else "all",
+            "lateness_limit": LATENESS_LIMIT, "valid": valid, "invalid_cause": cause,
             "raw": raws}
 
 

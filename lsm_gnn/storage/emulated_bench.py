@@ -57,11 +57,11 @@ def sweep(dataset, profile: str = "paper", depths=DEPTHS, *, time_scale: float =
             walls, pages = [], []
             for _ in range(batches):
                 ids = np.sort(rng.choice(lay.num_rows // rows_per_page, n, replace=False)) * rows_per_page
-                before = store._reads
+                before = store.reads_paced
                 t0 = time.perf_counter()
                 store.read_rows(ids, out=out)
                 walls.append(time.perf_counter() - t0)
-                pages.append(store._reads - before)
+                pages.append(store.reads_paced - before)
             emu = store.emulation_stats()
         model = one.ssd.throughput(q)
         # from each batch's submission to the device until it was handed back (the model's time

@@ -1,0 +1,109 @@
+# Multi-device LSM-GNN: shared cache vs isolated caches vs one device with the same total memory,
+# 2 devices. The bench replays the first multidevice_batches iterations of the 2-device trace (rule
+# cache_trace) through real ranks (the first multidevice_warmup not measured), plus short 2-rank
+# training runs (multidevice_train_warmup + multidevice_train_iters iterations) for the iteration time.
+# On a cluster each of these jobs asks for the 2 GPUs its ranks use (profiles/slurm). Defaults on
+# synthetic-small: about 3 minutes.
+
+REPORT_FRAGMENTS.append(f"{REPORT}/sections/50-multidevice.md")
+
+
+rule multidevice_bench:
+    input:
+        data=dataset_files(DS),
+        trace=f"{RES}/cache/trace-g2.npz",
+    output:
+        f"{RES}/multidevice/bench.json",
+    log:
+        f"{LOGS}/multidevice_bench.log",
+    benchmark:
+        f"{RES}/benchmarks/multidevice_bench.tsv"
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 2
+    resources:
+        timed=1,
+        mem_mb=lambda w, input: scaled_mem_mb(input, 2500, 0.3),
+        runtime=lambda w, input: scaled_runtime(input, 4, 3),
+    params:
+        cli=CLI,
+        data=data_dir,
+        batches=config["multidevice_batches"],
+        warmup=config["multidevice_warmup"],
+        cache=CACHE_FRACTION,
+    message:
+        "Replaying {params.batches} iterations of the 2-device trace: shared, isolated, one device"
+    shell:
+        "{params.cli} bench multidevice {params.data} --devices 2 --trace {input.trace} "
+        "--batches {params.batches} --warmup {params.warmup} --cache-fraction {params.cache} --window 8 --json "
+        "--output {output} > /dev/null 2> {log}"
+
+
+rule multidevice_train:
+    input:
+        data=dataset_files(DS),
+    output:
+        f"{RES}/multidevice/train-{{mode}}.json",
+    log:
+        f"{LOGS}/multidevice_train-{{mode}}.log",
+    benchmark:
+        f"{RES}/benchmarks/multidevice_train-{{mode}}.tsv"
+    wildcard_constraints:
+        mode="shared|isolated|one",
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 2
+    resources:
+        timed=1,
+        mem_mb=lambda w, input: scaled_mem_mb(input, 3000, 0.3),
+        runtime=lambda w, input: scaled_runtime(input, 4, 3),
+    params:
+        cli=CLI,
+        data=data_dir,
+        warmup=config["multidevice_train_warmup"],
+        iters=config["multidevice_train_iters"],
+        devices=lambda w: multidevice_layout(w)["devices"],
+        mode=lambda w: multidevice_layout(w)["mode"],
+        cache=lambda w: multidevice_layout(w)["cache"],
+        model=MODEL,
+        batch=BATCH,
+        fanouts=FANOUTS,
+        seed=SEED,
+    message:
+        "Short 2-rank training run: {wildcards.mode}"
+    shell:
+        "{params.cli} train --dataset {params.data} --devices {params.devices} --epochs 1 --model {params.model} "
+        "--batch-size {params.batch} --fanouts {params.fanouts} --seed {params.seed} "
+        "--cache-fraction {params.cache} --set distributed.mode={params.mode} --set train.eval=false "
+        "--warmup {params.warmup} --timed {params.iters} --record {output} --quiet > {log} 2>&1"
+
+
+rule multidevice_report:
+    input:
+        bench=f"{RES}/multidevice/bench.json",
+        train=expand(f"{RES}/multidevice/train-{{mode}}.json", mode=["shared", "isolated", "one"]),
+        meta=DATA_META,
+    output:
+        fragment=f"{REPORT}/sections/50-multidevice.md",
+        figure=report(
+            f"{REPORT}/figures/multidevice.png",
+            caption="../report/multidevice.rst",
+            category="6. Multi-device",
+        ),
+    log:
+        f"{LOGS}/multidevice_report.log",
+    benchmark:
+        f"{RES}/benchmarks/multidevice_report.tsv"
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
+    params:
+        dataset=DS,
+        data=meta_dir,
+    message:
+        "Multi-device section of the report"
+    script:
+        "../scripts/multidevice_report.py"

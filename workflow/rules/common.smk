@@ -1,0 +1,394 @@
+# Shared by every rules file - the validated config, the dataset the run is about (synthetic, real or
+# a path), the output folders, the command every job runs, the derived run matrix and every helper
+# function the rules call (the rules files hold rules only, as `snakemake --lint` asks).
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+from snakemake.utils import validate
+
+REPO_DIR = Path(workflow.basedir).parent
+
+
+# ---- config: --config values arrive as strings from the command line ---------------------------
+def _coerce(value):
+    """`--config key=[1,2]` gives ["1", "2"] and `key=null` gives "null" (Snakemake parses
+    --config values with YAML's BaseLoader): turn them into numbers and None before validation."""
+    if isinstance(value, str):
+        if value.strip().lower() in ("null", "none", "~"):
+            return None
+        return value
+    if isinstance(value, list):
+        out = []
+        for v in value:
+            if isinstance(v, str):
+                for parse in (int, float):
+                    try:
+                        v = parse(v)
+                        break
+                    except ValueError:
+                        pass
+            out.append(v)
+        return out
+    return value
+
+
+for _key in list(config):
+    config[_key] = _coerce(config[_key])
+if isinstance(config.get("fanouts"), int):  # --config fanouts=10 arrives as a number
+    config["fanouts"] = str(config["fanouts"])
+validate(config, str(Path(workflow.basedir) / "schemas" / "config.schema.yaml"))
+
+
+# ---- the command every job runs: `python -m lsm_gnn.cli` of the environment it runs in ----------
+# A rule's conda env (--sdm conda) puts its own python first on PATH; without one, the jobs use the
+# Python running Snakemake (the venv of `make reproduce`), put first here. The command line is the
+# same in every environment, so a finished run planned from another one has nothing to do. The
+# package comes from this checkout (PYTHONPATH), so a conda env needs only the dependencies.
+CLI = "python -m lsm_gnn.cli"
+os.environ.update(
+    PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    PYTHONPATH=os.pathsep.join(p for p in [str(REPO_DIR), os.environ.get("PYTHONPATH", "")] if p),
+)
+
+
+# ---- which dataset ---------------------------------------------------------------------------------
+SYNTHETIC_RE = re.compile(r"^synthetic(?P<hetero>-hetero)?-(?P<size>tiny|small|medium|[0-9]+)$")
+REAL_RE = re.compile(
+    r"^(?P<name>igb|igbh)-(?P<size>tiny|small|medium|large|full)$|^(?P<single>ogbn-papers100M|mag240m)$"
+)
+HETERO_REAL = {"igbh", "mag240m"}
+# directory (under the download destination) that `lsm-gnn dataset download` fills, as in
+# lsm_gnn/datasets/real/catalog.py: IGB/IGBH -> <size>, the OGB zips -> their top folder
+REAL_ROOTS = {"ogbn-papers100M": "papers100M-bin", "mag240m": "mag240m_kddcup2021"}
+DATASET_FORMS = (
+    "synthetic-SIZE or synthetic-hetero-SIZE (SIZE: tiny, small, medium or a node count), "
+    "igb-SIZE or igbh-SIZE (SIZE: tiny, small, medium, large, full), ogbn-papers100M, mag240m, "
+    "or a path to a prepared dataset (a folder with metadata.json)"
+)
+
+
+def resolve_dataset(cfg: dict) -> dict:
+    """What `dataset` (or its alias `size`) names: kind (synthetic | real | path), the folder the
+    runs read, the tag naming results/<tag> and reports/<tag>, and whether it is heterogeneous."""
+    name = f"synthetic-{cfg['size']}" if cfg.get("size") not in (None, "") else str(cfg["dataset"])
+    data_dir = cfg["data_dir"]
+    m = SYNTHETIC_RE.match(name)
+    if m:
+        dim = int(cfg["synthetic_dim"])
+        tag = name if dim == 1024 else f"{name}-d{dim}"
+        return {
+            "kind": "synthetic",
+            "name": name,
+            "tag": tag,
+            "data": f"{data_dir}/{tag}",
+            "size": m["size"],
+            "hetero": bool(m["hetero"]),
+            "dim": dim,
+        }
+    m = REAL_RE.match(name)
+    if m:
+        real = m["name"] or m["single"]
+        size = m["size"]
+        raw = f"{cfg['raw_dir']}/{real}"
+        root = f"{raw}/{size or REAL_ROOTS[real]}"
+        return {
+            "kind": "real",
+            "name": name,
+            "tag": name,
+            "data": f"{data_dir}/{name}",
+            "real": real,
+            "size": size,
+            "hetero": real in HETERO_REAL,
+            "raw": raw,
+            "raw_root": root,
+        }
+    path = Path(name).expanduser()
+    if not (path / "metadata.json").is_file():
+        raise ValueError(
+            f"config key 'dataset': {name!r} is neither a dataset name nor a prepared dataset "
+            f"(no {path / 'metadata.json'}); expected {DATASET_FORMS}"
+        )
+    meta = json.loads((path / "metadata.json").read_text())
+    hetero = len(meta.get("node_types", {})) != 1 or len(meta.get("edge_types", {})) != 1
+    return {
+        "kind": "path",
+        "name": meta.get("name") or path.name,
+        "tag": path.resolve().name,
+        "data": str(path),
+        "hetero": hetero,
+    }
+
+
+DS = resolve_dataset(config)
+DATA = DS["data"]
+DATA_META = f"{DATA}/metadata.json"
+TAG = DS["tag"]
+RES = f"results/{TAG}"
+REPORT = f"reports/{TAG}"
+LOGS = f"{RES}/logs"
+SEED = int(config["seed"])
+
+# the sampler and model every section runs with
+BATCH = int(config["batch_size"])
+FANOUTS = str(config["fanouts"]).replace(" ", "")
+FANOUT_LIST = f"[{FANOUTS}]"
+MODEL = config["model"] if config["model"] != "auto" else ("rsage" if DS["hetero"] else "sage")
+CACHE_FRACTION = float(config["cache_fraction"])
+
+# Synthetic graphs this run generates: the dataset itself and the heterogeneous graph the cache
+# section simulates (tag -> generate arguments); the generating checkpoint makes any of them.
+SYNTHETIC = {}
+if DS["kind"] == "synthetic":
+    SYNTHETIC[TAG] = {"size": DS["size"], "hetero": DS["hetero"], "dim": DS["dim"]}
+HETERO = None  # the IGBH-like graph of the simulator matrix
+if config.get("hetero_size") not in (None, ""):
+    HETERO = resolve_dataset(
+        {
+            **config,
+            "size": None,
+            "dataset": f"synthetic-hetero-{config['hetero_size']}",
+            "synthetic_dim": config["hetero_dim"],
+        }
+    )
+    SYNTHETIC[HETERO["tag"]] = {
+        "size": HETERO["size"],
+        "hetero": True,
+        "dim": HETERO["dim"],
+    }
+
+
+def report_front_page() -> str:
+    """The front page of `snakemake --report`: the description with the verdicts (rule verdicts_rst)
+    once a run wrote it, the description alone before."""
+    front = Path(f"{REPORT}/report-front.rst")
+    return str(front.resolve()) if front.exists() else "report/workflow.rst"
+
+
+# Each rules file appends the report fragments (markdown) its rules produce; the report's
+# stitching job joins them in this order.
+REPORT_FRAGMENTS = []
+
+
+# ---- the dataset's files as inputs ------------------------------------------------------------------
+def dataset_files(ds: dict):
+    """Input function: metadata.json and every data file it lists, so that the jobs reading a
+    dataset declare what they read. The list is known once the folder exists: a generated or
+    prepared dataset is made by a checkpoint, and Snakemake re-evaluates this after it ran."""
+
+    def files(wildcards):
+        if ds["kind"] == "synthetic":
+            checkpoints.dataset_generate.get(synthetic=ds["tag"])
+        elif ds["kind"] == "real":
+            checkpoints.dataset_prepare.get()
+        meta = Path(ds["data"]) / "metadata.json"
+        listed = sorted(json.loads(meta.read_text()).get("files", {}))
+        return [str(meta), *(str(Path(ds["data"]) / name) for name in listed)]
+
+    return files
+
+
+def data_dir(wildcards, input):
+    """Params function: the dataset folder, from the job's declared metadata.json (input.data[0])."""
+    return str(Path(input.data[0]).parent)
+
+
+def meta_dir(wildcards, input):
+    """Params function: the dataset folder of a report job that declares only input.meta."""
+    return str(Path(input.meta).parent)
+
+
+def feature_gib(input) -> float:
+    """The dataset's feature bytes in GiB, from the metadata.json among the job's inputs."""
+    meta = next(p for p in input if str(p).endswith("metadata.json"))
+    return json.loads(Path(meta).read_text())["features"]["file_bytes"] / 2**30
+
+
+def csv_list(values) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def source_benchmarks(_wildcards=None):
+    """The benchmark files of the jobs that made the dataset (its section reports their time)."""
+    if DS["kind"] == "synthetic":
+        return [f"{RES}/dataset/generate.benchmark.tsv"]
+    if DS["kind"] == "real":
+        return [
+            f"{RES}/dataset/download.benchmark.tsv",
+            f"{RES}/dataset/prepare.benchmark.tsv",
+        ]
+    return []
+
+
+# ---- the cache section's matrix (30-cache.smk) ------------------------------------------------------
+CACHE_VICTIM = str(config["cache_victim_depth"] or "config")
+CACHE_FLAGS = " ".join(f"--cache-fraction {f}" for f in config["cache_fractions"])
+CACHE_MAX_BATCHES = f"--max-batches {config['cache_max_batches']}" if config["cache_max_batches"] else ""
+REGIME_BATCHES = [int(b) for b in config["ratio_batch_sizes"]]
+PAPER_BATCH = int(config["paper_batch_size"])
+PVP_BATCHES = sorted({int(b) for b in config["pvp_batch_sizes"]} | {BATCH, PAPER_BATCH})
+PVP_SHARES = sorted({float(h) for h in config["pvp_host_shares"] if float(h) > 0})
+PVP_WINDOWS = sorted({int(w) for w in config["pvp_windows"]} | {8})
+# the run config's host share (lsm_gnn.config: VictimBufferConfig.host_fraction, None = the policy's 0.10)
+PVP_CONFIG_SHARE = 0.1
+
+
+def regime_iterations(batch: int) -> int:
+    """Iterations of the regime point at `batch`: ratio_seeds seed nodes, at least 20."""
+    return max(20, int(config["ratio_seeds"]) // batch)
+
+
+def pvp_iterations(batch: int) -> int:
+    """Iterations of the PVP study's trace at `batch`: the seeds of the headline trace
+    (cache_max_batches x batch_size), at least 20; the headline trace itself at batch_size."""
+    headline = int(config["cache_max_batches"] or 300)
+    return max(20, headline * BATCH // batch)
+
+
+def pvp_points(batch: int) -> list[dict]:
+    """The configurations of the PVP study at one batch: hybrid and dynamic without the buffer at
+    every W (static at W = 8); with it at each host share (W = 8; every W at the config's share); hybrid over
+    cache_fractions (W = 8, the config's share). Each is one `lsm-gnn simulate` row."""
+    pts = [
+        dict(policy=p, fraction=CACHE_FRACTION, window=w, victim=False, host=None)
+        for p in ("hybrid", "dynamic")
+        for w in PVP_WINDOWS
+    ]
+    # static without the buffer (it reads no window): claim (c) without the buffer
+    pts.append(dict(policy="static", fraction=CACHE_FRACTION, window=8, victim=False, host=None))
+    for h in sorted(set(PVP_SHARES) | {PVP_CONFIG_SHARE}):
+        for w in PVP_WINDOWS if h == PVP_CONFIG_SHARE else [8]:
+            pts += [
+                dict(policy=p, fraction=CACHE_FRACTION, window=w, victim=True, host=h) for p in ("hybrid", "dynamic")
+            ]
+    pts += [
+        dict(policy="hybrid", fraction=float(f), window=8, victim=True, host=PVP_CONFIG_SHARE)
+        for f in config["cache_fractions"]
+        if abs(float(f) - CACHE_FRACTION) > 1e-12
+    ]
+    return pts
+
+
+# ---- one-device training (40-train.smk) -------------------------------------------------------------
+TRAIN_SYSTEMS = ["lsm", "memory"]
+TRAIN_WINDOW = (
+    f"--warmup {config['train_warmup']}"
+    if config["train_timed"] is None
+    else f"--warmup {config['train_warmup']} --timed {config['train_timed']}"
+)
+
+
+def multidevice_layout(wildcards) -> dict:
+    """One device gets G x the per-device memory budget (cache and victim buffer split by the same
+    rule), so the total memory equals the 2-device runs'."""
+    if wildcards.mode == "one":
+        return {"devices": 1, "mode": "shared", "cache": 2 * CACHE_FRACTION}
+    return {"devices": 2, "mode": wildcards.mode, "cache": CACHE_FRACTION}
+
+
+# ---- the baseline matrix (60-baselines.smk) ---------------------------------------------------------
+# systems whose result depends on the memory budget, and those that hold no cache
+BL_CACHED = [s for s in ("lsm", "isolated", "mmap") if s in config["baselines_systems"]]
+BL_UNCACHED = [s for s in ("direct", "memory") if s in config["baselines_systems"]]
+BL_DISTDGL = bool(config["baselines_distdgl"]) and not DS["hetero"]
+BL_SETS = (
+    f"--set sampler.batch_size={BATCH} --set 'sampler.fanouts={FANOUT_LIST}' --set model.name={MODEL} "
+    f"--set train.seed={SEED} --set train.epochs=2 --set train.warmup_iters={config['baselines_warmup']} "
+    f"--set train.timed_iters={config['baselines_timed']}"
+)
+# Emulated accelerators (lsm_gnn.accelerator, after MLPerf Storage): each train step is a wait of
+# the profile's GPU step time, so the systems' data planes are compared as they would feed a GPU,
+# not the 2 cores' CPU training. `baselines_repeats` emulated runs of every system, interleaved and
+# rotated (ABC, BCA, CAB: a slow quarter hour of the VM falls on every system alike); then
+# `baselines_real_runs` runs that really train, for the loss and accuracy. No accelerator: only
+# real runs (`baselines_repeats` of them).
+BL_ACC = config["baselines_accelerator"]
+BL_EMU_SETS = f"--set train.accelerator=emulated --set train.accelerator_profile={BL_ACC}" if BL_ACC else ""
+BL_MODES = ([(BL_ACC, int(config["baselines_repeats"]))] if BL_ACC else []) + [
+    (
+        "real",
+        int(config["baselines_real_runs"]) if BL_ACC else int(config["baselines_repeats"]),
+    )
+]
+BL_CONFIGS = (
+    [f"{s}-d{d}-c{c}" for s in BL_CACHED for d in config["baselines_devices"] for c in config["baselines_cache"]]
+    + [f"{s}-d{d}-c0" for s in BL_UNCACHED for d in config["baselines_devices"]]
+    + (["distdgl-m2-t2"] if BL_DISTDGL else [])
+)
+# every run in the order it runs: one chain, so that Snakemake cannot regroup the repeats of a system
+BL_ORDER = [
+    f"{RES}/baselines/{BL_CONFIGS[(r + i) % len(BL_CONFIGS)]}-{mode}-r{r}.json"
+    for mode, n in BL_MODES
+    for r in range(n)
+    for i in range(len(BL_CONFIGS))
+]
+BL_PREVIOUS = dict(zip(BL_ORDER[1:], BL_ORDER[:-1]))
+BL_RUNS = BL_ORDER
+BL_EMULATED = [p for p in BL_ORDER if BL_ACC and f"-{BL_ACC}-r" in p]
+BL_REAL = [p for p in BL_ORDER if "-real-r" in p]
+
+
+def bl_previous(output: str) -> list[str]:
+    """The run before this one in BL_ORDER (none for the first)."""
+    prev = BL_PREVIOUS.get(output)
+    return [prev] if prev else []
+
+
+def bl_mode_sets(wildcards):
+    return BL_EMU_SETS if wildcards.mode != "real" else ""
+
+
+def bl_cache(wildcards):
+    """The run's memory budget: cache-less systems (c0) ignore it and get the headline fraction."""
+    return float(wildcards.cache) or CACHE_FRACTION
+
+
+# ---- resources: what each job asks a scheduler for -------------------------------------------------
+# Measured with the benchmark file of every job (results/<tag>/benchmarks/*.tsv: max RSS summed over
+# the job's processes, wall seconds) in a synthetic-tiny reproduction on the 2-core VM, run beside a
+# second one (so wall times are about 2x an idle machine's). The jobs that read the dataset scale
+# with its feature bytes (metadata.json: features.file_bytes) as base + a factor x feature MB.
+# Headroom: at least 1.3x the measured peak memory and 3x the measured wall time, rounded up; the
+# figures per rule are in docs/workflow.md ("Resources").
+REPORT_MEM_MB = 1500
+REPORT_RUNTIME_MIN = 10
+# a download or preparation of a real dataset: bounded by the network and the disk, not measured
+# here beyond the test fixtures (IGB-full is 1.1 TB): one day, the usual longest partition limit
+REAL_RUNTIME_MIN = 24 * 60
+
+
+def scaled_mem_mb(input, base_mb: float, per_feature_mb: float) -> int:
+    """base_mb plus per_feature_mb MB per MB of features: the in-memory ideal holds all of them
+    (1.0), a cached system its budget and buffers (a fraction)."""
+    return int(base_mb + per_feature_mb * feature_gib(input) * 1024)
+
+
+def scaled_runtime(input, base_min: float, per_gib_min: float) -> int:
+    """Minutes: base_min plus per_gib_min per GiB of features."""
+    return int(base_min + per_gib_min * feature_gib(input)) + 1
+
+
+def generate_mem_mb(spec: dict) -> int:
+    """The generator holds the graph and one feature chunk: grows with the node count."""
+    return int(2000 + 4 * synthetic_nodes(spec) / 1e3)
+
+
+def generate_runtime(spec: dict) -> int:
+    return int(5 + 4 * synthetic_nodes(spec) / 1e6) + 1
+
+
+def synthetic_nodes(spec: dict) -> int:
+    """Paper nodes of a generated graph: the named sizes of lsm_gnn.datasets.synthetic, or the count."""
+    from lsm_gnn.datasets.synthetic import SIZES
+
+    return SIZES.get(str(spec["size"])) or int(spec["size"])
+
+
+def storage_runtime() -> int:
+    """Minutes: every reader x pattern x batch point for storage_seconds plus five fio jobs."""
+    points = 4 * (len(config["storage_batch_sizes"]) + len(config["storage_seq_batch_sizes"]))
+    seconds = points * float(config["storage_seconds"]) + 5 * float(config["fio_seconds"])
+    return int(5 + 3 * seconds / 60) + 1

@@ -1,0 +1,220 @@
+"""Report section 30: storage rows per epoch of every eviction policy against the bounds (MIN at
+the same total memory, MIN of the cache lines alone, optimal static, compulsory) on one trace, the
+regime sweep (the policies over batch sizes, against cache rows / distinct rows per iteration), the
+heterogeneous graph and the 2-device shared-vs-isolated comparison, from `lsm-gnn simulate` CSVs.
+Also writes regime.json, the run's regime for the report's summary."""
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from lsm_gnn.utils.atomic import atomic_path, write_text  # noqa: E402
+
+from wfcommon import PAPER_REGIME, RATIO_KEY, dataset_words, log_to, md_table, sim_regime  # noqa: E402
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+log_to(sm)
+FRACTION = float(sm.params.fraction)
+PCT = f"{100 * FRACTION:g} %"
+
+
+sweep = pd.concat([pd.read_csv(p) for p in sm.input.sweeps], ignore_index=True)
+sweep["cache %"] = (sweep["cache_fraction"] * 100).round(2)
+sweep[RATIO_KEY] = [sim_regime(r) for _, r in sweep.iterrows()]
+write_text(sm.output.table, sweep.to_csv(index=False))
+epochs = int(sweep["epochs"].iloc[0])
+batches = int(sweep["batches"].iloc[0])
+
+# ---- figure: storage rows per epoch vs cache size, one panel per window -------------------------
+windows = sorted(sweep["window"].unique())
+sns.set_theme(style="whitegrid", context="paper")
+fig, axes = plt.subplots(1, len(windows), figsize=(4.2 * len(windows), 3.8), sharey=True, squeeze=False)
+for ax, w in zip(axes[0], windows):
+    part = sweep[sweep["window"] == w]
+    sns.lineplot(data=part, x="cache %", y="storage_rows_per_epoch", hue="policy", style="policy",
+                 markers=True, dashes=False, ax=ax, legend=(ax is axes[0][-1]))
+    bnd = part.drop_duplicates("cache %").sort_values("cache %")
+    for col, label, style in (("min_rows", "MIN (same memory)", dict(color="black", lw=2)),
+                              ("min_cache_rows", "MIN (cache lines only)", dict(color="black", ls="--")),
+                              ("opt_static_rows", "optimal static", dict(color="grey", ls=":", lw=2))):
+        ax.plot(bnd["cache %"], bnd[col] / epochs, label=label, **style)
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(sweep["cache %"].unique()))
+    ax.set_xticklabels([f"{x:g}%" for x in sorted(sweep["cache %"].unique())])
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"lookahead window W = {w}")
+    ax.set_xlabel("memory per device (% of feature rows)")
+    ax.set_ylabel(f"storage rows per simulated epoch ({batches:,} iterations)")
+handles, labels = axes[0][-1].get_legend_handles_labels()
+if axes[0][-1].get_legend():
+    axes[0][-1].get_legend().remove()
+fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+fig.tight_layout()
+with atomic_path(sm.output.figure, suffix=".png") as tmp:
+    fig.savefig(tmp, dpi=130, bbox_inches="tight")
+
+# ---- tables ---------------------------------------------------------------------------------------
+near = (sweep["cache_fraction"] - FRACTION).abs()
+at10 = sweep[near == near.min()]
+# the budget's split (policies without a victim buffer, e.g. horizon, give the host share to cache lines)
+b10 = at10[at10["window"] == at10["window"].max()].sort_values("capacity_rows", kind="stable").iloc[0]
+victim_note = (f"{int(b10['total_rows']):,} rows per device = {int(b10['capacity_rows']):,} cache lines + "
+               f"{int(b10['victim_capacity']):,} rows of victim queues and landing buffer "
+               f"({int(b10['victim_depth']):,} lines per queue at W = {int(b10['window'])})")
+ratio = at10.pivot_table(index="policy", columns="window", values="storage_rows_vs_min").reset_index()
+ratio.columns = ["policy"] + [f"W={w}: rows / MIN" for w in ratio.columns[1:]]
+wmax = max(windows)
+extra = at10[at10["window"] == wmax][["policy", RATIO_KEY, "storage_rows", "hits", "victim_hits",
+                                      "storage_rows_vs_min_cache", "storage_rows_vs_opt_static",
+                                      "storage_rows_vs_compulsory"]]
+extra.columns = ["policy", "cache rows / rows per iteration", f"storage rows (W={wmax})", "hits", "victim hits", "/ MIN cache lines only",
+                 "/ optimal static", "/ compulsory"]
+table10 = ratio.merge(extra, on="policy").sort_values(f"W={wmax}: rows / MIN")
+
+multi = pd.concat([pd.read_csv(p) for p in sm.input.multi], ignore_index=True)
+multi_view = multi[["mode", "policy", "storage_rows", "compulsory", "min_rows", "min_total_rows",
+                    "storage_rows_vs_min"]].copy()
+multi_view.columns = ["mode", "policy", "storage rows", "compulsory", "MIN per device", "MIN of 2 devices' memory",
+                      "rows / MIN per device"]
+iso = multi.set_index(["policy", "mode"])["storage_rows"]
+shared_vs_iso = {p: iso[(p, "shared")] / iso[(p, "isolated")] for p in multi["policy"].unique()}
+
+
+
+# ---- the regime sweep: the same policies over batch sizes (cache rows / rows per iteration) ------
+def read_points(paths):
+    frames = [pd.read_csv(p).assign(file=Path(p).stem) for p in paths]
+    if not frames:
+        return pd.DataFrame()
+    df = pd.concat(frames, ignore_index=True)
+    df[RATIO_KEY] = [sim_regime(r) for _, r in df.iterrows()]
+    df["distinct rows / iteration"] = df["distinct"] / (df["batches"] * df["devices"])
+    return df
+
+
+regime = read_points(sm.input.regime)
+headline_ratio = float(b10[RATIO_KEY])
+per_iter = float(b10["distinct"]) / (float(b10["batches"]) * float(b10["devices"]))
+summary = {"dataset": sm.params.dataset["tag"], "batch_size": int(sm.params.batch), "fanouts": sm.params.fanouts,
+           "cache_fraction": float(b10["cache_fraction"]), "window": int(b10["window"]),
+           "cache_rows": int(b10["capacity_rows"]), "total_rows": int(b10["total_rows"]),
+           "distinct_rows_per_iteration": per_iter, RATIO_KEY: headline_ratio,
+           "storage_rows_vs_min": {r["policy"]: float(r["storage_rows_vs_min"]) for _, r in
+                                   at10[at10["window"] == wmax].iterrows()},
+           "regime_sweep": [], "hetero": None}
+sns.set_theme(style="whitegrid", context="paper")
+fig, ax = plt.subplots(figsize=(7.5, 4.2))
+if not regime.empty:
+    sns.lineplot(data=regime, x=RATIO_KEY, y="storage_rows_vs_min", hue="policy", style="policy", markers=True,
+                 dashes=False, ax=ax)
+    ax.set_xscale("log")
+    ax.axvspan(7, 26, color="grey", alpha=0.12, label="IGB-full, 4-10 GiB GPU cache")
+    ax.axvline(headline_ratio, color="black", ls="--", lw=1, label=f"this run (batch {sm.params.batch})")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=8)
+ax.set_xlabel("cache rows / distinct rows per iteration (log)")
+ax.set_ylabel("storage rows / MIN (same memory)")
+ax.set_title(f"Policies along the regime axis ({PCT} memory per device, W = 8; batch size varies)")
+fig.tight_layout()
+with atomic_path(sm.output.regime_figure, suffix=".png") as tmp:
+    fig.savefig(tmp, dpi=130, bbox_inches="tight")
+plt.close(fig)
+
+regime_table = ""
+if not regime.empty:
+    # one row per trace (batch size), one column per policy (storage rows / MIN)
+    regime["batch"] = regime["file"].str.extract(r"regime-b(\d+)", expand=False).astype(int)
+    wide = regime.pivot_table(index="batch", columns="policy", values="storage_rows_vs_min")
+    policies = list(wide.columns)
+    # the regime of the trace: the cache lines of the budget (policies with a victim buffer share them)
+    meta = regime.sort_values("capacity_rows").drop_duplicates("batch").set_index("batch")
+    wide.insert(0, "iterations", meta["batches"].astype(int))
+    wide.insert(1, "distinct rows / iteration", meta["distinct rows / iteration"])
+    wide.insert(2, "cache rows / rows per iteration", meta[RATIO_KEY])
+    wide["best policy"] = wide[policies].idxmin(axis=1)
+    # among the policies that see only the lookahead window W (not a long-lookahead one such as horizon)
+    windowed = sorted(set(regime.loc[regime["lookahead"] == regime["window"], "policy"]))
+    if windowed and len(windowed) < len(policies):
+        wide["best within W"] = wide[windowed].idxmin(axis=1)
+    wide = wide.reset_index().rename(columns={"batch": "batch size"})
+    regime_table = md_table(wide)
+    for _, r in wide.iterrows():
+        summary["regime_sweep"].append({"batch_size": int(r["batch size"]), "iterations": int(r["iterations"]),
+                                        "distinct_rows_per_iteration": float(r["distinct rows / iteration"]),
+                                        RATIO_KEY: float(r["cache rows / rows per iteration"]),
+                                        "best": r["best policy"], "best_within_window": r.get("best within W"),
+                                        "storage_rows_vs_min": {p: float(r[p]) for p in policies if pd.notna(r[p])}})
+
+hetero_text = ""
+if sm.input.hetero:
+    het = read_points(sm.input.hetero)
+    h = het.sort_values("storage_rows_vs_min")
+    hv = h[["policy", RATIO_KEY, "storage_rows", "hits", "victim_hits", "storage_rows_vs_min",
+            "storage_rows_vs_opt_static"]].copy()
+    hv.columns = ["policy", "cache rows / rows per iteration", "storage rows", "hits", "victim hits", "rows / MIN",
+                  "/ optimal static"]
+    hr = h.sort_values("capacity_rows", kind="stable").iloc[0]   # the budget's split, as in the sweep
+    hrows = json.loads(Path(sm.input.hetero_json[0]).read_text())["trace"]["num_rows"]
+    summary["hetero"] = {"dataset": sm.params.hetero["tag"], RATIO_KEY: float(hr[RATIO_KEY]),
+                         "distinct_rows_per_iteration": float(hr["distinct rows / iteration"]),
+                         "storage_rows_vs_min": {r["policy"]: float(r["storage_rows_vs_min"]) for _, r in h.iterrows()}}
+    hetero_text = f"""
+**Heterogeneous graph** (`{sm.params.hetero['tag']}`: the IGBH-like graph of `lsm-gnn dataset generate
+{sm.params.hetero['size']} --hetero`, all node types in one row space of {hrows:,} rows), the same sampler
+(batch {sm.params.batch}, fan-outs {sm.params.fanouts} per relation), {int(hr['batches'])} iterations, {PCT} memory,
+W = 8: {hr['distinct rows / iteration']:,.0f} distinct rows per iteration, cache rows / distinct rows per iteration = **{hr[RATIO_KEY]:.1f}**.
+
+{md_table(hv)}
+"""
+
+from lsm_gnn.utils.atomic import write_json  # noqa: E402
+
+write_json(sm.output.regime, summary)
+
+text = f"""## Cache policies against the bounds (trace simulator)
+
+One trace of the training sampler on {dataset_words(sm.params.dataset)} (fan-outs {sm.params.fanouts}, batch
+{sm.params.batch}, seed as in training; {batches:,} iterations in {epochs} epoch(s) on one device) replayed through
+every eviction policy with the cache engine's decision replay (`lsm-gnn simulate`). Every point gives each
+system the same memory per device: the x axis is the total (device cache lines + victim queues + landing
+buffer), split by the run config's host share. Bounds on the same coalesced trace (duplicates in a batch are
+one request): **MIN** is Belady's optimum at that total (batch-granular, may bypass, fully associative: a
+floor no policy can beat, with or without the victim buffer); **MIN (cache lines only)** is the optimum of
+the device cache alone; **optimal static** is the best fixed set of as many rows, filled on first use. At
+{PCT}: {victim_note}. Windows: {", ".join(str(w) for w in windows)}.
+
+**Regime: cache rows / distinct rows per iteration = {headline_ratio:.1f}** ({int(b10['capacity_rows']):,} cache
+lines per device over {per_iter:,.0f} distinct rows requested per iteration; {PAPER_REGIME}, docs/workflow.md).
+Below about 1 the cache cannot hold one iteration's rows and every policy looks alike.
+
+![storage rows per epoch](figures/cache_storage_rows.png)
+
+**Storage rows / MIN at a total memory of {PCT} of the feature rows per device**
+({int(b10['total_rows']):,} rows; MIN {int(b10['min_rows']):,}, MIN of the cache lines alone
+{int(b10['min_cache_rows']):,}, set-associative MIN {int(b10['min_set_rows']):,}, optimal static
+{int(b10['opt_static_rows']):,}, compulsory {int(b10['compulsory']):,} rows):
+
+{md_table(table10)}
+
+**The regime axis.** The same policies at {PCT} memory and W = 8, one trace per batch size
+({sm.params.regime_seeds:,} seed nodes each, at least 20 iterations): the larger the batch, the more
+distinct rows one iteration requests and the smaller the cache against them. Storage rows / MIN per
+policy; the shaded band is IGB-full with a 4-10 GiB GPU cache.
+
+![policies along the regime axis](figures/cache_regime.png)
+
+{regime_table}
+{hetero_text}
+**Two devices, {PCT} memory each, W = 8** (simulated; shared: owner `v % 2` caches v for both devices;
+isolated: each device caches what it requests). "MIN of 2 devices' memory" is MIN with twice one
+device's total over the interleaved trace. Shared / isolated storage rows:
+{", ".join(f"{p} {r:.3f}" for p, r in shared_vs_iso.items())}.
+
+{md_table(multi_view)}
+"""
+write_text(sm.output.fragment, text)

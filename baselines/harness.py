@@ -1,7 +1,7 @@
 """One harness for every compared system: `run_system(system, cfg, ...) -> run record`.
 
 Systems (`SYSTEMS`):
-- `lsm`: LSM-GNN, shared cache over G devices (lsm_gnn.multidevice.launch.run_multi_device);
+- `lsm`: LSM-GNN, shared cache over G devices (lsm_gnn.ranks.launch.run_multi_device);
 - `isolated`: per-device caches of the same size, each device caching what it requests;
 - `memory`: the in-memory ideal (every feature row in RAM);
 - `mmap`, `direct`: plain storage loaders without a cache (baselines.loaders);
@@ -152,7 +152,7 @@ def cpu_speed_around():
 
 def _run_lsm_family(system: str, cfg: RunConfig, devices: int, progress: bool) -> dict:
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.multidevice.launch import run_multi_device
+    from lsm_gnn.ranks.launch import run_multi_device
 
     scfg = system_config(system, cfg, devices)
     pre = 0.0

@@ -12,7 +12,7 @@
 
 The store source is lsm_gnn.sources.factory.make_feature_source's (the plain store `cfg.storage`
 describes); the mmap system runs it under the cap (`CappedStoreSource`). `plain_worker` runs
-inside each rank started by `lsm_gnn.multidevice.launch.run_multi_device`.
+inside each rank started by `lsm_gnn.ranks.launch.run_multi_device`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from lsm_gnn.cache.budget import device_memory
-from lsm_gnn.features import FeatureSource
+from lsm_gnn.sources.contract import FeatureSource
 from lsm_gnn.sources.factory import make_feature_source
 from lsm_gnn.sources.store import StoreFeatureSource
 from lsm_gnn.storage.base import IOCounters
@@ -88,7 +88,7 @@ def plain_worker(cfg, rank: int, world_size: int, heartbeat, args: dict) -> dict
 
     from lsm_gnn.storage.memcap import PageCacheCap
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.multidevice.workers import source_metrics
+    from lsm_gnn.ranks.workers import source_metrics
     from lsm_gnn.train.loop import import_optimizer, run_training
 
     import_optimizer(cfg)  # while still starting (lsm_gnn.train.loop.import_optimizer)

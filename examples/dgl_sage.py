@@ -23,7 +23,7 @@ from lsm_gnn.config import load_config  # noqa: E402
 from lsm_gnn.datasets.format import Dataset  # noqa: E402
 from lsm_gnn.sources.factory import make_feature_source  # noqa: E402
 from lsm_gnn.integrations.dgl import DGLDataLoader  # noqa: E402
-from lsm_gnn.multidevice.group import init_process_group  # noqa: E402
+from lsm_gnn.ranks.group import init_process_group  # noqa: E402
 from lsm_gnn.sampling import NeighborSampler  # noqa: E402
 
 

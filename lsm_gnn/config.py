@@ -112,7 +112,7 @@ class CacheConfig(Section):
     refresh_every: int = Field(1, ge=1)
     readahead: bool = True
     """Read the next batch's predicted storage misses while this batch's rows are exchanged,
-    reordered and trained on (lsm_gnn.cache.fetcher): the misses are the window's first batch
+    reordered and trained on (lsm_gnn.sources.cached): the misses are the window's first batch
     minus the lines resident and landed after this batch, so the reads are exactly the ones the
     next step makes; no decision changes. A timing setting only (docs/cache.md, "Read-ahead")."""
     engine: Literal[ENGINES] = "cpu"
@@ -131,6 +131,25 @@ class CacheConfig(Section):
         if self.capacity_fraction is None and self.capacity_bytes is None:
             raise ValueError("set capacity_fraction or capacity_bytes")
         return self
+
+    @property
+    def horizon(self) -> int:
+        """Future batches the policy reads: K (`lookahead`) for a long-lookahead policy (horizon),
+        else W (`window`): lsm_gnn.cache.policies.lookahead_horizon, the one derivation."""
+        from lsm_gnn.cache.policies import lookahead_horizon
+
+        return lookahead_horizon(self)
+
+    def loader_window(self, source=None) -> int:
+        """Batches the loader samples ahead and hands `source.advance`: the horizon when something
+        reads it, else 0. Something reads it when this cache is on, or when `source` is a caller's
+        own (an object that is no lsm_gnn FeatureSource, such as a cache of its own: it gets
+        `advance(window)` and the config's horizon). With the cache off a source of lsm_gnn's
+        (the ideal, the plain store) reads nothing ahead: the window is 0 (docs/integrations.md)."""
+        from lsm_gnn.sources.contract import FeatureSource
+
+        own = source is not None and not isinstance(source, FeatureSource)
+        return self.horizon if (self.enabled or own) else 0
 
 
 class SamplerConfig(Section):

@@ -5,7 +5,7 @@ import time
 
 
 def slow_peer(cfg, rank, world_size, hb, args):
-    from lsm_gnn.multidevice.workers import train_worker
+    from lsm_gnn.ranks.workers import train_worker
     from lsm_gnn.train import loop
 
     if rank == int(args["slow_rank"]):

@@ -18,8 +18,8 @@ import torch
 
 from lsm_gnn.cache import gpu_engine
 from lsm_gnn.cache.device_pool import DeviceRowPool, gather_rows, word_dtype
-from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
-from lsm_gnn.cache.fetcher import CachedFeatureSource
+from lsm_gnn.sources.cached_device import DeviceCachedFeatureSource
+from lsm_gnn.sources.cached import CachedFeatureSource
 from lsm_gnn.cache.window import ROW_SLOT
 from lsm_gnn.utils.errors import ConfigError, InputError
 from array_store import ArrayStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lsm_gnn.cache.fetcher import CachedFeatureSource
+from lsm_gnn.sources.cached import CachedFeatureSource
 from lsm_gnn.cache.replay import replay
 from lsm_gnn.config import CacheConfig
 from lsm_gnn.utils.errors import ConfigError, InputError

@@ -79,7 +79,7 @@ def test_the_whole_suite_runs_and_counts_its_outcomes(tmp_path):
 
 _ORPHAN = """
 import os, sys, time
-from lsm_gnn.multidevice.health import die_with_parent
+from lsm_gnn.ranks.health import die_with_parent
 print(die_with_parent(int(sys.argv[1])), flush=True)
 time.sleep(60)
 """

@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 
 from conftest import _build_random_dataset
 from lsm_gnn.config import load_config
-from lsm_gnn.features import FeatureSource, STAGES, numeric_stats
+from lsm_gnn.sources.contract import FeatureSource, STAGES, numeric_stats
 from lsm_gnn.records import STAGES as RECORD_STAGES
 from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.utils.errors import InputError
@@ -57,7 +57,7 @@ def host(rows) -> np.ndarray:
 
 
 def check_contract(src, feats: np.ndarray, batches, *, world: int, own_requests: bool = True) -> None:
-    """The contract every source keeps (lsm_gnn.features); `own_requests`: its tier counts are
+    """The contract every source keeps (lsm_gnn.sources.contract); `own_requests`: its tier counts are
     of the rows it was asked for (False for a shared-cache rank, whose tiers are its owner's)."""
     assert isinstance(src, FeatureSource)
     reference = MemoryFeatureSource(feats)
@@ -167,7 +167,7 @@ def _shared_rank(rank, world, port, root, outdir):
 
 @pytest.mark.slow   # two spawned ranks: a few seconds of start-up
 def test_the_shared_cache_over_two_ranks_keeps_the_contract(dataset, tmp_path):
-    from lsm_gnn.multidevice.group import pick_free_port
+    from lsm_gnn.ranks.group import pick_free_port
     from lsm_gnn.multidevice.owner_files import ensure_owner_files
 
     ensure_owner_files(dataset, 2, progress=False)   # as the launcher does, before the ranks start

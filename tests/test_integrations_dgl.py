@@ -153,7 +153,7 @@ def shared_worker(cfg, rank, world_size, heartbeat, args):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.multidevice.workers import source_metrics
+    from lsm_gnn.ranks.workers import source_metrics
 
     ds = Dataset(cfg.dataset.path)
     truth = ds.feature_array()
@@ -182,7 +182,7 @@ def shared_worker(cfg, rank, world_size, heartbeat, args):
 @pytest.mark.slow
 def test_two_ranks_share_one_cache_through_the_dgl_loader_and_get_the_files_rows(ds):
     from lsm_gnn.multidevice.owner_files import ensure_owner_files
-    from lsm_gnn.multidevice.spawn import run_ranks
+    from lsm_gnn.ranks.spawn import run_ranks
 
     cfg = cfg_for(ds, True, **{"distributed.devices": 2, "distributed.mode": "shared", "cache.capacity_fraction": 0.05})
     ensure_owner_files(ds, 2, progress=False)

@@ -44,7 +44,7 @@ def _rank(rank, G, port, outdir, transport="collective"):
     import torch.distributed as dist
 
     from lsm_gnn.multidevice.exchange import Exchange
-    from lsm_gnn.multidevice.source import SharedCacheFeatureSource
+    from lsm_gnn.sources.shared import SharedCacheFeatureSource
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=G)
@@ -86,7 +86,7 @@ def _cpu_runs(rank, G, ports, outdir, plane):
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     """The folder of the 2 CPU ranks' results (one spawn for every CPU test of this module)."""
-    from lsm_gnn.multidevice.group import pick_free_port
+    from lsm_gnn.ranks.group import pick_free_port
 
     out = tmp_path_factory.mktemp("exchange")
     for t in TRANSPORTS:
@@ -138,11 +138,11 @@ def _plane_rank(rank, G, port, outdir):
     import torch
     import torch.distributed as dist
 
-    from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
-    from lsm_gnn.cache.fetcher import CachedFeatureSource
+    from lsm_gnn.sources.cached_device import DeviceCachedFeatureSource
+    from lsm_gnn.sources.cached import CachedFeatureSource
     from lsm_gnn.config import parse_config
     from lsm_gnn.multidevice.exchange import Exchange
-    from lsm_gnn.multidevice.source import SharedCacheFeatureSource
+    from lsm_gnn.sources.shared import SharedCacheFeatureSource
     from lsm_gnn.storage.base import FeatureStore
     from test_multidevice_owners import emulate_gpu_kernels
 
@@ -222,9 +222,9 @@ def _nccl_rank(rank, G, port, outdir):
 
     from types import SimpleNamespace
 
-    from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
+    from lsm_gnn.sources.cached_device import DeviceCachedFeatureSource
     from lsm_gnn.multidevice.exchange import Exchange
-    from lsm_gnn.multidevice.source import SharedCacheFeatureSource
+    from lsm_gnn.sources.shared import SharedCacheFeatureSource
     from lsm_gnn.storage.memory import MemoryStore
 
     torch.cuda.set_device(rank)
@@ -253,7 +253,7 @@ def _nccl_rank(rank, G, port, outdir):
 
 
 def _over_nccl(tmp_path, G):
-    from lsm_gnn.multidevice.group import pick_free_port
+    from lsm_gnn.ranks.group import pick_free_port
 
     mp.spawn(_nccl_rank, args=(G, pick_free_port(), str(tmp_path)), nprocs=G)
     for r in range(G):

@@ -14,7 +14,7 @@ from lsm_gnn.cache.replay import replay
 from lsm_gnn.config import parse_config
 from lsm_gnn.cache.budget import memory_budget
 from lsm_gnn.cache.geometry import local_rows
-from lsm_gnn.multidevice.launch import run_multi_device
+from lsm_gnn.ranks.launch import run_multi_device
 from lsm_gnn.records import read_record
 from lsm_gnn.sim.trace import Trace
 from lsm_gnn.utils.errors import DistributedError
@@ -140,7 +140,7 @@ def test_ranks_get_the_thread_counts_of_the_config_not_the_callers(setup, monkey
     """Snakemake exports MKL_NUM_THREADS & co. at a job's thread count; the ranks must not inherit
     them (on the VM, MKL_NUM_THREADS=2 made the same Dist-DGL run 40 % slower). The caller's values
     come back after the start."""
-    from lsm_gnn.multidevice.spawn import run_ranks
+    from lsm_gnn.ranks.spawn import run_ranks
     from lsm_gnn.utils.threads import THREAD_VARS
 
     ds, _, _ = setup

@@ -20,7 +20,7 @@ OWNER_COUNTS = {"G", "num_owners", "world", "world_size", "num_devices", "device
 # `% G` / `// G` that is not the owner rule on row ids: seeds, threads or bytes dealt among ranks
 NOT_ROW_IDS = {
     ("lsm_gnn/cache/budget.py", "-feature_bytes // devices"),
-    ("lsm_gnn/multidevice/spawn.py", "(os.cpu_count() or 1) // world_size"),
+    ("lsm_gnn/ranks/spawn.py", "(os.cpu_count() or 1) // world_size"),
     ("lsm_gnn/integrations/core.py", "len(self.seeds) // world_size"),
     ("lsm_gnn/sampling/sampler.py", "len(ids) // world_size"),
 }

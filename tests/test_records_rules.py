@@ -14,7 +14,7 @@ import pytest
 
 from baselines.harness import distdgl_record
 from lsm_gnn.config import CacheConfig, load_config, parse_config
-from lsm_gnn.multidevice.merge import merge_records
+from lsm_gnn.records import merge_records
 from lsm_gnn.records import (ROW_KEYS, distinct_hit_rate, epoch_times, hit_rate, hit_rates, served_rows,
                              steady_epochs, sum_counts, validate_record)
 from lsm_gnn.sim.simulate import simulate

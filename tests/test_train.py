@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from lsm_gnn.config import load_config
-from lsm_gnn.features import TierCounters
+from lsm_gnn.sources.contract import TierCounters
 from lsm_gnn.records import read_record, validate_record
 from lsm_gnn.sampling import NeighborSampler
 from lsm_gnn.train.loader import FeatureLoader
@@ -332,7 +332,7 @@ def test_memory_source_rows_equal_numpy_indexing(dtype):
 
 
 def test_output_rows_are_reused_only_when_nothing_refers_to_them():
-    from lsm_gnn.features import OutputRows
+    from lsm_gnn.sources.contract import OutputRows
 
     bufs = OutputRows(4, np.float32, keep=2)
     a = bufs.get(10)
@@ -354,7 +354,7 @@ def test_output_rows_are_reused_only_when_nothing_refers_to_them():
 
 
 def test_a_source_that_is_not_held_reuses_its_output_arrays():
-    from lsm_gnn.features import OutputRows
+    from lsm_gnn.sources.contract import OutputRows
 
     bufs = OutputRows(4, np.float32, keep=4)
     first = bufs.get(100)
@@ -404,7 +404,7 @@ def test_cuda_with_the_cache_gets_the_device_cache_and_its_tensors_train(random_
     fetch returns tensors, which the loader hands to the model as they are (no host copy); the
     contract reports its memory, I/O and stats; training on it gives the memory run's losses."""
     from lsm_gnn.cache.budget import system_memory
-    from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
+    from lsm_gnn.sources.cached_device import DeviceCachedFeatureSource
 
     made = _device_cache_on_the_cpu(monkeypatch)
     ds = random_dataset(num_nodes=600, dim=16, num_classes=4)

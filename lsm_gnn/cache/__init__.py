@@ -5,14 +5,25 @@ Modules: budget (one memory budget per device, split between cache lines and the
 geometry (sets/ways, ownership), window (reuse tags), policies (plug-ins + kernels),
 victim (victim queues, landing buffer), engines (the one factory from the config), engine (CPU
 engine, numba), gpu_engine (CuPy), reference (pure Python),
-replay (decision replay for the simulator), fetcher (CachedFeatureSource), bench (CLI).
+replay (decision replay for the simulator), bench (CLI). The cache's feature sources (host and
+device data planes) are lsm_gnn.sources.cached and lsm_gnn.sources.cached_device.
 """
 
 from lsm_gnn.cache.budget import MemoryBudget, memory_budget
 from lsm_gnn.cache.engine import CpuCacheEngine
-from lsm_gnn.cache.fetcher import CachedFeatureSource
 from lsm_gnn.cache.policies import REGISTRY, EvictionPolicy, get_policy, register_policy
 from lsm_gnn.cache.replay import ReplayResult, replay
 
-__all__ = ["CachedFeatureSource", "CpuCacheEngine", "EvictionPolicy", "MemoryBudget", "memory_budget", "REGISTRY", "ReplayResult",
+__all__ = ["CpuCacheEngine", "EvictionPolicy", "MemoryBudget", "memory_budget", "REGISTRY", "ReplayResult",
            "get_policy", "register_policy", "replay"]
+
+
+def __getattr__(name):
+    # The old path `from lsm_gnn.cache import CachedFeatureSource` (docs/cache.md showed it), kept
+    # for users' scripts: the source now lives in lsm_gnn.sources.cached, a floor above this
+    # package, so it is imported on first use (importing it here would run sources.cached while
+    # this package is half built, since sources.cached imports cache.engine).
+    if name == "CachedFeatureSource":
+        from lsm_gnn.sources.cached import CachedFeatureSource
+        return CachedFeatureSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

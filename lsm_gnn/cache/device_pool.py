@@ -9,7 +9,7 @@ bytes a spill or a prefetch moves are the bytes a GPU moves.
 Rows are viewed as the widest integer word dividing the row size (int64, int32 or uint8): a
 row gather then moves 512 words of a 4 KiB row rather than 4096 bytes.
 
-One batch, in this order (the caller's plan, lsm_gnn.cache.device_source, says which rows):
+One batch, in this order (the caller's plan, lsm_gnn.sources.cached_device, says which rows):
 `gather_lines` (every request from its line: the hits' rows, before any line is written),
 `spill` (evicted lines to their queue positions, read before any fill), `gather_landed` (victim
 hits from the landing buffer), `upload` (storage rows from the pinned staging buffer),

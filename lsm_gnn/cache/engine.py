@@ -386,7 +386,7 @@ def configure_engine(engine, capacity_rows, num_rows, static_scores, ways, polic
 
 
 class CpuCacheEngine:
-    """Decisions of one owner's cache (no feature data: see fetcher.CachedFeatureSource)."""
+    """Decisions of one owner's cache (no feature data: see lsm_gnn.sources.cached.CachedFeatureSource)."""
 
     def __init__(self, capacity_rows: int, num_rows: int, static_scores: np.ndarray, *, ways: int, policy: str,
                  window: int, refresh_every: int, pvp: bool, victim_depth: int, lookahead: int,

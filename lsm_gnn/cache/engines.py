@@ -5,7 +5,7 @@ and one device's memory budget (lsm_gnn.cache.budget) to the engines' arguments;
 builds the engine `cache.engine` names with them: "cpu" (CpuCacheEngine, numba), "gpu"
 (GpuCacheEngine, CuPy; InputError without CuPy and a GPU) or "reference" (ReferenceCache, pure
 Python). The engines have no defaults of their own, so the decision replay (cache.replay), the
-host data plane (cache.fetcher), the device data plane (cache.device_source) and the benchmarks
+host data plane (sources.cached), the device data plane (sources.cached_device) and the benchmarks
 run the settings of the same config the same way.
 """
 

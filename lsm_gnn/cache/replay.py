@@ -19,7 +19,7 @@ from lsm_gnn.cache.engine import COUNT_NAMES
 from lsm_gnn.cache.engines import ENGINES, make_engine
 from lsm_gnn.cache.geometry import cache_geometry, check_owned_ids, check_owner_args
 from lsm_gnn.ownership import local_rows
-from lsm_gnn.cache.policies import get_policy, lookahead_batches, resolve_policy
+from lsm_gnn.cache.policies import get_policy, lookahead_horizon, resolve_policy
 from lsm_gnn.cache.policies.horizon import ring_capacity
 from lsm_gnn.cache.window import MAX_ITERATIONS
 from lsm_gnn.records import distinct_hit_rate
@@ -95,7 +95,7 @@ def replay(batches: Sequence[np.ndarray], cfg, num_rows: int, static_scores: np.
     capacity_rows = budget.cache_rows
     pvp = budget.pvp
     policy = resolve_policy(cfg.policy, pvp)
-    batches_ahead = lookahead_batches(policy, cfg.window, cfg.lookahead)
+    batches_ahead = lookahead_horizon(cfg)  # resolving hybrid to hybrid_pvp keeps its (short) lookahead
     config = {"ways": cfg.ways, "window": cfg.window, "refresh_every": cfg.refresh_every,
               "victim_buffer": pvp, "victim_depth": budget.victim_depth, "lookahead": batches_ahead,
               "num_owners": num_owners, "owner": owner}

@@ -1,7 +1,7 @@
 """`lsm-gnn train --config FILE`: train one configuration and write its run record.
 
 Flags override the file: dotted `--set key=value` (any config key) and shortcuts for the common
-ones. `--devices N > 1` launches N ranks through lsm_gnn.multidevice.launch. The record goes to
+ones. `--devices N > 1` launches N ranks through lsm_gnn.ranks.launch. The record goes to
 `--record PATH`, else `output.record` of the config, else results/runs/<UTC time>-<system>.json.
 Ctrl-C stops the run without writing a record (exit status 130).
 """
@@ -95,7 +95,7 @@ def train(config, sets, dataset, epochs, model, policy, cache_fraction, no_cache
                        device=device, no_cache=no_cache, threads=threads)
     path = Path(cfg.output.record) if cfg.output.record else default_record_path(system_name(cfg))
     if cfg.distributed.devices > 1:
-        from lsm_gnn.multidevice.launch import run_multi_device
+        from lsm_gnn.ranks.launch import run_multi_device
 
         rec = run_multi_device(cfg, record_path=path)
     else:

@@ -80,13 +80,12 @@ def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, warmup: in
     import torch
 
     from lsm_gnn.sources.factory import make_feature_source
-    from lsm_gnn.integrations.core import window_for
     from lsm_gnn.integrations.dgl import DGLDataLoader
     from lsm_gnn.sampling import NeighborSampler
     from lsm_gnn.train.loader import FeatureLoader
 
     fan, bs, seed = list(cfg.sampler.fanouts), cfg.sampler.batch_size, cfg.train.seed
-    W = window_for(cfg)
+    W = cfg.cache.loader_window()
     common = dict(sample_ahead=cfg.sampler.prefetch_batches, overlap_fetch=cfg.train.overlap_fetch)
     step = _step(step_ms)
 

@@ -6,7 +6,7 @@ seeds to the ranks exactly as lsm-gnn's own sampler does (lsm_gnn.sampling.deal_
 into batches and calls `sample(seeds, epoch, step) -> MiniBatch`.
 
 `WindowedLoader` runs FeatureLoader over it, so an integration samples the lookahead window
-ahead (W batches, K for horizon: `window_for(cfg)`), calls the source's `advance(window)` before
+ahead (W batches, K for horizon: `cfg.cache.loader_window(source)`), calls the source's `advance(window)` before
 each `fetch`, overlaps sampling and fetching with the user's train step, and times every stage
 as `lsm-gnn train` does. The user's step is the time between a yield and the next request (the
 record's "train"; "other" is the loader's own work in the training thread). Every `iter(loader)`
@@ -15,7 +15,7 @@ is the next epoch (0, 1, ...: reshuffled with the seed), unless `set_epoch(e)` n
 `loader.stats()` is the run record's metrics block so far (rows per tier, hit rates, storage
 traffic, seconds per iteration and stage); `loader.record(path)` the whole record, in the schema
 of `lsm-gnn train` (lsm_gnn.records), merged over the ranks under torch.distributed
-(lsm_gnn.multidevice.merge, as the torchrun entry does) and written by rank 0.
+(lsm_gnn.records.merge_records, as the torchrun entry does) and written by rank 0.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 import numpy as np
 import torch
 
-from lsm_gnn.features import as_source, numeric_stats
+from lsm_gnn.sources.contract import as_source, numeric_stats
 from lsm_gnn.accelerator import batch_edges
 from lsm_gnn.records import dataset_block, epoch_window, new_record, system_name, training_metrics, write_record
 from lsm_gnn.sampling import deal_seeds
@@ -41,15 +41,6 @@ def process_rank() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
-
-
-def window_for(cfg) -> int:
-    """Batches the loader samples ahead for the source: the policy's lookahead (W, or K for a
-    long-lookahead policy) with the cache on, none without it (lsm_gnn.cache.policies)."""
-    from lsm_gnn.cache.policies import lookahead_batches
-
-    c = cfg.cache
-    return lookahead_batches(c.policy, c.window, c.lookahead) if c.enabled else 0
 
 
 def require_homogeneous(dataset) -> None:
@@ -126,7 +117,7 @@ class WindowedLoader:
         self.cfg, self.dataset, self.batches = cfg, dataset, batches
         self.source = as_source(source)
         if window is None:
-            window = window_for(cfg) if cfg is not None else 0
+            window = cfg.cache.loader_window(source) if cfg is not None else 0
         self.window = int(window)
         self.warmup_iters = int(setting(warmup_iters, cfg, "train", "warmup_iters"))
         if max_iters is None and cfg is not None and cfg.train.timed_iters is not None:
@@ -264,8 +255,8 @@ def _record(loader: WindowedLoader) -> dict:
 
 def _merged(loader: WindowedLoader, rec: dict, world: int) -> dict:
     """Every rank's record and source figures gathered, merged as the torchrun entry merges them."""
-    from lsm_gnn.multidevice.merge import merge_records
-    from lsm_gnn.multidevice.workers import source_metrics
+    from lsm_gnn.records import merge_records
+    from lsm_gnn.ranks.workers import source_metrics
 
     if loader.cfg is None:
         raise InputError("record() under torch.distributed needs the run's config (cfg=...) to merge the ranks")

@@ -1,4 +1,4 @@
-"""Multi-device LSM-GNN: the shared cache's communication layer, the launcher, isolated mode.
+"""Multi-device LSM-GNN: the exchange between ranks and its transports.
 
 owners       split ids by owner (v % G) with positions; reorder rows back (CPU engine)
 gpu          the same split and reorder as CUDA kernels (cuda/owner_split.cu, cuda/reorder.cu via
@@ -6,15 +6,11 @@ gpu          the same split and reorder as CUDA kernels (cuda/owner_split.cu, cu
 owner_files  per-owner feature files: owner o holds rows v % G == o at position v // G
 exchange     counts, ids and rows between ranks (all_to_all_single), as device tensors with NCCL
              or host arrays; bytes and time
-source       SharedCacheFeatureSource (shared mode; host or device data plane) and
-             IsolatedFeatureSource; built by lsm_gnn.sources.factory.make_feature_source
-health       heartbeats for the watchdog, fault injection (LSM_GNN_FAULT)
-group        the process group: free port, backend (gloo / NCCL), the exchange's own group
-workers      what a rank runs: the training loop or a trace replay; its metrics for the record
-spawn        spawn G ranks on this machine, watch them, name the failed rank
-merge        one run record from the ranks' results (or a failed record)
-launch       run_multi_device(cfg) (owner files, spawn, merge, write); the torchrun entry
+launch,      the old paths of lsm_gnn.ranks.launch and lsm_gnn.ranks.group (README, examples)
+group
 bench        `lsm-gnn bench multidevice`: shared vs isolated vs one device on one trace
 
+The shared and isolated feature sources are lsm_gnn.sources.shared and lsm_gnn.sources.isolated;
+the ranks that run them (launcher, spawn, workers, health, process group) are lsm_gnn.ranks.
 See docs/multi-device.md.
 """

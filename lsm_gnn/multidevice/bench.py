@@ -25,16 +25,14 @@ import numpy as np
 
 def one_device_replay(cfg, dataset, trace, budget) -> dict:
     """Every device's requests served by one cache with memory `budget` (in this process)."""
-    from lsm_gnn.cache.fetcher import CachedFeatureSource
+    from lsm_gnn.sources.cached import CachedFeatureSource
     from lsm_gnn.storage.open import open_from_config
 
     lay = dataset.features()
     cache = CachedFeatureSource(open_from_config(lay, cfg.storage, time_scale=cfg.emulation.time_scale), lay.num_rows, lay.dim, lay.dtype, cfg.cache,
                                 dataset.static_scores(), num_owners=1, owner=0, budget=budget, owns_store=True)
     merged = [np.concatenate(b) for b in trace.batches]
-    from lsm_gnn.cache.policies import lookahead_batches
-
-    W = lookahead_batches(cfg.cache.policy, cfg.cache.window, cfg.cache.lookahead)  # K for horizon
+    W = cfg.cache.horizon  # K for horizon
     per_epoch = trace.meta.get("batches_per_epoch") or [len(merged)]
     epochs, b0, per_iteration = [], 0, []
     try:
@@ -61,7 +59,7 @@ def run_comparison(dataset_path: str, *, devices: int = 2, cache_fraction: float
     from lsm_gnn.datasets.format import Dataset
     from lsm_gnn.cache.budget import memory_budget
     from lsm_gnn.ownership import local_rows
-    from lsm_gnn.multidevice.launch import run_multi_device
+    from lsm_gnn.ranks.launch import run_multi_device
     from lsm_gnn.sim.generate import generate_trace
 
     dataset = Dataset(dataset_path)
@@ -230,7 +228,7 @@ def two_ranks_one_gpu(dataset: str, warmup: int = 10, timed: int = 20, cache_fra
     two ranks on one GPU ("Duplicate GPU detected"), so the ranks use gloo: both train on cuda:0 and
     exchange rows through host memory. (device="cpu": the same run without a GPU, for its test.)"""
     from lsm_gnn.config import load_config
-    from lsm_gnn.multidevice.launch import run_multi_device
+    from lsm_gnn.ranks.launch import run_multi_device
     from lsm_gnn.train.bench import auto_reader
 
     reader, notes = auto_reader(dataset)

@@ -8,7 +8,7 @@ rank sends to *other* ranks (its own bucket never leaves the device); summed ove
 device-to-device traffic. A failed or timed-out collective becomes a `DistributedError`.
 
 Two kinds of payload:
-- torch tensors (the device data plane, lsm_gnn.multidevice.source): sent from and received into
+- torch tensors (the device data plane, lsm_gnn.sources.shared): sent from and received into
   tensors on the exchange's device (CUDA with NCCL, no host round trip; the CPU with gloo; a
   tensor elsewhere is moved there first); the result is a tensor on the exchange's device;
 - numpy arrays (the host data plane, headers, lookahead ids): on gloo wrapped without a copy; with
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from lsm_gnn.multidevice.health import NULL_HEARTBEAT, Heartbeat
+from lsm_gnn.ranks.health import NULL_HEARTBEAT, Heartbeat
 from lsm_gnn.utils.errors import DistributedError, InputError
 
 TRANSPORTS = ("auto", "shm", "collective")

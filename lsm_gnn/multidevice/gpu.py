@@ -6,7 +6,7 @@ a stable split (bucket order = input order) and `out[positions[k]] = rows[k]`.
 
 `split_by_owner_tensor` and `reorder_tensor` run the same kernels on torch tensors without a copy
 (DLPack), on torch's current stream and device, so they are ordered with the torch work around
-them: what the shared cache's device data plane (lsm_gnn.multidevice.source) calls. Tensors on
+them: what the shared cache's device data plane (lsm_gnn.sources.shared) calls. Tensors on
 the CPU go through NumPy: that is how tests/cuda_emu.py runs them without a GPU.
 """
 

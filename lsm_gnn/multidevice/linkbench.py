@@ -62,7 +62,7 @@ def exchange_bandwidth(cfg: RunConfig, bytes_per_rank: float, *, devices: int = 
                        warmup: int = 3) -> dict:
     """{bytes_per_s, seconds (median), spread, transport, peer_bytes, reps, by_transport}: one rank's
     bytes to its peers per second, for the transport `cfg.distributed.row_transport` settles on."""
-    from lsm_gnn.multidevice.spawn import run_ranks
+    from lsm_gnn.ranks.spawn import run_ranks
     from lsm_gnn.utils.errors import DistributedError
 
     d = config_to_dict(cfg)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from lsm_gnn.features import check_feature_ids
+from lsm_gnn.sources.contract import check_feature_ids
 from lsm_gnn.ownership import local_row, owner_of, owner_of_id  # noqa: F401 (owner_of, local_row: re-export)
 from lsm_gnn.utils.errors import InputError
 from lsm_gnn.utils.native import scatter_rows

@@ -38,7 +38,7 @@ peers, X exchange bytes of the worker, W workers (devices or trainers), n SSDs p
    train lane of W > 1 devices ends with DDP's all-reduce.
    lsm:      [sample] | [exchange_ids, serve, exchange_rows, reorder] | [victim (PVP)] | [train]
              GPU: serve = max(storage, pcie_in, cache) (one kernel gathers hits while reads fly);
-             CPU (lsm_gnn.cache.fetcher): serve = cache + max(0, max(storage, io_cpu) - hit_copy),
+             CPU (lsm_gnn.sources.cached): serve = cache + max(0, max(storage, io_cpu) - hit_copy),
              hit_copy = (R - S) x r / host_mem_bw: the reads run while the hits are copied;
              with the read-ahead (cache.readahead), serve = cache and the reads,
              max(storage, io_cpu), are a lane of their own: [reads].
@@ -294,7 +294,7 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
                           f"IO {_fmt(c.storage_io_ops)} x {_fmt(p.cpu.io_cpu_s)} s")
             reads = _max("reads", [st, io_cpu])
             if c.readahead:
-                # lsm_gnn.cache.fetcher's read-ahead: batch t+1's reads are queued on the reader
+                # lsm_gnn.sources.cached's read-ahead: batch t+1's reads are queued on the reader
                 # thread as soon as batch t is decided, so they run beside all the rest of the
                 # iteration (copies, exchange, reorder, train step): a lane of their own
                 read_lane = Lane("reads", [reads])

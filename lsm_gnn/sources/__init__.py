@@ -1,10 +1,17 @@
-"""Feature sources without a cache, and the one factory of every source.
+"""Every feature source, the contract they keep, and the one factory of them all (docs/architecture.md).
 
-ideal    MemoryFeatureSource: the ideal, every feature row in memory
-store    StoreFeatureSource: every request read from a FeatureStore (the plain storage loader)
-factory  make_feature_source(cfg, dataset, rank, world, ...): the source a run asks for (these,
-         the LSM-GNN cache of lsm_gnn.cache, the shared and isolated sources of
-         lsm_gnn.multidevice); it stands above every source it builds
+contract       FeatureSource, TierCounters, OutputRows, check_feature_ids, as_source: the contract,
+               importing no source
+ideal          MemoryFeatureSource: the ideal, every feature row in memory
+store          StoreFeatureSource: every request read from a FeatureStore (the plain storage loader)
+shard          OwnerShard: what both cache planes share (store, owner, budget, window, counters,
+               the contract's id checks and reports)
+cached         CachedFeatureSource: the LSM-GNN cache's host data plane (one host row pool)
+cached_device  DeviceCachedFeatureSource: the cache's torch data plane (rows on a device)
+shared         SharedCacheFeatureSource: shared mode over G devices (split by owner, exchange)
+isolated       IsolatedFeatureSource: isolated mode, a rank's own cache over the whole file
+factory        make_feature_source(cfg, dataset, rank, world, ...): the source a run asks for; it
+               stands above every source it builds
 
-The contract they implement is lsm_gnn.features (it imports none of them).
+This package's __init__ imports nothing, so importing the contract loads no source.
 """

@@ -1,7 +1,7 @@
 """`make_feature_source(cfg, dataset, rank, world, ...)`: the one factory of feature sources.
 
 Every training run, rank (trace replay included) and plain-loader baseline gets its source here.
-The factory stands above every source it builds (the contract, lsm_gnn.features, below them all):
+The factory stands above every source it builds (the contract, lsm_gnn.sources.contract, below them all):
 it imports them, none of them imports it. Caches size themselves from the config
 (lsm_gnn.cache.budget.memory_budget); the factory computes no sizes.
 """
@@ -9,15 +9,15 @@ it imports them, none of them imports it. Caches size themselves from the config
 from __future__ import annotations
 
 
-from lsm_gnn.cache.device_source import DeviceCachedFeatureSource
-from lsm_gnn.cache.fetcher import CachedFeatureSource
-from lsm_gnn.cache.policies import lookahead_batches
-from lsm_gnn.features import FeatureSource
+from lsm_gnn.sources.cached_device import DeviceCachedFeatureSource
+from lsm_gnn.sources.cached import CachedFeatureSource
+from lsm_gnn.sources.contract import FeatureSource
 from lsm_gnn.multidevice.exchange import Exchange
-from lsm_gnn.multidevice.group import exchange_group, resolve_backend
-from lsm_gnn.multidevice.health import NULL_HEARTBEAT
+from lsm_gnn.ranks.group import exchange_group, resolve_backend
+from lsm_gnn.ranks.health import NULL_HEARTBEAT
 from lsm_gnn.multidevice.owner_files import ensure_owner_files
-from lsm_gnn.multidevice.source import IsolatedFeatureSource, SharedCacheFeatureSource
+from lsm_gnn.sources.isolated import IsolatedFeatureSource
+from lsm_gnn.sources.shared import SharedCacheFeatureSource
 from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.sources.store import StoreFeatureSource
 from lsm_gnn.storage.open import open_from_config, owner_row_map
@@ -87,7 +87,7 @@ def _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_la
                                   group=exchange_group(cfg), heartbeat=hb,
                                   transport=cfg.distributed.row_transport)
         # the future batches the owner's policy reads (W, or K for horizon)
-        max_window = lookahead_batches(cfg.cache.policy, cfg.cache.window, cfg.cache.lookahead)
+        max_window = cfg.cache.horizon
         return SharedCacheFeatureSource(local, ex, num_rows=lay.num_rows, row_dim=lay.dim, dtype=lay.dtype,
                                         max_window=max_window, heartbeat=hb)
     except BaseException:

@@ -21,7 +21,7 @@ stage, so they do not depend on how far ahead it runs), and `.h2d_bytes`: the by
 copied to the device (0 when the source's rows are already there: a source on a CUDA device
 returns torch tensors, which are used as they are).
 
-The source is anything with the FeatureSource contract (lsm_gnn.features); an object with only
+The source is anything with the FeatureSource contract (lsm_gnn.sources.contract); an object with only
 advance/fetch/counters is wrapped in a ForeignSource.
 """
 
@@ -34,8 +34,8 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from lsm_gnn.features import STAGES as SOURCE_STAGES
-from lsm_gnn.features import as_source
+from lsm_gnn.sources.contract import STAGES as SOURCE_STAGES
+from lsm_gnn.sources.contract import as_source
 from lsm_gnn.records import ROW_KEYS
 from lsm_gnn.sampling import Background, Lookahead, MiniBatch, NeighborSampler
 from lsm_gnn.utils.errors import InputError

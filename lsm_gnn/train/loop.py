@@ -52,7 +52,7 @@ from tqdm import tqdm
 from lsm_gnn.accelerator import EmulatedAccelerator, batch_edges, load_accelerator, step_scale
 from lsm_gnn.config import RunConfig, config_to_dict
 from lsm_gnn.datasets.format import Dataset
-from lsm_gnn.features import FeatureSource, as_source, numeric_stats
+from lsm_gnn.sources.contract import FeatureSource, as_source, numeric_stats
 from lsm_gnn.models import build_model
 from lsm_gnn.records import claim_record, dataset_block, epoch_window, mean_times, new_record, system_name, \
     training_metrics, write_record
@@ -278,11 +278,8 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
     if tr.warmup_iters >= planned:
         raise ConfigError("<config>", "train.warmup_iters",
                           f"{tr.warmup_iters} warm-up iterations leave none to time in an epoch of {planned}")
-    # the loader samples as far ahead as the policy reads: W, or K for a long-lookahead policy (horizon)
-    from lsm_gnn.cache.policies import lookahead_batches
-
-    window = (lookahead_batches(cfg.cache.policy, cfg.cache.window, cfg.cache.lookahead)
-              if (cfg.cache.enabled or feature_source is not None) else 0)
+    # the loader samples as far ahead as the policy reads (W, or K for horizon), when anything reads it
+    window = cfg.cache.loader_window(feature_source)
     loader = FeatureLoader(sampler, source, window=window, sample_ahead=cfg.sampler.prefetch_batches,
                            overlap_fetch=tr.overlap_fetch, device=device, max_iters=planned)
     eval_features = None if not evaluating else \

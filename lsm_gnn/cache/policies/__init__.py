@@ -148,6 +148,14 @@ def lookahead_batches(policy: str, window: int, lookahead: int) -> int:
     return int(window)
 
 
+def lookahead_horizon(cache) -> int:
+    """The lookahead horizon of a cache config (`cache.policy`, `cache.window`, `cache.lookahead`:
+    a CacheConfig or anything with those fields): the one derived value every loader, source,
+    factory, worker and replay reads (CacheConfig.horizon is this; the engines, built from
+    the three fields, call lookahead_batches)."""
+    return lookahead_batches(cache.policy, cache.window, cache.lookahead)
+
+
 def default_host_fraction(policy: str) -> float:
     """The policy's share of the budget for the host tier when the config leaves it unset."""
     return float(policy_class(policy).host_fraction)
@@ -169,5 +177,5 @@ def state_arrays(policy: str, lines: int, sets: int, xp=None) -> dict:
 
 __all__ = ["REGISTRY", "BUILTIN", "EvictionPolicy", "LineView", "register_policy", "unregister_policy",
            "policy_class", "by_kernel_key", "get_policy", "resolve_policy", "configurable_names", "kernel_names",
-           "lookahead_batches", "default_host_fraction", "state_arrays", "STATE_ORDER", "STATE_SPECS",
+           "lookahead_batches", "lookahead_horizon", "default_host_fraction", "state_arrays", "STATE_ORDER", "STATE_SPECS",
            "KERNEL_HOOKS"]

@@ -44,8 +44,8 @@ from lsm_gnn.cache.engines import make_engine
 from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.rowpool import RowPool
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
-from lsm_gnn.cache.shard import OwnerShard
-from lsm_gnn.features import OutputRows, SourceStats, TierCounters
+from lsm_gnn.sources.shard import OwnerShard
+from lsm_gnn.sources.contract import OutputRows, SourceStats, TierCounters
 from lsm_gnn.storage.base import FeatureStore, IOCounters
 from lsm_gnn.utils.errors import ConfigError
 
@@ -67,7 +67,7 @@ def add_step_counts(counters: TierCounters, stats, c: dict, row_bytes: int) -> N
 
 
 class CachedFeatureSource(OwnerShard):
-    """A FeatureSource (lsm_gnn.features) backed by a FeatureStore and the cache engine.
+    """A FeatureSource (lsm_gnn.sources.contract) backed by a FeatureStore and the cache engine.
 
     `budget` (lsm_gnn.cache.budget) splits the device's memory between cache lines, victim queues
     and landing buffer; None: the budget `cfg` gives this owner. Only ids owned by `owner`
@@ -249,7 +249,7 @@ class CachedFeatureSource(OwnerShard):
         return rows[inverse]
 
     # stats: the SourceStats dict above (src.stats["spilled"], src.stats() -> a copy); the
-    # other reports are the shard's (lsm_gnn.cache.shard)
+    # other reports are the shard's (lsm_gnn.sources.shard)
     def close(self) -> None:
         if self._reader is not None:
             self._reader.shutdown(wait=True)

@@ -1,5 +1,5 @@
 """What every cache over one owner's rows sets up before its data plane (the host one in
-lsm_gnn.cache.fetcher, the torch one in lsm_gnn.cache.device_source): the store it falls back on,
+lsm_gnn.sources.cached, the torch one in lsm_gnn.sources.cached_device): the store it falls back on,
 the owner's id space, its memory budget, the future batches its policy reads and its tier
 counters, and what both say about themselves through the FeatureSource contract (id checks, the
 window, stage seconds, storage, memory). One place, so the two data planes cannot size, check or
@@ -14,9 +14,9 @@ import numpy as np
 from lsm_gnn.cache.budget import MemoryBudget, for_devices, memory_budget
 from lsm_gnn.cache.geometry import check_owned_ids, check_owner_store
 from lsm_gnn.ownership import local_rows
-from lsm_gnn.cache.policies import lookahead_batches
+from lsm_gnn.cache.policies import lookahead_horizon
 from lsm_gnn.cache.window import LookaheadWindow
-from lsm_gnn.features import FeatureSource, TierCounters, cache_stage_seconds
+from lsm_gnn.sources.contract import FeatureSource, TierCounters, cache_stage_seconds
 
 
 class OwnerShard(FeatureSource):
@@ -37,7 +37,7 @@ class OwnerShard(FeatureSource):
         self.capacity_rows = int(budget.cache_rows)
         self.enabled = bool(cfg.enabled) and self.capacity_rows >= 1
         # the future batches the policy reads: W, or K for a long-lookahead policy (horizon)
-        self.window = LookaheadWindow(lookahead_batches(cfg.policy, cfg.window, cfg.lookahead))
+        self.window = LookaheadWindow(lookahead_horizon(cfg))
         self.counters = TierCounters()
         self._last = None  # (status, inverse) of the last fetch, for last_tiers
 

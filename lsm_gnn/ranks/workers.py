@@ -6,7 +6,7 @@
 - any `module:function` with the same signature (e.g. `baselines.loaders:plain_worker`).
 
 A worker returns a JSON-able dict; `source_metrics` is what a rank's feature source contributes
-to the merged record (lsm_gnn.multidevice.merge).
+to the merged record (lsm_gnn.records.merge_records).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 from lsm_gnn.config import RunConfig
-from lsm_gnn.features import numeric_stats
-from lsm_gnn.multidevice.health import Heartbeat
+from lsm_gnn.sources.contract import numeric_stats
+from lsm_gnn.ranks.health import Heartbeat
 from lsm_gnn.sources.factory import make_feature_source
 
 
@@ -68,9 +68,7 @@ def trace_worker(cfg: RunConfig, rank: int, world_size: int, heartbeat: Heartbea
     if trace.num_devices != world_size:
         raise DataError(args["trace"], "trace devices", expected=world_size, found=trace.num_devices)
     mine = trace.device(rank)
-    from lsm_gnn.cache.policies import lookahead_batches
-
-    W = lookahead_batches(cfg.cache.policy, cfg.cache.window, cfg.cache.lookahead)  # K for horizon
+    W = cfg.cache.horizon  # K for horizon
     truth = dataset.feature_array() if args.get("verify") else None
     src = make_feature_source(cfg, dataset, rank, world_size, heartbeat=heartbeat)
     per_epoch = args.get("epoch_batches") or len(mine)

@@ -25,10 +25,10 @@ import traceback
 from pathlib import Path
 
 from lsm_gnn.config import RunConfig, config_to_dict, parse_config
-from lsm_gnn.multidevice.group import init_process_group, pick_free_port
-from lsm_gnn.multidevice.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LIMIT_S, WORKING, Heartbeat, \
+from lsm_gnn.ranks.group import init_process_group, pick_free_port
+from lsm_gnn.ranks.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LIMIT_S, WORKING, Heartbeat, \
     die_with_parent
-from lsm_gnn.multidevice.workers import resolve_worker
+from lsm_gnn.ranks.workers import resolve_worker
 from lsm_gnn.utils.atomic import write_json
 from lsm_gnn.utils.errors import DistributedError
 from lsm_gnn.utils.threads import pinned_thread_env

@@ -18,12 +18,12 @@ source says what it did through methods, never through attributes a caller has t
     device                   where fetched rows live: "cpu" (a numpy array, or a CPU tensor from
                              a torch data plane) or a CUDA device (torch tensors already there)
     last_tiers               a cache's tier of each request of its last fetch (None elsewhere)
-    heartbeat                the rank's liveness stamps (lsm_gnn.multidevice.health), or None
+    heartbeat                the rank's liveness stamps (lsm_gnn.ranks.health), or None
 
 This module imports no source: the sources stand above it (the in-memory ideal and the plain
-store in lsm_gnn.sources; the LSM-GNN cache, lsm_gnn.cache.fetcher.CachedFeatureSource, and its
-torch data plane, lsm_gnn.cache.device_source.DeviceCachedFeatureSource; the shared cache over G
-devices and isolated caches, lsm_gnn.multidevice.source), and the one factory above them all
+store in lsm_gnn.sources; the LSM-GNN cache, lsm_gnn.sources.cached.CachedFeatureSource, and its
+torch data plane, lsm_gnn.sources.cached_device.DeviceCachedFeatureSource; the shared cache over G
+devices and isolated caches, lsm_gnn.sources.shared), and the one factory above them all
 (lsm_gnn.sources.factory.make_feature_source). `ForeignSource` gives the contract to an object
 that only has advance/fetch/counters (a user's cache, a test stand-in).
 """

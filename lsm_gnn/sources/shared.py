@@ -10,7 +10,7 @@ Two data planes, chosen by where the local source's rows live (`plane="auto"`):
 - host (rows in host memory, numpy): the numba split and memcpy reorder of owners.py; the
   exchange over gloo wraps the arrays without a copy (with NCCL it copies them to the device
   and back);
-- device (the local source's `device` is CUDA: lsm_gnn.cache.device_source's
+- device (the local source's `device` is CUDA: lsm_gnn.sources.cached_device's
   DeviceCachedFeatureSource): the ids go to the device once, the split and the reorder run as
   CUDA kernels (cuda/owner_split.cu, cuda/reorder.cu via multidevice.gpu) on torch's current
   stream, counts, ids and rows travel as device tensors (NCCL), and `fetch` returns a tensor on
@@ -26,8 +26,7 @@ header `[shift, kept, new, counts...]` plus the new batches' ids. The decision i
 header carries it, so the ranks never have to agree on it in advance. The lookahead is host data
 on both planes.
 
-Isolated mode (the multi-GPU GIDS baseline): each rank has a plain cache over the whole feature
-file and caches what it requests; nothing is exchanged.
+Isolated mode (the multi-GPU GIDS baseline, no exchange) is lsm_gnn.sources.isolated.
 """
 
 from __future__ import annotations
@@ -39,9 +38,9 @@ import numpy as np
 import torch
 
 from lsm_gnn.cache.budget import for_devices
-from lsm_gnn.features import FeatureSource, OutputRows, TierCounters, as_source
+from lsm_gnn.sources.contract import FeatureSource, OutputRows, TierCounters, as_source
 from lsm_gnn.multidevice.exchange import Exchange
-from lsm_gnn.multidevice.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
+from lsm_gnn.ranks.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
 from lsm_gnn.multidevice.owners import split_by_owner
 from lsm_gnn.ownership import check_owned
 from lsm_gnn.utils.errors import InputError
@@ -273,38 +272,3 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         """The owner's memory, on each of the G devices."""
         return for_devices(self.cache.memory(), self.world_size)
 
-
-class IsolatedFeatureSource(_OverOwnerCache):
-    """Isolated mode: a rank's own cache over the whole file (no exchange), with the same
-    heartbeat and fault hooks as the shared source so both modes run under one harness.
-    `devices`: the run's device count, each holding the memory of one such cache."""
-
-    def __init__(self, cache, rank: int, *, heartbeat: Heartbeat = NULL_HEARTBEAT,
-                 fault: FaultInjector | None = None, devices: int = 1):
-        self.cache, self.rank, self.heartbeat = as_source(cache), rank, heartbeat
-        self.fault = fault or FaultInjector(rank)
-        self.counters = self.cache.counters
-        self.device = self.cache.device
-        self.devices = int(devices)
-
-    def check_ids(self, ids, what: str = "ids"):
-        return ids  # the rank's cache checks them
-
-    def _advance(self, window) -> None:
-        self.heartbeat.beat()
-        self.cache.advance(window)
-
-    def _fetch(self, ids):
-        self.fault.tick()
-        self.heartbeat.beat()
-        return self.cache.fetch(ids)
-
-    @property
-    def last_tiers(self):
-        return self.cache.last_tiers
-
-    def stats(self) -> dict:
-        return self.cache.stats()
-
-    def memory(self) -> dict:
-        return for_devices(self.cache.memory(), self.devices)

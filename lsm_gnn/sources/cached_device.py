@@ -1,6 +1,6 @@
 """`DeviceCachedFeatureSource`: the LSM-GNN cache of one owner, serving rows as torch tensors.
 
-lsm_gnn.cache.fetcher.CachedFeatureSource with its rows on a torch device
+lsm_gnn.sources.cached.CachedFeatureSource with its rows on a torch device
 (lsm_gnn.cache.device_pool): cache lines and landing buffer on `device`, victim queues in pinned
 host memory, every tier move a real copy. The same code runs on the CPU (device="cpu", the CI
 check) and on a GPU (device="cuda").
@@ -32,10 +32,10 @@ from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.device_pool import DeviceRowPool
 from lsm_gnn.cache.engine import STORAGE, VICTIM_HIT
 from lsm_gnn.cache.engines import make_engine
-from lsm_gnn.cache.fetcher import add_step_counts
-from lsm_gnn.cache.shard import OwnerShard
+from lsm_gnn.sources.cached import add_step_counts
+from lsm_gnn.sources.shard import OwnerShard
 from lsm_gnn.choices import ROW_ENGINES
-from lsm_gnn.features import SourceStats
+from lsm_gnn.sources.contract import SourceStats
 from lsm_gnn.utils.errors import ConfigError, InputError
 
 STAT_KEYS = ("iterations", "bypassed", "evictions", "spilled", "spill_dropped", "prefetched", "prefetched_used",
@@ -98,7 +98,7 @@ def _plan(res, keys: torch.Tensor, depth: int) -> tuple[dict, list]:
 
 
 class DeviceCachedFeatureSource(OwnerShard):
-    """A FeatureSource (lsm_gnn.features) backed by a FeatureStore, a cache engine and a
+    """A FeatureSource (lsm_gnn.sources.contract) backed by a FeatureStore, a cache engine and a
     DeviceRowPool on `device`; `fetch` returns a tensor there.
 
     As CachedFeatureSource: `budget` splits the device's memory between cache lines, victim
@@ -172,7 +172,7 @@ class DeviceCachedFeatureSource(OwnerShard):
     def _last_on_host(self) -> tuple[np.ndarray, np.ndarray]:
         return tuple(_host(_tensor(a)) for a in self._last)
 
-    # ---- FeatureSource contract (ids, window and reports: lsm_gnn.cache.shard) ---------------
+    # ---- FeatureSource contract (ids, window and reports: lsm_gnn.sources.shard) ---------------
     def _fetch(self, ids: np.ndarray) -> torch.Tensor:
         self._last = None
         if not self.enabled:

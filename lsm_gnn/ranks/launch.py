@@ -1,0 +1,104 @@
+"""Run G ranks on one machine and write one run record; the torchrun entry for several machines.
+
+`run_multi_device(cfg)` writes the per-owner files once (shared mode), spawns
+`cfg.distributed.devices` ranks and watches them (spawn.py), each joining a torch.distributed
+process group (group.py: gloo on the CPU, NCCL on CUDA) and running a worker (workers.py: the
+training loop by default, or a trace replay), then merges the ranks' results into one record
+(lsm_gnn.records.merge_records). A failed rank stops the others; the record says which one failed ("failed" status,
+`failure.rank`) and a `DistributedError` names it.
+
+`python -m lsm_gnn.ranks.launch` / `torchrun ... -m lsm_gnn.ranks.launch` runs
+`torchrun_main` (docs/multi-device.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from lsm_gnn.config import RunConfig
+from lsm_gnn.ranks.group import init_process_group
+from lsm_gnn.ranks.health import Heartbeat
+from lsm_gnn.records import failed_record, merge_records
+from lsm_gnn.ranks.spawn import run_ranks
+from lsm_gnn.ranks.workers import train_worker
+
+# names this module had before it was split, still importable from here
+from lsm_gnn.ranks.group import exchange_group, pick_free_port, resolve_backend  # noqa: F401, E402
+from lsm_gnn.ranks.workers import WORKERS, source_metrics, trace_worker  # noqa: F401, E402
+from lsm_gnn.utils.errors import DataError, DistributedError, LsmGnnError, OutputError
+
+
+def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict | None = None,
+                     record_path: str | os.PathLike | None = None, raise_on_failure: bool = True,
+                     progress: bool = True) -> dict:
+    """Run G ranks on this machine; return the merged run record (also written to the record path)."""
+    from lsm_gnn.datasets.format import Dataset
+
+    from lsm_gnn.records import claim_record, write_record
+
+    G = cfg.distributed.devices
+    record_path = record_path or cfg.output.record
+    with claim_record(record_path or None):  # checked and locked before the ranks start
+        try:
+            if cfg.distributed.mode == "shared" and G > 1:
+                from lsm_gnn.multidevice.owner_files import ensure_owner_files
+
+                ensure_owner_files(Dataset(cfg.dataset.path), G, progress=progress)  # once, before the ranks
+        except (DataError, OutputError) as e:  # the dataset does not open: a failed run, with its record
+            if record_path:
+                write_record(record_path, failed_record(cfg, {"rank": None, "message": f"{type(e).__name__}: {e}"},
+                                                        worker))
+            raise
+        results, failure, wall = run_ranks(cfg, worker, worker_args or {})
+        record = merge_records(cfg, results, worker, wall) if failure is None else failed_record(cfg, failure, worker)
+        if record_path:
+            write_record(record_path, record)
+    if failure is not None and raise_on_failure:
+        err = DistributedError(failure["rank"], failure["message"])
+        err.record = record
+        raise err
+    return record
+
+
+def torchrun_main(argv: list[str] | None = None) -> None:
+    """Entry for `torchrun ... -m lsm_gnn.ranks.launch --config FILE [key=value ...]` (multi-node).
+
+    torchrun sets RANK, WORLD_SIZE, MASTER_ADDR/PORT; every rank runs the training worker; rank 0
+    writes the record of its own metrics plus the per-rank figures gathered with all_gather_object.
+    """
+    import torch.distributed as dist
+
+    from lsm_gnn.config import load_config
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    path = None
+    if argv[:1] == ["--config"]:
+        path, argv = argv[1], argv[2:]
+    cfg = load_config(path, argv)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    init_process_group(cfg, rank, world)
+    hb = Heartbeat(rank)
+    result = train_worker(cfg, rank, world, hb, {})
+    gathered = [None] * world
+    dist.all_gather_object(gathered, result)
+    if rank == 0:
+        record = merge_records(cfg, gathered, "train", 0.0)
+        if cfg.output.record:
+            from lsm_gnn.records import write_record
+
+            write_record(cfg.output.record, record)
+    dist.destroy_process_group()
+
+
+def main() -> None:
+    """`python -m` entry (this module and its old path, lsm_gnn.multidevice.launch)."""
+    try:
+        torchrun_main()
+    except LsmGnnError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -52,8 +52,10 @@ def _shm():
     # machine create and free them at any time) are not DGL's; anything else appearing in
     # /dev/shm during a run and left after it is a leak of the run; nor are the shared cache's
     # outboxes (lsm-gnn-xch-*: a test running beside this one in another pytest worker makes them,
-    # and tests/test_multidevice_exchange.py checks that they go)
-    return {n for n in os.listdir("/dev/shm") if not n.startswith(("psm_", "sem.mp-", "lsm-gnn-xch-"))}
+    # and tests/test_multidevice_exchange.py checks that they go), nor an emulated device's clock
+    # folders (lsm-gnn-clock-*: the same, tests/test_storage_emulated.py checks that they go)
+    return {n for n in os.listdir("/dev/shm")
+            if not n.startswith(("psm_", "sem.mp-", "lsm-gnn-xch-", "lsm-gnn-clock-"))}
 
 
 def test_dist_dgl_with_an_emulated_accelerator_pulls_the_same_rows_and_reports_au(random_dataset, tmp_path):

@@ -176,3 +176,51 @@ def test_the_shared_cache_over_two_ranks_keeps_the_contract(dataset, tmp_path):
         res = json.loads((tmp_path / f"{rank}.json").read_text())
         assert res["failure"] is None, res["failure"]
         assert res["kind"] == "SharedCacheFeatureSource"
+
+
+def test_a_shared_fetch_checks_its_ids_once_and_bad_ids_get_the_field_expected_and_found(dataset, tmp_path,
+                                                                                       monkeypatch):
+    import torch.distributed as dist
+
+    from lsm_gnn.cache import geometry
+    from lsm_gnn.multidevice import owners
+    from lsm_gnn.multidevice.exchange import Exchange
+    from lsm_gnn.sources import contract
+    from lsm_gnn.sources.factory import make_feature_source
+    from lsm_gnn.sources.shared import SharedCacheFeatureSource
+
+    calls, real = [], contract.check_feature_ids
+
+    def counted(ids, num_rows=None, what="ids"):
+        calls.append(what)
+        return real(ids, num_rows, what)
+
+    for module in (contract, geometry, owners):   # every place that imports the id check
+        monkeypatch.setattr(module, "check_feature_ids", counted)
+    feats = np.asarray(dataset.feature_array())
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        cache = make_feature_source(config(dataset, {**CACHE, "storage.reader": "buffered"}), dataset, 0, 1)
+        assert type(cache).__name__ == "CachedFeatureSource"
+        src = SharedCacheFeatureSource(cache, Exchange(0, 1), num_rows=N, row_dim=DIM, dtype=feats.dtype,
+                                       max_window=W)
+        batches = batches_of(3)
+        for b, ids in enumerate(batches):
+            window = batches[b + 1: b + 1 + W]
+            calls.clear()
+            src.advance(window)
+            assert calls == ["window batch"] * len(window)   # once per announced batch, at the entry
+            calls.clear()
+            rows = src.fetch(ids)
+            assert calls == ["ids"]   # not again in the split, the owner's cache or its shard
+            np.testing.assert_array_equal(rows, feats[ids])
+        assert cache.counters.storage_rows > 0 and cache.counters.local_hits > 0
+        with pytest.raises(InputError, match=rf"^ids: feature ids must lie in \[0, {N}\), found range \[3, {N}\]$"):
+            src.fetch(np.array([3, N]))
+        with pytest.raises(InputError, match=r"^ids: expected integer node ids, found dtype float64$"):
+            src.fetch(np.array([0.5, 1.0]))
+        with pytest.raises(InputError, match=rf"^window batch: feature ids must lie in \[0, {N}\)"):
+            src.advance([np.array([N + 2])])
+        src.close()
+    finally:
+        dist.destroy_process_group()

@@ -18,20 +18,21 @@ N, DIM, W = 997, 7, 3
 
 
 class RecordingOwner(MemoryFeatureSource):
-    """In-memory owner cache that checks it only sees its own rows and records its windows."""
+    """In-memory owner cache that checks it only sees its own rows and records its windows (the
+    shared source calls its inner `_advance` / `_fetch`: the ids were validated at its own entry)."""
 
     def __init__(self, feats, G, owner):
         super().__init__(feats)
         self.G, self.owner, self.windows, self.served = G, owner, [], []
 
-    def advance(self, window):
+    def _advance(self, window):
         assert all(np.all(w % self.G == self.owner) for w in window)
         self.windows.append([np.sort(w).tolist() for w in window])
 
-    def fetch(self, ids):
+    def _fetch(self, ids):
         assert np.all(ids % self.G == self.owner)
         self.served.append(np.sort(ids).tolist())
-        return super().fetch(ids)
+        return super()._fetch(ids)
 
 
 def batches_of(rank, n=8):

@@ -332,7 +332,7 @@ def test_memory_source_rows_equal_numpy_indexing(dtype):
 
 
 def test_output_rows_are_reused_only_when_nothing_refers_to_them():
-    from lsm_gnn.sources.contract import OutputRows
+    from lsm_gnn.cache.rowpool import OutputRows
 
     bufs = OutputRows(4, np.float32, keep=2)
     a = bufs.get(10)
@@ -354,7 +354,7 @@ def test_output_rows_are_reused_only_when_nothing_refers_to_them():
 
 
 def test_a_source_that_is_not_held_reuses_its_output_arrays():
-    from lsm_gnn.sources.contract import OutputRows
+    from lsm_gnn.cache.rowpool import OutputRows
 
     bufs = OutputRows(4, np.float32, keep=4)
     first = bufs.get(100)

@@ -2,10 +2,15 @@
 the contract module: rank r's profiler (sys.setprofile + threading.setprofile, so the sampling
 thread counts) is on from the start of the source's 4th fetch to the start of its 5th, i.e. one
 whole step after three warm-up steps (lazy imports done): fetch t (split, exchange, the owner's
-cache), the train step t, advance(t+1's window), the sampling thread's work meanwhile."""
+cache), the train step t, advance(t+1's window), the sampling thread's work meanwhile.
+
+Counted: the lsm_gnn modules with at least one Python or C call in that step; the contract's
+entries, calls into lsm_gnn.sources.contract from a frame outside it (the public fetch calling
+its own check_ids is one entry), and the calls of the id check (check_feature_ids)."""
 import json, os, sys, threading, collections
 
-STATE = {"on": False, "calls": collections.Counter(), "funcs": collections.Counter()}
+STATE = {"on": False, "calls": collections.Counter(), "funcs": collections.Counter(), "entries": collections.Counter()}
+CONTRACT = "lsm_gnn.sources.contract"
 
 
 def _prof(frame, event, arg):
@@ -22,6 +27,9 @@ def _prof(frame, event, arg):
     if mod.startswith("lsm_gnn"):
         STATE["calls"][mod] += 1
         STATE["funcs"][f"{mod}.{name}"] += 1
+        caller = frame.f_back if event == "call" else frame
+        if mod == CONTRACT and (caller is None or caller.f_globals.get("__name__") != CONTRACT):
+            STATE["entries"][f"{mod}.{name}"] += 1
 
 
 def prof_worker(cfg, rank, world_size, heartbeat, args):
@@ -48,7 +56,7 @@ def prof_worker(cfg, rank, world_size, heartbeat, args):
         sys.setprofile(None)
         threading.setprofile(None)
     with open(os.path.join(args["out"], f"rank{rank}.json"), "w") as f:
-        json.dump({"calls": STATE["calls"], "funcs": STATE["funcs"], "fetches": n["fetch"]}, f, indent=1)
+        json.dump({"calls": STATE["calls"], "funcs": STATE["funcs"], "entries": STATE["entries"], "fetches": n["fetch"]}, f, indent=1)
     return out
 
 
@@ -71,8 +79,10 @@ if __name__ == "__main__":
     for r in (0, 1):
         d = json.load(open(tmp / f"rank{r}.json"))
         mods = sorted(d["calls"])
-        contract = {k: v for k, v in d["funcs"].items() if k.startswith("lsm_gnn.sources.contract.")}
-        print(f"rank {r}: {len(mods)} lsm_gnn modules, contract entered {sum(contract.values())} times {contract}")
+        entries = d["entries"]
+        checks = d["funcs"].get(f"{CONTRACT}.check_feature_ids", 0)
+        print(f"rank {r}: {len(mods)} lsm_gnn modules, contract entered {sum(entries.values())} times {entries}, "
+              f"ids checked {checks} times")
         print("  " + ", ".join(m.replace("lsm_gnn.", "") for m in mods))
     import shutil
     shutil.rmtree(tmp, ignore_errors=True)

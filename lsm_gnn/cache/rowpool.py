@@ -10,11 +10,15 @@ copied only where a system without these tiers copies them too: into the batch's
 storage into the cache line it fills. The bytes a device would move are still counted by the
 fetcher (stats `victim_bytes`, `prefetch_bytes`).
 
+The module also holds `OutputRows`, the output arrays every host source hands its rows out in.
+
 Sizes: lines + W x depth + depth rows with the PVP on (every queue entry and landing entry can
 hold a row while every slot holds one), lines without it.
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 from numba import njit
@@ -189,3 +193,39 @@ class RowPool:
         owned = np.concatenate([self.line_row, self.queue_row[self.queue_row >= 0],
                                 self.land_row[: self.land_n[0]], self.free[: self.free_n[0]]])
         return len(owned) == len(self.pool) and bool((np.sort(owned) == np.arange(len(self.pool))).all())
+
+
+class OutputRows:
+    """Output arrays for a source's batches, reused once nothing refers to them any more.
+
+    A fresh 175 MB output per batch (the small graph) costs the kernel a page fault and a zeroed
+    page per 4 KiB before a row is written, in the thread that competes with training for the
+    cores. A buffer is handed out again only when its reference count shows that no view of it
+    (the batch's tensor, autograd's saved input, a user's copy of the reference) is alive, so a
+    batch's rows never change under its holder. At most `keep` buffers are kept.
+    """
+
+    def __init__(self, dim: int, dtype, keep: int = 4):
+        self.dim, self.dtype, self.keep = int(dim), np.dtype(dtype), int(keep)
+        self._bufs: list[np.ndarray] = []
+
+    def get(self, n: int) -> np.ndarray:
+        """An uninitialised (n, dim) C-contiguous array."""
+        bufs, buf = self._bufs, None
+        free = []
+        for i in range(len(bufs)):
+            # references to the buffer: the list, `buf` and getrefcount's argument; one more is a
+            # holder. (No enumerate here: its reused result tuple holds one more reference, under
+            # which no buffer ever looked free and every batch faulted in a fresh one.)
+            buf = bufs[i]
+            if sys.getrefcount(buf) <= 3:
+                if len(buf) >= n:
+                    return buf[:n]
+                free.append(i)
+        del buf   # not a reference the next call would count
+        buf = np.empty((n + n // 8 + 64, self.dim), self.dtype)  # room for the next, larger batch
+        if len(bufs) < self.keep:
+            bufs.append(buf)
+        elif free:
+            bufs[free[0]] = buf   # a free buffer too small for this batch makes room
+        return buf[:n]

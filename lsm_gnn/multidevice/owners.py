@@ -58,10 +58,14 @@ def _split_kernel(ids, num_owners, send_ids, positions, counts):
 
 
 def split_by_owner(ids, num_owners: int, num_rows: int | None = None) -> OwnerSplit:
-    """Stable split of `ids` into `num_owners` buckets by `v % num_owners`."""
+    """Stable split of `ids` into `num_owners` buckets by `v % num_owners` (ids validated here)."""
+    return split_valid_ids(check_feature_ids(ids, num_rows), num_owners)
+
+
+def split_valid_ids(ids: np.ndarray, num_owners: int) -> OwnerSplit:
+    """split_by_owner of ids a source has validated at its public entry (1-D contiguous int64)."""
     if num_owners < 1:
         raise InputError(f"num_owners must be >= 1, found {num_owners}")
-    ids = check_feature_ids(ids, num_rows)
     send_ids = np.empty_like(ids)
     positions = np.empty(len(ids), dtype=np.int64)
     counts = np.zeros(num_owners, dtype=np.int64)

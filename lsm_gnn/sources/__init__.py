@@ -1,6 +1,6 @@
 """Every feature source, the contract they keep, and the one factory of them all (docs/architecture.md).
 
-contract       FeatureSource, TierCounters, OutputRows, check_feature_ids, as_source: the contract,
+contract       FeatureSource, TierCounters, check_feature_ids, as_source: the contract,
                importing no source
 ideal          MemoryFeatureSource: the ideal, every feature row in memory
 store          StoreFeatureSource: every request read from a FeatureStore (the plain storage loader)

@@ -42,10 +42,10 @@ import numpy as np
 from lsm_gnn.cache.engine import HIT, STORAGE, VICTIM_HIT
 from lsm_gnn.cache.engines import make_engine
 from lsm_gnn.cache.budget import MemoryBudget
-from lsm_gnn.cache.rowpool import RowPool
+from lsm_gnn.cache.rowpool import OutputRows, RowPool
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
 from lsm_gnn.sources.shard import OwnerShard
-from lsm_gnn.sources.contract import OutputRows, SourceStats, TierCounters
+from lsm_gnn.sources.contract import SourceStats, TierCounters
 from lsm_gnn.storage.base import FeatureStore, IOCounters
 from lsm_gnn.utils.errors import ConfigError
 

@@ -5,8 +5,11 @@ A feature source turns a mini-batch's input node ids into feature rows. The loop
 the reuse tags and the victim-buffer prefetcher need, then `fetch(ids)`.
 
 The contract (`FeatureSource`, after GraphBolt's `Feature` and PyG's `FeatureStore`): the public
-`fetch` / `advance` validate the ids (`check_ids`), `_fetch` / `_advance` do the work, and every
-source says what it did through methods, never through attributes a caller has to guess:
+`fetch` / `advance` validate the ids (`check_ids`), `_fetch` / `_advance` do the work on ids
+already validated. Ids are validated once, at the public entry of a fetch: a source made of
+another (the shared cache over its owner's cache) calls the inner source's `_fetch` / `_advance`
+with the ids it validated, and nothing under it checks them again. Every source says what it did
+through methods, never through attributes a caller has to guess:
 
     counters                 rows per tier (TierCounters)
     stats() -> dict          the source's own figures (evictions, spills, exchange bytes, ...)
@@ -30,7 +33,6 @@ that only has advance/fetch/counters (a user's cache, a test stand-in).
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -84,11 +86,6 @@ def numeric_stats(stats: dict) -> dict:
         elif isinstance(v, (float, np.floating)):
             out[k] = float(v)
     return out
-
-
-def cache_stage_seconds(stats: dict) -> dict:
-    """Per-stage seconds of a cache's stats (time_cache_s, time_victim_s, time_storage_s)."""
-    return {s: float(stats.get(f"time_{s}_s", 0.0)) for s in STAGES}
 
 
 class SourceStats(dict):
@@ -159,42 +156,6 @@ class FeatureSource:
 
     def __exit__(self, *exc):
         self.close()
-
-
-class OutputRows:
-    """Output arrays for a source's batches, reused once nothing refers to them any more.
-
-    A fresh 175 MB output per batch (the small graph) costs the kernel a page fault and a zeroed
-    page per 4 KiB before a row is written, in the thread that competes with training for the
-    cores. A buffer is handed out again only when its reference count shows that no view of it
-    (the batch's tensor, autograd's saved input, a user's copy of the reference) is alive, so a
-    batch's rows never change under its holder. At most `keep` buffers are kept.
-    """
-
-    def __init__(self, dim: int, dtype, keep: int = 4):
-        self.dim, self.dtype, self.keep = int(dim), np.dtype(dtype), int(keep)
-        self._bufs: list[np.ndarray] = []
-
-    def get(self, n: int) -> np.ndarray:
-        """An uninitialised (n, dim) C-contiguous array."""
-        bufs, buf = self._bufs, None
-        free = []
-        for i in range(len(bufs)):
-            # references to the buffer: the list, `buf` and getrefcount's argument; one more is a
-            # holder. (No enumerate here: its reused result tuple holds one more reference, under
-            # which no buffer ever looked free and every batch faulted in a fresh one.)
-            buf = bufs[i]
-            if sys.getrefcount(buf) <= 3:
-                if len(buf) >= n:
-                    return buf[:n]
-                free.append(i)
-        del buf   # not a reference the next call would count
-        buf = np.empty((n + n // 8 + 64, self.dim), self.dtype)  # room for the next, larger batch
-        if len(bufs) < self.keep:
-            bufs.append(buf)
-        elif free:
-            bufs[free[0]] = buf   # a free buffer too small for this batch makes room
-        return buf[:n]
 
 
 class ForeignSource(FeatureSource):

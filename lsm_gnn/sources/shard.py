@@ -16,7 +16,12 @@ from lsm_gnn.cache.geometry import check_owned_ids, check_owner_store
 from lsm_gnn.ownership import local_rows
 from lsm_gnn.cache.policies import lookahead_horizon
 from lsm_gnn.cache.window import LookaheadWindow
-from lsm_gnn.sources.contract import FeatureSource, TierCounters, cache_stage_seconds
+from lsm_gnn.sources.contract import STAGES, FeatureSource, TierCounters
+
+
+def cache_stage_seconds(stats: dict) -> dict:
+    """Per-stage seconds of a cache's stats (time_cache_s, time_victim_s, time_storage_s)."""
+    return {s: float(stats.get(f"time_{s}_s", 0.0)) for s in STAGES}
 
 
 class OwnerShard(FeatureSource):
@@ -60,7 +65,8 @@ class OwnerShard(FeatureSource):
         return self._last
 
     def check_ids(self, ids, what: str = "ids") -> np.ndarray:
-        """Ids in [0, num_rows) owned by this owner (InputError otherwise)."""
+        """Ids in [0, num_rows) owned by this owner (InputError otherwise): the check of a fetch
+        that enters here; the shared source validates its ids itself and calls `_fetch`."""
         return check_owned_ids(ids, self.num_rows, self.num_owners, self.owner, "window" if what != "ids" else what)
 
     def _advance(self, window: Sequence[np.ndarray]) -> None:

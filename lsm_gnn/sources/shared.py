@@ -38,10 +38,11 @@ import numpy as np
 import torch
 
 from lsm_gnn.cache.budget import for_devices
-from lsm_gnn.sources.contract import FeatureSource, OutputRows, TierCounters, as_source
+from lsm_gnn.cache.rowpool import OutputRows
+from lsm_gnn.sources.contract import FeatureSource, TierCounters, as_source
 from lsm_gnn.multidevice.exchange import Exchange
 from lsm_gnn.ranks.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
-from lsm_gnn.multidevice.owners import split_by_owner
+from lsm_gnn.multidevice.owners import split_valid_ids
 from lsm_gnn.ownership import check_owned
 from lsm_gnn.utils.errors import InputError
 
@@ -97,7 +98,7 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         self.device = owner_device if plane == "device" else "cpu"
         self.torch_dtype = torch.from_numpy(np.empty(0, self.dtype)).dtype if plane == "device" else None
         self.counters = TierCounters()
-        self._out = None            # reused output arrays (features.OutputRows), host plane
+        self._out = None            # reused output arrays (cache.rowpool.OutputRows), host plane
         self.peer_rows = 0          # rows this rank received from other owners
         self.served_for_peers = 0   # rows this rank's cache served to other ranks
         self.coalesced = 0          # requests served by another request's row in the same fetch
@@ -122,7 +123,7 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         while kept < min(len(candidates), len(window)) and _same(window[kept], candidates[kept]):
             kept += 1
         new = window[kept:]
-        splits = [split_by_owner(b, G) for b in new]
+        splits = [split_valid_ids(b, G) for b in new]
         header = np.zeros((G, HEADER + self.max_window), dtype=np.int64)
         header[:, 0], header[:, 1], header[:, 2] = shift, kept, len(new)
         for j, s in enumerate(splits):
@@ -147,7 +148,7 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         depth = max((len(f) for f in self._future), default=0)
         owner_window = [np.concatenate([f[k] for f in self._future if k < len(f)] or [np.zeros(0, np.int64)])
                         for k in range(depth)]
-        self.cache.advance(owner_window)
+        self.cache._advance(owner_window)   # ids the ranks validated at their public entry
         self.times["window"] += time.perf_counter() - t0
 
     # ---- one iteration ----------------------------------------------------------------------------
@@ -157,7 +158,7 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         if self.plane == "device":
             return self._fetch_device(ids)
         t0 = time.perf_counter()
-        split = split_by_owner(ids, self.world_size)
+        split = split_valid_ids(ids, self.world_size)
         t1 = time.perf_counter()
         recv_counts = self.ex.headers(split.counts[:, None])[:, 0]
         recv_ids = self.ex.ids(split.send_ids, split.counts, recv_counts)
@@ -216,8 +217,10 @@ class SharedCacheFeatureSource(_OverOwnerCache):
     def _serve(self, recv_ids: np.ndarray, recv_counts: np.ndarray):
         """Rows of every id received, through the owner's source in one call: a numpy array on
         the host plane, a tensor on the device plane."""
-        before = self.cache.counters.as_dict()
-        served = self.cache.fetch(recv_ids)
+        c = self.cache.counters
+        before = (c.local_hits, c.victim_hits, c.storage_rows, c.distinct)
+        # validated once: by each requester's public fetch (range) and _check_owned (owner)
+        served = self.cache._fetch(recv_ids)
         if self.plane == "device":
             if not isinstance(served, torch.Tensor):
                 served = torch.from_numpy(np.ascontiguousarray(served))
@@ -229,8 +232,8 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         if tuple(served.shape) != (len(recv_ids), self.row_dim):
             raise InputError(f"owner cache of rank {self.rank} returned {tuple(served.shape)} rows for "
                              f"{len(recv_ids)} ids")
-        after = self.cache.counters.as_dict()
-        hits = after["local_hits"] - before["local_hits"]
+        hits, victim_hits, storage_rows, distinct = (a - b for a, b in zip(
+            (c.local_hits, c.victim_hits, c.storage_rows, c.distinct), before))
         # The owner's cache hits split into rows asked by this rank (local) and by peers: exact
         # when the cache reports per-row tiers, else attributed to the owner as local hits.
         tiers = self.cache.last_tiers
@@ -243,9 +246,9 @@ class SharedCacheFeatureSource(_OverOwnerCache):
             self.counters.peer_hits += int((hit & ~own).sum())
         else:
             self.counters.local_hits += hits
-        self.counters.victim_hits += after["victim_hits"] - before["victim_hits"]
-        self.counters.storage_rows += after["storage_rows"] - before["storage_rows"]
-        self.coalesced += len(recv_ids) - (after["distinct"] - before["distinct"])
+        self.counters.victim_hits += victim_hits
+        self.counters.storage_rows += storage_rows
+        self.coalesced += len(recv_ids) - distinct
         return served if self.plane == "device" else served.astype(self.dtype, copy=False)
 
     # ---- reporting ----------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from lsm_gnn.cache.budget import device_memory
-from lsm_gnn.sources.contract import FeatureSource, OutputRows, TierCounters, check_feature_ids
+from lsm_gnn.cache.rowpool import OutputRows
+from lsm_gnn.sources.contract import FeatureSource, TierCounters, check_feature_ids
 
 
 class StoreFeatureSource(FeatureSource):

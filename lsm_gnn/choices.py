@@ -6,6 +6,8 @@ CLI's choices read the same list without the config importing an implementation:
 
   READERS  storage.reader: the feature stores lsm_gnn.storage.open_feature_store opens
   ENGINES  cache.engine: the cache engines lsm_gnn.cache.engines.make_engine builds
+  HARDWARE_PROFILES  baselines.network_profile: the packaged projection profiles of
+           lsm_gnn.project.profiles (a floor above the config)
 """
 
 from __future__ import annotations
@@ -14,3 +16,6 @@ READERS = ("direct", "buffered", "mmap", "memory", "gpu")
 ENGINES = ("cpu", "gpu", "reference")
 ROW_ENGINES = tuple(e for e in ENGINES if e != "reference")
 """The engines a data plane serves rows through (the reference engine only replays traces)."""
+
+HARDWARE_PROFILES = ("this-machine", "paper", "h200x8")
+"""The hardware profiles lsm_gnn/project/profiles/ ships (lsm_gnn.project.profiles.PACKAGED)."""

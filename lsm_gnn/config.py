@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lsm_gnn.choices import ENGINES, READERS
+from lsm_gnn.choices import ENGINES, HARDWARE_PROFILES, READERS
 from lsm_gnn.utils.errors import ConfigError
 
 
@@ -107,7 +107,7 @@ class CacheConfig(Section):
     number of victim queues."""
     lookahead: int = Field(128, ge=1, le=65536)
     """K: future mini-batches a long-lookahead policy (horizon) reads; the loader samples
-    max(W, K) batches ahead for it (policies.lookahead_batches). 128 chosen by measurement
+    max(W, K) batches ahead for it (policies.lookahead_horizon). 128 chosen by measurement
     (docs/cache.md, "Beyond the paper"); the one place this default is written."""
     refresh_every: int = Field(1, ge=1)
     readahead: bool = True
@@ -267,10 +267,8 @@ class BaselineConfig(Section):
     @field_validator("network_profile")
     @classmethod
     def _known_network_profile(cls, v):
-        from lsm_gnn.project.profiles import PACKAGED
-
-        if v not in PACKAGED and not v.endswith((".yaml", ".yml")):
-            raise ValueError(f"unknown hardware profile; expected one of {', '.join(PACKAGED)} or a .yaml path")
+        if v not in HARDWARE_PROFILES and not v.endswith((".yaml", ".yml")):
+            raise ValueError(f"unknown hardware profile; expected one of {', '.join(HARDWARE_PROFILES)} or a .yaml path")
         return v
 
     @model_validator(mode="after")

@@ -23,7 +23,7 @@ from numba import njit
 
 from lsm_gnn.cache.memhint import PREFETCH_DISTANCE, prefetch_record
 from lsm_gnn.cache.geometry import cache_geometry, check_owner_args
-from lsm_gnn.cache.policies import STATE_ORDER, get_policy, lookahead_batches, resolve_policy, state_arrays
+from lsm_gnn.cache.policies import STATE_ORDER, get_policy, lookahead_horizon, resolve_policy, state_arrays
 from lsm_gnn.cache.policies import kernels as hooks
 from lsm_gnn.cache.policies.horizon import LookaheadRing, batch_records, ingest, ring_capacity
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues, prefetch_queue
@@ -375,7 +375,7 @@ def configure_engine(engine, capacity_rows, num_rows, static_scores, ways, polic
     if not spec.kernels:
         raise InputError(f"policy {engine.policy_name!r} has no {kind} kernel (reference engine only)")
     engine.long_lookahead = bool(spec.long_lookahead)
-    engine.lookahead = lookahead_batches(engine.policy_name, engine.window, lookahead)
+    engine.lookahead = lookahead_horizon(policy=engine.policy_name, window=engine.window, lookahead=lookahead)
     if engine.long_lookahead and engine.lookahead < 1:
         raise InputError(f"policy {engine.policy_name!r} needs a lookahead of at least 1 batch, found {lookahead}")
     scores = np.ascontiguousarray(static_scores, dtype=np.uint8)

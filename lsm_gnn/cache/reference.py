@@ -16,7 +16,7 @@ import numpy as np
 
 from lsm_gnn.cache.engine import COUNT_NAMES, HIT, NOT_SPILLED, SPILL_DROPPED, STORAGE, VICTIM_HIT
 from lsm_gnn.cache.geometry import cache_geometry, check_owner_args
-from lsm_gnn.cache.policies import LineView, get_policy, lookahead_batches, resolve_policy
+from lsm_gnn.cache.policies import LineView, get_policy, lookahead_horizon, resolve_policy
 from lsm_gnn.cache.window import FRESH, NO_REUSE
 from lsm_gnn.ownership import local_row_of_id
 
@@ -57,7 +57,7 @@ class ReferenceCache:
         self.policy = get_policy(resolve_policy(policy, self.pvp))
         # window batches the tags read: K for a long-lookahead policy (refreshed every iteration,
         # fills tagged at once), else W
-        self.lookahead = lookahead_batches(self.policy.name, window, lookahead)
+        self.lookahead = lookahead_horizon(policy=self.policy.name, window=window, lookahead=lookahead)
         self.long_lookahead = self.policy.long_lookahead
         self.static = [int(x) for x in static_scores]
         self.sets: list[list[Line | None]] = [[None] * self.ways for _ in range(self.num_sets)]

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from lsm_gnn.accelerator import StepModel
 from lsm_gnn.utils.yamlmodel import load_model, parse_model, yaml_path
 
-PACKAGED = ("this-machine", "paper", "h200x8")
+from lsm_gnn.choices import HARDWARE_PROFILES as PACKAGED  # the one list, which the config reads too
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 
 

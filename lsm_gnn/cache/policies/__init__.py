@@ -139,21 +139,19 @@ def resolve_policy(policy: str, pvp: bool) -> str:
     return policy
 
 
-def lookahead_batches(policy: str, window: int, lookahead: int) -> int:
-    """Future batches the policy reads: K (`lookahead`, cache.lookahead) for a long-lookahead
-    policy, else the window W. The loader samples this many batches ahead and the feature source
-    hands them to the engine."""
+def lookahead_horizon(cache=None, *, policy: str | None = None, window: int | None = None,
+                      lookahead: int | None = None) -> int:
+    """The lookahead horizon: the future batches the policy reads, K (`lookahead`,
+    cache.lookahead) for a long-lookahead policy, else the window W (`window`). Of a cache config
+    (`cache.policy`, `cache.window`, `cache.lookahead`: a CacheConfig or anything with those
+    fields), or of the three fields an engine is built from (keywords). The one derivation:
+    CacheConfig.horizon, every loader, source, factory, worker and replay, and the engines read it
+    here. The loader samples this many batches ahead and the feature source hands them to the engine."""
+    if cache is not None:
+        policy, window, lookahead = cache.policy, cache.window, cache.lookahead
     if policy_class(policy).long_lookahead:
         return int(lookahead)
     return int(window)
-
-
-def lookahead_horizon(cache) -> int:
-    """The lookahead horizon of a cache config (`cache.policy`, `cache.window`, `cache.lookahead`:
-    a CacheConfig or anything with those fields): the one derived value every loader, source,
-    factory, worker and replay reads (CacheConfig.horizon is this; the engines, built from
-    the three fields, call lookahead_batches)."""
-    return lookahead_batches(cache.policy, cache.window, cache.lookahead)
 
 
 def default_host_fraction(policy: str) -> float:
@@ -177,5 +175,5 @@ def state_arrays(policy: str, lines: int, sets: int, xp=None) -> dict:
 
 __all__ = ["REGISTRY", "BUILTIN", "EvictionPolicy", "LineView", "register_policy", "unregister_policy",
            "policy_class", "by_kernel_key", "get_policy", "resolve_policy", "configurable_names", "kernel_names",
-           "lookahead_batches", "lookahead_horizon", "default_host_fraction", "state_arrays", "STATE_ORDER", "STATE_SPECS",
+           "lookahead_horizon", "default_host_fraction", "state_arrays", "STATE_ORDER", "STATE_SPECS",
            "KERNEL_HOOKS"]

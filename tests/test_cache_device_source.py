@@ -130,6 +130,12 @@ def test_rows_and_decisions_equal_the_host_source(random_dataset, policy, pvp):
         if not pvp:
             assert c.victim_hits == 0 and dev.stats["victim_buffer_bytes"] == 0
         assert dev.stats["policy"] == ref.stats["policy"]
+        # one fetch order, read-ahead included: the device plane reads the next batch's misses
+        # ahead as the host plane does, and both count the same I/O
+        for k in ("readahead", "readahead_rows", "readahead_unused_rows", "readahead_missed_rows"):
+            assert dev.stats[k] == ref.stats[k], k
+        assert dev.stats["readahead"] and dev.stats["readahead_rows"] > 0
+        assert dev.io_counters().as_dict()["rows_requested"] == ref.io_counters().as_dict()["rows_requested"]
 
 
 @pytest.mark.parametrize("depth", [12, 2])
@@ -272,6 +278,7 @@ def test_gpu_engine_decisions_drive_the_cpu_data_plane(emulated_gpu_engine, how,
     with DeviceCachedFeatureSource(ArrayStore(feats), 1200, 8, np.float32, cfg, static, engine=engine) as dev, \
             CachedFeatureSource(ArrayStore(feats), 1200, 8, np.float32, on_cpu_engine(cfg), static) as ref:
         assert isinstance(dev.engine, gpu_engine.GpuCacheEngine)
+        assert dev.stats["readahead"] is False   # the GPU engine answers no storage_misses
         drive_pair(dev, ref, batches, dev.window.window, feats)
         assert dev.counters.local_hits > 0 and dev.stats["evictions"] > 0
         if pvp:

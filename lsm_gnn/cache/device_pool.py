@@ -113,19 +113,26 @@ class DeviceRowPool:
             torch.cuda.synchronize(self.device)
 
     # ---- storage rows -------------------------------------------------------------------------
-    def staging(self, n: int) -> torch.Tensor:
-        """Host rows [n, row_words] (pinned on CUDA, page-aligned on the CPU) for the next storage
-        read, reused across batches: first waits until the last upload has left it."""
+    def host_rows(self, n: int) -> torch.Tensor:
+        """New host rows [n, row_words] a storage read can fill and `upload` can copy from:
+        pinned on CUDA (a DMA copy that does not wait for the device), page-aligned on the CPU."""
+        if self.cuda:
+            return torch.empty((n, self.row_words), dtype=self.word, pin_memory=True)
+        np_word = torch.empty(0, dtype=self.word).numpy().dtype
+        return torch.from_numpy(aligned_empty((n, self.row_words), np_word))
+
+    def wait_uploaded(self) -> None:
+        """Wait (host) until the last `upload` has read its host rows, before a reader refills them."""
         if self._uploaded is not None:
             self._uploaded.synchronize()
             self._uploaded = None
+
+    def staging(self, n: int) -> torch.Tensor:
+        """Host rows [n, row_words] (`host_rows`) for the next storage read, reused across
+        batches: first waits until the last upload has left it."""
+        self.wait_uploaded()
         if self._stage is None or len(self._stage) < n:
-            size = max(n, 2 * (0 if self._stage is None else len(self._stage)), 1024)
-            if self.cuda:
-                self._stage = torch.empty((size, self.row_words), dtype=self.word, pin_memory=True)
-            else:
-                np_word = torch.empty(0, dtype=self.word).numpy().dtype
-                self._stage = torch.from_numpy(aligned_empty((size, self.row_words), np_word))
+            self._stage = self.host_rows(max(n, 2 * (0 if self._stage is None else len(self._stage)), 1024))
         return self._stage[:n]
 
     def upload(self, host_rows: torch.Tensor) -> torch.Tensor:

@@ -5,14 +5,18 @@ lsm_gnn.sources.cached.CachedFeatureSource with its rows on a torch device
 host memory, every tier move a real copy. The same code runs on the CPU (device="cpu", the CI
 check) and on a GPU (device="cuda").
 
-Per fetch: the engine decides (`cfg.engine`: "cpu" CpuCacheEngine, "gpu" GpuCacheEngine, or an
-injected engine with their interface); the storage reads of the misses are issued at once on a
-reader thread into the pool's pinned staging buffer; the decisions become index tensors on the
-device (`_plan`: computed where the decisions live, host or device, then moved in one copy);
-then the pool copies rows: every request from its line (the hits), spills, victim hits, storage
-rows to the output and the last fill of each slot into its line, and at the end the PVP lands the
-next batch's queue. `fetch` returns a [len(ids), dim] tensor on `device` in the dataset's dtype,
-with no host round trip on CUDA (the copies are queued on the current stream).
+The fetch order, read-ahead included, is the one both data planes share (lsm_gnn.sources.shard);
+this plane says where rows land. The engine decides (`cfg.engine`: "cpu" CpuCacheEngine, "gpu"
+GpuCacheEngine, or an injected engine with their interface); the storage reads of the misses go
+on the reader thread into host buffers (pinned on CUDA); the decisions become index tensors on
+the device (`_plan`: computed where the decisions live, host or device, then moved in one copy);
+then the pool copies rows: every request from its line (the hits), spills, victim hits, the read
+rows uploaded, storage rows to the output and the last fill of each slot into its line, and at
+the end the PVP lands the next batch's queue. `fetch` returns a [len(ids), dim] tensor on
+`device` in the dataset's dtype, with no host round trip on CUDA (the copies are queued on the
+current stream). Read-ahead (`cache.readahead`) runs with an engine that answers
+`storage_misses` (the CPU engine); with the GPU engine a batch's misses are read when it is served
+and the stats say `readahead: False`.
 
 The decisions, counters and stats equal CachedFeatureSource's on the same inputs; the stats also
 count the bytes moved: `h2d_bytes` (storage rows and landing copies to the device) and
@@ -22,7 +26,6 @@ count the bytes moved: `h2d_bytes` (storage rows and landing copies to the devic
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -32,7 +35,6 @@ from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.device_pool import DeviceRowPool
 from lsm_gnn.cache.engine import STORAGE, VICTIM_HIT
 from lsm_gnn.cache.engines import make_engine
-from lsm_gnn.sources.cached import add_step_counts
 from lsm_gnn.sources.shard import OwnerShard
 from lsm_gnn.choices import ROW_ENGINES
 from lsm_gnn.sources.contract import SourceStats
@@ -120,10 +122,8 @@ class DeviceCachedFeatureSource(OwnerShard):
         self.stats = SourceStats(dict.fromkeys(STAT_KEYS, 0))
         # host time of fetch's segments (on CUDA: issuing the copies), plus the reads' own duration
         self.stats.update(time_cache_s=0.0, time_victim_s=0.0, time_storage_s=0.0, time_storage_busy_s=0.0)
-        # cache.readahead is the host data plane's (fetcher.py, step 6): this plane reads a batch's
-        # misses when the batch is served, and the record says so rather than the config
-        self.stats["readahead"] = False
-        self.engine, self._reader = None, None
+        self.engine = None
+        self._init_readahead(False)
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
@@ -142,6 +142,9 @@ class DeviceCachedFeatureSource(OwnerShard):
         self._queued = np.zeros(max(self.pool.window, 1), np.int64)  # rows in each victim queue
         self.stats["victim_buffer_bytes"] = self.pool.victim_bytes
         self.stats["policy"] = self.engine.policy_name
+        # read-ahead asks the engine for the next batch's misses: the CPU engine answers (a GPU
+        # engine's state lives on the device, where the question would cost a sync per batch)
+        self._init_readahead(bool(getattr(cfg, "readahead", False)) and hasattr(self.engine, "storage_misses"))
 
     def _make_engine(self, cfg, static_scores):
         kind = cfg.engine
@@ -172,56 +175,72 @@ class DeviceCachedFeatureSource(OwnerShard):
     def _last_on_host(self) -> tuple[np.ndarray, np.ndarray]:
         return tuple(_host(_tensor(a)) for a in self._last)
 
-    # ---- FeatureSource contract (ids, window and reports: lsm_gnn.sources.shard) ---------------
-    def _fetch(self, ids: np.ndarray) -> torch.Tensor:
-        self._last = None
-        if not self.enabled:
-            return self._fetch_uncached(ids)
-        st, pool, rb = self.stats, self.pool, self.row_bytes
-        t0 = time.perf_counter()
+    # ---- where rows land: the torch pool (the fetch order: lsm_gnn.sources.shard) --------------
+    def _decide(self, ids: np.ndarray):
         with self._engine_stream():
-            res = self.engine.step(ids, *self.window.flat)
-            status, distinct = _tensor(res.status), _tensor(res.distinct)
-            # the storage reads go out first and run (without the GIL) while the rows move
-            storage_ids = _host(distinct[status == STORAGE])
-            staged, reading = self._read_async(storage_ids)
-            plan, runs = _plan(res, _tensor(self.engine.keys), pool.depth)
-        plan = self._to_device(plan)
-        out = torch.empty((len(ids), pool.row_words), dtype=pool.word, device=self.device)
-        pool.gather_lines(plan["req_slot"], out)
-        t1 = time.perf_counter()
-        pool.spill(plan["spill_slot"], runs)
-        pool.gather_landed(plan["vh_src"], plan["vh_req"], out)
-        t2 = time.perf_counter()
-        if reading is not None:
-            st["time_storage_busy_s"] += reading.result()
-        staged = pool.upload(staged)
-        t3 = time.perf_counter()
-        pool.place_misses(staged, plan["st_req"], plan["st_k"], plan["fill_slot"], plan["fill_k"],
-                          plan["vfill_slot"], plan["vfill_src"], out)
-        self._last = (res.status, res.inverse)
-        t4 = time.perf_counter()
-        for i, j, dst in runs:  # spills append to their queue
-            self._queued[dst // pool.depth] = dst % pool.depth + j - i
+            return self.engine.step(ids, *self.window.flat)
+
+    def _storage_ids(self, res) -> np.ndarray:
         with self._engine_stream():
-            q = self.engine.end_iteration()
-        landed = 0
-        if q >= 0:
-            # the queue's length is known on the host: no read of the engine's (device) count
-            landed, self._queued[q] = int(self._queued[q]), 0
-            pool.land(q, landed)
-        t5 = time.perf_counter()
-        self.window.clear()
-        c = res.counts
-        add_step_counts(self.counters, st, c, rb)
-        st["prefetched"] += landed
-        st["prefetch_bytes"] += landed * rb
-        st["d2h_bytes"] += c["spills"] * rb
-        st["h2d_bytes"] += (len(storage_ids) + landed) * rb
-        st["time_cache_s"] += (t1 - t0) + (t4 - t3)
-        st["time_victim_s"] += (t2 - t1) + (t5 - t4)
-        st["time_storage_s"] += t3 - t2
+            return _host(_tensor(res.distinct)[_tensor(res.status) == STORAGE])
+
+    def _end_iteration(self) -> int:
+        with self._engine_stream():
+            return self.engine.end_iteration()
+
+    def _prepare(self, res) -> None:
+        with self._engine_stream():
+            plan, runs = _plan(res, _tensor(self.engine.keys), self.pool.depth)
+        self._batch = (self._to_device(plan), runs)
+
+    def _output(self, n: int) -> torch.Tensor:
+        return torch.empty((n, self.pool.row_words), dtype=self.pool.word, device=self.device)
+
+    def _copy_hits(self, res, out) -> None:
+        self.pool.gather_lines(self._batch[0]["req_slot"], out)
+
+    def _copy_victims(self, res, out) -> None:
+        plan, runs = self._batch
+        self.pool.spill(plan["spill_slot"], runs)
+        self.pool.gather_landed(plan["vh_src"], plan["vh_req"], out)
+
+    def _arrived(self, staged: np.ndarray) -> torch.Tensor:
+        word = torch.empty(0, dtype=self.pool.word).numpy().dtype
+        return self.pool.upload(torch.from_numpy(staged.view(word)))
+
+    def _place_misses(self, res, staged, kmap, out) -> None:
+        plan = self._batch[0]
+        st_k, fill_k = plan["st_k"], plan["fill_k"]
+        if kmap is not None:   # storage read k lies at row kmap[k] of the read-ahead's rows
+            k = torch.from_numpy(kmap).to(st_k.device)
+            st_k, fill_k = k[st_k], k[fill_k]
+        self.pool.place_misses(staged, plan["st_req"], st_k, plan["fill_slot"], fill_k,
+                               plan["vfill_slot"], plan["vfill_src"], out)
+
+    def _land(self, q: int) -> int:
+        depth = self.pool.depth
+        for i, j, dst in self._batch[1]:  # spills append to their queue
+            self._queued[dst // depth] = dst % depth + j - i
+        # the queue's length is known on the host: no read of the engine's (device) count
+        landed, self._queued[q] = int(self._queued[q]), 0
+        self.pool.land(q, landed)
+        return landed
+
+    def _served(self, res, out, storage_rows: int, landed: int) -> torch.Tensor:
+        self._batch = None
+        rb, st = self.row_bytes, self.stats
+        st["d2h_bytes"] += res.counts["spills"] * rb
+        st["h2d_bytes"] += (storage_rows + landed) * rb
         return out.view(self.torch_dtype)
+
+    def _grown(self, buf: np.ndarray | None, n: int) -> np.ndarray:
+        """`buf` if it holds n rows, else a new host buffer of at least twice its rows (pinned on
+        CUDA, page-aligned on the CPU); first waits until the last upload has left the buffers."""
+        self.pool.wait_uploaded()
+        if buf is not None and len(buf) >= n:
+            return buf
+        size = max(n, 2 * (0 if buf is None else len(buf)), 1024)
+        return self.pool.host_rows(size).numpy().view(self.dtype).reshape(size, self.dim)
 
     def _to_device(self, plan: dict) -> dict:
         """The plan's index tensors on the pool's device: one copy for all (from pinned memory
@@ -236,30 +255,13 @@ class DeviceCachedFeatureSource(OwnerShard):
         torch.cat([p.to(torch.int64) for p in parts], out=packed)
         return dict(zip(PLAN_FIELDS, packed.to(self.device, non_blocking=True).split(sizes)))
 
-    def _read_async(self, ids: np.ndarray):
-        """Start reading `ids` into the pool's staging rows on the reader thread: (staged rows,
-        a future giving the read's seconds, or None when there is nothing to read)."""
-        staged = self.pool.staging(len(ids))
-        if not len(ids):
-            return staged, None
-        if self._reader is None:
-            self._reader = ThreadPoolExecutor(1, thread_name_prefix="lsm-gnn-cache-read")
-        out = staged.numpy().view(self.dtype).reshape(len(ids), self.dim)
-
-        def read():
-            t0 = time.perf_counter()
-            self.store.read_rows(ids, out=out)
-            return time.perf_counter() - t0
-
-        return staged, self._reader.submit(read)
-
     def _fetch_uncached(self, ids: np.ndarray) -> torch.Tensor:
         t0 = time.perf_counter()
         uniq, inverse = np.unique(ids, return_inverse=True)
-        staged, reading = self._read_async(uniq)
-        if reading is not None:
-            self.stats["time_storage_busy_s"] += reading.result()
-        rows = self.pool.upload(staged)
+        staged = self._staging(len(uniq))
+        if len(uniq):
+            self.stats["time_storage_busy_s"] += self._read_async(uniq, staged).result()
+        rows = self._arrived(staged)
         inv = torch.from_numpy(inverse.astype(np.int64).ravel()).to(self.device)
         out = torch.empty((len(ids), self.pool.row_words), dtype=self.pool.word, device=self.device)
         if len(ids):
@@ -274,9 +276,7 @@ class DeviceCachedFeatureSource(OwnerShard):
         return out.view(self.torch_dtype)
 
     def close(self) -> None:
-        if self._reader is not None:
-            self._reader.shutdown(wait=True)
-            self._reader = None
+        self._close_reader()
         if self.pool is not None:
             self.pool.close()
             self.pool = None

@@ -86,3 +86,19 @@ def check_owned(ids, num_owners: int, owner: int, what: str = "ids") -> None:
         v = int(arr.reshape(-1)[np.argmax(wrong.reshape(-1))])
         raise InputError(f"{what}: id {v} belongs to owner {v % num_owners}, not owner {owner} of {num_owners} "
                          f"(owner o serves the ids v with v % {num_owners} == o)")
+
+
+def owner_row_map(owner: int, num_owners: int):
+    """A store's row map over owner `owner`'s own feature file: global id v -> local row
+    v // num_owners (InputError for a negative id or one `owner` does not own). Here with the rule
+    it applies: a per-owner store maps every id it reads through it (lsm_gnn.storage.open)."""
+    if not 0 <= owner < num_owners:
+        raise InputError(f"owner {owner} out of range [0, {num_owners})")
+
+    def row_map(ids: np.ndarray) -> np.ndarray:
+        if ids.size and ids.min() < 0:
+            raise InputError(f"id {int(ids.min())} is negative")
+        check_owned(ids, num_owners, owner)
+        return local_row(ids, num_owners)
+
+    return row_map

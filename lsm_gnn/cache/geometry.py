@@ -56,7 +56,7 @@ def check_owned_ids(ids: np.ndarray, num_rows: int, num_owners: int, owner: int,
 
 def check_owner_store(store, num_rows: int, row_dim: int, dtype, num_owners: int, owner: int) -> np.dtype:
     """The store under one owner's cache holds what the cache expects; returns the row dtype.
-    A store over an owner's own file (storage.owner_row_map) holds just the rows it owns."""
+    A store over an owner's own file (ownership.owner_row_map) holds just the rows it owns."""
     check_owner_args(num_rows, num_owners, owner)
     dtype = np.dtype(dtype)
     rows = num_rows if getattr(store, "row_map", None) is None else owned_count(num_rows, num_owners, owner)

@@ -20,7 +20,8 @@ from lsm_gnn.sources.isolated import IsolatedFeatureSource
 from lsm_gnn.sources.shared import SharedCacheFeatureSource
 from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.sources.store import StoreFeatureSource
-from lsm_gnn.storage.open import open_from_config, owner_row_map
+from lsm_gnn.ownership import owner_row_map
+from lsm_gnn.storage.open import open_from_config
 from lsm_gnn.utils.errors import InputError
 
 

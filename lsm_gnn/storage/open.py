@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
 
-import numpy as np
 
 from lsm_gnn.choices import READERS  # noqa: F401 (re-exported: the one list of storage.reader's values)
 from lsm_gnn.datasets.format import Dataset, FeatureLayout
-from lsm_gnn.ownership import check_owned, local_row
+from lsm_gnn.ownership import owner_row_map  # noqa: F401 (re-exported: its old path)
 from lsm_gnn.storage.base import FeatureStore
 from lsm_gnn.utils.errors import InputError
 
@@ -35,20 +33,6 @@ def _layout(source) -> FeatureLayout:
     if isinstance(source, (str, os.PathLike)):
         return Dataset(Path(source)).features()
     raise InputError(f"expected a Dataset, FeatureLayout or dataset directory, found {type(source).__name__}")
-
-
-def owner_row_map(owner: int, num_owners: int) -> Callable[[np.ndarray], np.ndarray]:
-    """Global id v -> local row v // num_owners of owner v % num_owners's file (must be `owner`)."""
-    if not 0 <= owner < num_owners:
-        raise InputError(f"owner {owner} out of range [0, {num_owners})")
-
-    def row_map(ids: np.ndarray) -> np.ndarray:
-        if ids.size and ids.min() < 0:
-            raise InputError(f"id {int(ids.min())} is negative")
-        check_owned(ids, num_owners, owner)
-        return local_row(ids, num_owners)
-
-    return row_map
 
 
 def open_feature_store(source, reader: str = "direct", *, row_map=None, drop_page_cache: bool = False,

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import click
 
-from lsm_gnn.records import bound_stage, emulation_label, timed_iterations
+from lsm_gnn.records import bound_stage, emulation_label, timed_iterations, timed_window
 from lsm_gnn.utils.output import emit
 
 COMPARED = ("lsm", "distdgl", "mmap", "direct")
@@ -126,7 +126,7 @@ def summarise_run(rec: dict) -> dict:
             "storage_io_ops_per_iteration": traffic.get("storage_io_ops", 0) / its,
             "exchange_bytes_per_iteration": (m.get("multidevice") or {}).get("exchange_bytes_per_iteration"),
             "storage_bytes": traffic.get("storage_bytes"), "network_bytes": traffic.get("network_bytes"),
-            "iterations_per_epoch": ((t.get("timing_window") or {}).get("iterations_per_epoch")),
+            "iterations_per_epoch": (timed_window(t).get("iterations_per_epoch")),
             "memory": m.get("memory"), "accelerator": {k: acc.get(k) for k in ("mode", "profile", "scale", "step")}}
 
 

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from lsm_gnn.config import RunConfig, config_to_dict, parse_config
-from lsm_gnn.records import STAGES, claim_record, epoch_times, measured_epochs, new_record, steady_epochs, write_record
+from lsm_gnn.records import (STAGES, TIMED_WINDOW, claim_record, epoch_times, measured_epochs, new_record,
+                             steady_epochs, write_record)
 from lsm_gnn.utils.errors import ConfigError, DistributedError
 
 SYSTEMS = ("lsm", "isolated", "mmap", "direct", "memory", "distdgl")
@@ -292,7 +293,7 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
         "time": {"per_iteration": stage, **times,
                  "preprocessing_s": info.preprocessing_s, "partition_s": info.partition_s,
                  "partition_load_s": info.load_s, "startup_s": startup, "cluster_wall_s": wall_s,
-                 "timing_window": {"full_epoch": (not timed) or epochs[0]["iterations"] == P,
+                 TIMED_WINDOW: {"full_epoch": (not timed) or epochs[0]["iterations"] == P,
                                    "warmup_iters": warm, "timed_iters": metrics[0]["timed_iters"],
                                    "iterations_per_epoch": P, "steady_epochs": steady_idx}},
         "accuracy": {"val": metrics[0]["accuracy"]["val"], "test": metrics[0]["accuracy"]["test"],

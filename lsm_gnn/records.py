@@ -99,6 +99,19 @@ def sum_counts(parts, keys) -> dict:
     return {k: int(sum(int(p.get(k, 0)) for p in parts)) for k in keys}
 
 
+# ---- the timed window ----------------------------------------------------------------------------
+TIMED_WINDOW = "timed_window"
+"""metrics.time's block that says what was timed (full_epoch, warmup_iters, timed_iters, ...)."""
+OLD_TIMED_WINDOW = "timing_window"
+"""Its name in records written before the window names were told apart (docs/architecture.md)."""
+
+
+def timed_window(time_block: dict | None) -> dict:
+    """The timed-window block of a record's metrics.time, under its name or its old one ({} if none)."""
+    t = time_block or {}
+    return t.get(TIMED_WINDOW) or t.get(OLD_TIMED_WINDOW) or {}
+
+
 # ---- epochs: cold and steady ------------------------------------------------------------------------
 def steady_epochs(n_epochs: int, *, timed: bool = False, warmup_iters: int = 0) -> list[int]:
     """The steady epochs: every epoch after the first (the cold one). A run of one epoch has none,
@@ -118,7 +131,7 @@ def record_measured_epochs(rec: dict) -> list[int]:
     """`measured_epochs` of a written record: the steady epochs its timing window names (those
     within its epochs[]), or every epoch where it names none."""
     n = len(rec.get("epochs") or [])
-    win = ((rec.get("metrics") or {}).get("time") or {}).get("timing_window") or {}
+    win = timed_window((rec.get("metrics") or {}).get("time"))
     steady = [int(i) for i in (win.get("steady_epochs") or []) if 0 <= int(i) < n]
     return steady or list(range(n))
 
@@ -145,7 +158,7 @@ def slowest(values):
 def timed_iterations(rec: dict) -> int:
     """Timed iterations of one worker over every epoch of a record: what metrics.rows and traffic
     sum over (the iterations run per epoch less the warm-up; at least 1)."""
-    win = (rec["metrics"].get("time") or {}).get("timing_window") or {}
+    win = timed_window(rec["metrics"].get("time"))
     warm = int(win.get("warmup_iters") or 0)
     run = win.get("iterations_run_per_epoch")
     if isinstance(run, list):  # an integration's record: each epoch's own count
@@ -211,11 +224,11 @@ def dataset_block(dataset) -> dict:
 
 
 def training_metrics(epochs: list[dict], iterations: list[list], *, rank: int, timed: bool, warmup_iters: int,
-                     timing_window: dict, accelerator: dict, host_to_device_bytes: int, source: dict,
+                     timed_window: dict, accelerator: dict, host_to_device_bytes: int, source: dict,
                      memory: dict, preprocessing_s: float | None, eval_s: float) -> dict:
     """The metrics one training worker's record shares with every other: rows and hit rates, traffic,
-    times (stage means over the measured epochs' iterations, cold and steady epochs, the timing
-    window), the accelerator (`accelerator`: accelerator_block's arguments but the windows: `emulated`,
+    times (stage means over the measured epochs' iterations, cold and steady epochs, the timed
+    window, metrics.time.timed_window), the accelerator (`accelerator`: accelerator_block's arguments but the windows: `emulated`,
     `device`, `overshoot_s`), throughput, the source and memory blocks as given, and this rank's
     block. `epochs` are the epochs' entries (epoch_window's fields and `epoch_s`, `cold_estimate_s`),
     `iterations` each epoch's timed iterations."""
@@ -230,7 +243,7 @@ def training_metrics(epochs: list[dict], iterations: list[list], *, rank: int, t
     time_m = {"per_iteration": {k: mean.get(k, 0.0) for k in STAGES}, "per_iteration_wall": mean["wall"],
               "per_iteration_wait": mean["wait"], "per_iteration_exposed": exposed_times(mean), **times,
               "preprocessing_s": preprocessing_s, "eval_s": eval_s, "hidden_fetch_fraction": hidden_fetch_fraction(chosen),
-              "timing_window": {**timing_window, "warmup_iters": warmup_iters, "steady_epochs": steady}}
+              TIMED_WINDOW: {**timed_window, "warmup_iters": warmup_iters, "steady_epochs": steady}}
     acc = accelerator_block(accelerator.get("emulated"), accelerator["device"],
                             [epochs[i]["batches"] for i in measured], overshoot_s=accelerator.get("overshoot_s"))
     return {

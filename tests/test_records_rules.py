@@ -42,7 +42,7 @@ def _loop_record(ds, epochs, warmup, timed):
 
 def _distdgl_trainer(loop_rec, warmup, timed):
     """One Dist-DGL trainer's measurements whose epochs took what the loop's epochs took."""
-    P = loop_rec["metrics"]["time"]["timing_window"]["iterations_per_epoch"]
+    P = loop_rec["metrics"]["time"]["timed_window"]["iterations_per_epoch"]
     iterations, walls = [], []
     for ep in loop_rec["epochs"]:
         n = ep["iterations"]
@@ -69,7 +69,7 @@ def test_the_loop_the_harness_and_the_merge_agree_on_the_cold_and_steady_epochs(
     cfg, loop = _loop_record(ds, epochs, warmup, timed)
     t = loop["metrics"]["time"]
     steady = steady_epochs(epochs, timed=timed is not None, warmup_iters=warmup)
-    assert t["timing_window"]["steady_epochs"] == steady == ([1, 2] if epochs == 3 else [0])
+    assert t["timed_window"]["steady_epochs"] == steady == ([1, 2] if epochs == 3 else [0])
     eps = loop["epochs"]
     cold = eps[0]["epoch_s"] if epochs > 1 else eps[0]["cold_estimate_s"]
     assert t["epoch_cold_s"] == pytest.approx(cold)
@@ -79,7 +79,7 @@ def test_the_loop_the_harness_and_the_merge_agree_on_the_cold_and_steady_epochs(
     info = SimpleNamespace(preprocessing_s=0.0, partition_s=0.0, load_s=0.0, as_dict=lambda: {})
     dgl = distdgl_record(cfg, info, spec, [_distdgl_trainer(loop, warmup, timed)], 1.0)
     d = dgl["metrics"]["time"]
-    assert d["timing_window"]["steady_epochs"] == steady
+    assert d["timed_window"]["steady_epochs"] == steady
     assert d["epoch_cold_s"] == pytest.approx(t["epoch_cold_s"])
     assert d["epoch_steady_s"] == pytest.approx(t["epoch_steady_s"])
     assert d["epoch_cold_s"] != pytest.approx(d["epoch_steady_s"]) or epochs == 1
@@ -173,3 +173,16 @@ def test_the_record_rules_are_defined_in_records_alone():
                 names = [t.id for t in node.targets if isinstance(t, ast.Name)]
             found += [f"{path.relative_to(REPO)}: {n}" for n in names if n in ONE_PLACE]
     assert found == []
+
+
+def test_a_record_written_before_the_window_names_were_told_apart_is_read_the_same():
+    from lsm_gnn.records import record_measured_epochs, timed_iterations, timed_window
+
+    block = {"full_epoch": False, "warmup_iters": 2, "timed_iters": 3, "iterations_run_per_epoch": 5,
+             "steady_epochs": [1]}
+    new = {"epochs": [{}, {}], "metrics": {"time": {"timed_window": block}}}
+    old = {"epochs": [{}, {}], "metrics": {"time": {"timing_window": block}}}
+    assert timed_window(old["metrics"]["time"]) == timed_window(new["metrics"]["time"]) == block
+    assert timed_window({}) == {} and timed_window(None) == {}
+    assert timed_iterations(old) == timed_iterations(new) == 2 * (5 - 2)
+    assert record_measured_epochs(old) == record_measured_epochs(new) == [1]

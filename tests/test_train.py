@@ -155,7 +155,7 @@ def test_record_is_valid_and_reports_cold_and_steady(random_dataset, tmp_path):
     assert on_disk["status"] == "complete" and on_disk["kind"] == "train" and on_disk["system"] == "memory"
     t = rec["metrics"]["time"]
     assert t["epoch_cold_s"] > 0 and t["epoch_steady_s"] > 0
-    assert t["timing_window"]["full_epoch"] and t["timing_window"]["steady_epochs"] == [1, 2]
+    assert t["timed_window"]["full_epoch"] and t["timed_window"]["steady_epochs"] == [1, 2]
     assert set(t["per_iteration"]) >= {"sample", "fetch_cache", "fetch_victim", "fetch_storage", "train", "other"}
     assert len(rec["epochs"]) == 3 and all(ep["val_acc"] is not None for ep in rec["epochs"])
     assert rec["metrics"]["accuracy"]["test"] is not None
@@ -170,7 +170,7 @@ def test_timed_window_runs_warmup_plus_timed_and_extrapolates(random_dataset):
                                    "train.eval": False, "sampler.batch_size": 32}), progress=False)
     ep = rec["epochs"][0]
     assert ep["iterations"] == 5 and ep["extrapolated"]
-    tw = rec["metrics"]["time"]["timing_window"]
+    tw = rec["metrics"]["time"]["timed_window"]
     assert tw == {**tw, "full_epoch": False, "warmup_iters": 2, "timed_iters": 3, "iterations_run_per_epoch": 5}
     assert rec["metrics"]["time"]["epoch_steady_s"] == pytest.approx(ep["per_iteration"]["wall"] * tw["iterations_per_epoch"])
     validate_record(rec)

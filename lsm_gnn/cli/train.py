@@ -110,6 +110,8 @@ def _fmt(v, unit="s"):
 
 
 def _summary(rec: dict, path: Path, as_json: bool):
+    from lsm_gnn.records import timed_window
+
     m = rec["metrics"]
     if as_json:
         click.echo(json.dumps({"record": str(path), "status": rec["status"], "metrics": m}, indent=2, default=str))
@@ -121,7 +123,7 @@ def _summary(rec: dict, path: Path, as_json: bool):
         click.echo(f"  note: cache.window {clamp['requested']} is longer than the {clamp['iterations_per_epoch']} "
                    f"iterations of an epoch; the run used {clamp['used']} (metrics.source.window_clamp)")
     click.echo(f"  epoch time cold {_fmt(t.get('epoch_cold_s'))}, steady {_fmt(t.get('epoch_steady_s'))}"
-               f" ({'whole epochs' if t.get('timing_window', {}).get('full_epoch') else 'extrapolated from a timed window'})")
+               f" ({'whole epochs' if timed_window(t).get('full_epoch') else 'extrapolated from a timed window'})")
     per = t.get("per_iteration", {})
     if per:
         click.echo("  per iteration (busy): " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in per.items() if v))

@@ -227,7 +227,7 @@ def _metrics(loader: WindowedLoader) -> dict:
     # the user's own step runs between two batches: real compute, on the device the rows land on
     metrics = training_metrics(
         entries, [timed for _, timed in done], rank=rank, timed=False, warmup_iters=loader.warmup_iters,
-        timing_window={"full_epoch": all(not e["extrapolated"] for e in entries), "timed_iters": None,
+        timed_window={"full_epoch": all(not e["extrapolated"] for e in entries), "timed_iters": None,
                        "iterations_per_epoch": per_epoch,
                        "iterations_run_per_epoch": [e["iterations"] for e in entries]},
         accelerator={"emulated": None, "device": str(getattr(src, "device", "cpu"))},

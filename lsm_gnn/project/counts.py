@@ -26,7 +26,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lsm_gnn.records import record_measured_epochs
+from lsm_gnn.records import record_measured_epochs, timed_window
 from lsm_gnn.utils.errors import DataError
 
 PAGE = 4096  # page size of the mmap loader's faults
@@ -107,14 +107,14 @@ def read_json_record(path: str | os.PathLike) -> dict:
 
 
 def _counted_iterations(rec: dict, source: str, epochs: list[int]) -> int:
-    """Timed iterations per worker of `epochs` in the record's timing window."""
-    win = rec["metrics"].get("time", {}).get("timing_window") or {}
+    """Timed iterations per worker of `epochs` in the record's timed window."""
+    win = timed_window(rec["metrics"].get("time"))
     warm = int(win.get("warmup_iters") or 0)
     eps = rec.get("epochs") or []
     n = sum(max(0, int(eps[i].get("iterations", 0)) - warm) for i in epochs)
     if n <= 0:
         raise DataError(source, "the record has no timed iterations to count over "
-                                "(epochs[].iterations minus timing_window.warmup_iters)")
+                                "(epochs[].iterations minus timed_window.warmup_iters)")
     return n
 
 
@@ -154,7 +154,7 @@ def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
     system = rec["system"]
     sampler, model, train = cfg.get("sampler", {}), cfg.get("model", {}), cfg.get("train", {})
     t = m.get("time", {})
-    win = t.get("timing_window") or {}
+    win = timed_window(t)
     rows, traffic = m.get("rows", {}), m.get("traffic", {})
     mem = m.get("memory") or {}
     ds = m.get("dataset") or {}
@@ -176,7 +176,7 @@ def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
                   "preprocessing_s": t.get("preprocessing_s"), "first_epoch_s": t.get("first_epoch_s"),
                   "cpu_index_s": _run_cpu_index(m)}
     if c.iterations_per_epoch <= 0:
-        raise DataError(source, "metrics.time.timing_window.iterations_per_epoch is missing")
+        raise DataError(source, "metrics.time.timed_window.iterations_per_epoch is missing")
     acc = m.get("accelerator") or {}
     if acc.get("edges_per_iteration") is not None:
         c.edges = float(acc["edges_per_iteration"])

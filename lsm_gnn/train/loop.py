@@ -5,7 +5,7 @@ ahead and features fetched through the configured source (in-memory ideal, plain
 LSM-GNN cache); Adam + cross-entropy; stage timers per iteration; validation accuracy after the
 epoch, test accuracy at the end.
 
-Timing (written to `metrics.time.timing_window`):
+Timing (written to `metrics.time.timed_window`):
 - whole epochs (`train.timed_iters` unset): each epoch's time is its measured wall time;
   `warmup_iters` only excludes the first iterations of every epoch from the per-iteration means.
 - a timed window (`timed_iters` set): each epoch runs `warmup_iters + timed_iters` iterations and
@@ -391,7 +391,7 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
 
     metrics = training_metrics(
         epochs, measured_items, rank=rank, timed=timed, warmup_iters=tr.warmup_iters,
-        timing_window={"full_epoch": not timed or planned == per_epoch, "timed_iters": tr.timed_iters,
+        timed_window={"full_epoch": not timed or planned == per_epoch, "timed_iters": tr.timed_iters,
                        "iterations_per_epoch": per_epoch, "iterations_run_per_epoch": planned},
         accelerator={"emulated": accel.record() if accel is not None else None, "device": cfg.train.device,
                      "overshoot_s": accel.overshoot_s if accel is not None else None},

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from lsm_gnn.records import STAGES, bound_stage, read_record, timed_iterations  # noqa: E402
+from lsm_gnn.records import STAGES, bound_stage, read_record, timed_iterations, timed_window  # noqa: E402
 from lsm_gnn.utils.atomic import write_json, write_text  # noqa: E402
 
 SPREAD_LIMIT = 0.05
@@ -52,7 +52,7 @@ def rows(paths, row_bytes_: int) -> pd.DataFrame:
         t = m["time"]
         # critical-path view where the loop has one (overlapped stages would double count)
         per_iter = t.get("per_iteration_exposed") or t.get("per_iteration") or {}
-        iters = (t.get("timing_window") or {}).get("iterations_per_epoch") or 0
+        iters = timed_window(t).get("iterations_per_epoch") or 0
         acc = m.get("accelerator") or {"mode": "real"}
         its = timed_iterations(rec)
         row = {"label": label(rec, p), "system": rec["system"], "status": rec["status"],

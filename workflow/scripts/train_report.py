@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from lsm_gnn.records import read_record  # noqa: E402
+from lsm_gnn.records import read_record, timed_window  # noqa: E402
 from lsm_gnn.utils.atomic import atomic_path, write_text  # noqa: E402
 
 from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, record_regime, row_bytes  # noqa: E402
@@ -28,7 +28,7 @@ NOT_MEASURED = "not measured here"
 # ---- per-epoch time split into the exposed (critical-path) stages ---------------------------------
 rows = []
 for name, rec in records.items():
-    per_epoch = rec["metrics"]["time"]["timing_window"]["iterations_per_epoch"]
+    per_epoch = timed_window(rec["metrics"]["time"])["iterations_per_epoch"]
     for ep in rec["epochs"]:
         for stage in STAGE_ORDER:
             rows.append({"system": LABEL.get(name, name), "epoch": ep["epoch"], "stage": stage,
@@ -111,7 +111,7 @@ if "lsm" in records and mem is not None:
 
 lsm_regime = record_regime(records["lsm"], ROW_BYTES) if "lsm" in records else \
     {"ratio": None, "cache_rows": None, "distinct_rows_per_iteration": None}
-tw = next(iter(records.values()))["metrics"]["time"]["timing_window"]
+tw = timed_window(next(iter(records.values()))["metrics"]["time"])
 cfg = next(iter(records.values()))["config"]
 window_txt = ("whole epochs" if tw["full_epoch"] else
               f"{tw['warmup_iters']} warm-up + {tw['timed_iters']} timed iterations per epoch, extrapolated "

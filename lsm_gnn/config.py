@@ -140,7 +140,7 @@ class CacheConfig(Section):
 
         return lookahead_horizon(self)
 
-    def loader_window(self, source=None) -> int:
+    def loader_horizon(self, source=None) -> int:
         """Batches the loader samples ahead and hands `source.advance`: the horizon when something
         reads it, else 0. Something reads it when this cache is on, or when `source` is a caller's
         own (an object that is no lsm_gnn FeatureSource, such as a cache of its own: it gets

@@ -203,7 +203,7 @@ def test_a_shared_fetch_checks_its_ids_once_and_bad_ids_get_the_field_expected_a
         cache = make_feature_source(config(dataset, {**CACHE, "storage.reader": "buffered"}), dataset, 0, 1)
         assert type(cache).__name__ == "CachedFeatureSource"
         src = SharedCacheFeatureSource(cache, Exchange(0, 1), num_rows=N, row_dim=DIM, dtype=feats.dtype,
-                                       max_window=W)
+                                       max_horizon=W)
         batches = batches_of(3)
         for b, ids in enumerate(batches):
             window = batches[b + 1: b + 1 + W]

@@ -1,5 +1,5 @@
 """The lookahead horizon is one derived value of the cache config, and one rule says when the
-loader samples that far ahead (CacheConfig.horizon, CacheConfig.loader_window)."""
+loader samples that far ahead (CacheConfig.horizon, CacheConfig.loader_horizon)."""
 
 import numpy as np
 
@@ -28,11 +28,11 @@ def test_the_horizon_is_the_window_or_k_for_a_long_lookahead_policy():
 
 def test_the_loader_samples_the_horizon_ahead_when_the_cache_is_on():
     c = _cache(enabled=True, window=6)
-    assert c.loader_window() == c.loader_window(MemoryFeatureSource(np.zeros((4, 1)))) == 6
+    assert c.loader_horizon() == c.loader_horizon(MemoryFeatureSource(np.zeros((4, 1)))) == 6
 
 
 def test_with_the_cache_off_only_a_callers_own_source_gets_the_horizon():
     c = _cache(enabled=False, window=6)
-    assert c.loader_window() == 0
-    assert c.loader_window(MemoryFeatureSource(np.zeros((4, 1)))) == 0
-    assert c.loader_window(OwnCache()) == 6
+    assert c.loader_horizon() == 0
+    assert c.loader_horizon(MemoryFeatureSource(np.zeros((4, 1)))) == 0
+    assert c.loader_horizon(OwnCache()) == 6

@@ -52,7 +52,7 @@ def _rank(rank, G, port, outdir, transport="collective"):
     feats = np.random.default_rng(7).normal(size=(N, DIM)).astype(np.float32)
     owner = RecordingOwner(feats, G, rank)
     src = SharedCacheFeatureSource(owner, Exchange(rank, G, transport=transport), num_rows=N, row_dim=DIM,
-                                   dtype=np.float32, max_window=W)
+                                   dtype=np.float32, max_horizon=W)
     mine = batches_of(rank)
     ok = True
     for b, ids in enumerate(mine):
@@ -178,7 +178,7 @@ def _plane_rank(rank, G, port, outdir):
     res = {}
     for name, (make, plane) in owners.items():
         src = SharedCacheFeatureSource(make(), Exchange(rank, G), num_rows=N, row_dim=DIM, dtype=np.float32,
-                                       max_window=W, plane=plane)
+                                       max_horizon=W, plane=plane)
         ok, kinds = True, set()
         for b, ids in enumerate(mine):
             src.advance(mine[b + 1: b + 1 + W])
@@ -239,7 +239,7 @@ def _nccl_rank(rank, G, port, outdir):
     owner = DeviceCachedFeatureSource(store, N, DIM, np.float32, cache_cfg, np.zeros(N, np.uint8),
                                       num_owners=G, owner=rank, device="cuda", owns_store=True)
     src = SharedCacheFeatureSource(owner, Exchange(rank, G, device="cuda"), num_rows=N, row_dim=DIM,
-                                   dtype=np.float32, max_window=W)
+                                   dtype=np.float32, max_horizon=W)
     ok = src.plane == "device"
     mine = batches_of(rank)
     for b, ids in enumerate(mine):

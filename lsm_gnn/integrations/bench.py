@@ -85,7 +85,7 @@ def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, warmup: in
     from lsm_gnn.train.loader import FeatureLoader
 
     fan, bs, seed = list(cfg.sampler.fanouts), cfg.sampler.batch_size, cfg.train.seed
-    W = cfg.cache.loader_window()
+    W = cfg.cache.loader_horizon()
     common = dict(sample_ahead=cfg.sampler.prefetch_batches, overlap_fetch=cfg.train.overlap_fetch)
     step = _step(step_ms)
 

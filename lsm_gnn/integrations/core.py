@@ -6,7 +6,7 @@ seeds to the ranks exactly as lsm-gnn's own sampler does (lsm_gnn.sampling.deal_
 into batches and calls `sample(seeds, epoch, step) -> MiniBatch`.
 
 `WindowedLoader` runs FeatureLoader over it, so an integration samples the lookahead window
-ahead (W batches, K for horizon: `cfg.cache.loader_window(source)`), calls the source's `advance(window)` before
+ahead (W batches, K for horizon: `cfg.cache.loader_horizon(source)`), calls the source's `advance(window)` before
 each `fetch`, overlaps sampling and fetching with the user's train step, and times every stage
 as `lsm-gnn train` does. The user's step is the time between a yield and the next request (the
 record's "train"; "other" is the loader's own work in the training thread). Every `iter(loader)`
@@ -117,7 +117,7 @@ class WindowedLoader:
         self.cfg, self.dataset, self.batches = cfg, dataset, batches
         self.source = as_source(source)
         if window is None:
-            window = cfg.cache.loader_window(source) if cfg is not None else 0
+            window = cfg.cache.loader_horizon(source) if cfg is not None else 0
         self.window = int(window)
         self.warmup_iters = int(setting(warmup_iters, cfg, "train", "warmup_iters"))
         if max_iters is None and cfg is not None and cfg.train.timed_iters is not None:

@@ -88,9 +88,9 @@ def _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_la
                                   group=exchange_group(cfg), heartbeat=hb,
                                   transport=cfg.distributed.row_transport)
         # the future batches the owner's policy reads (W, or K for horizon)
-        max_window = cfg.cache.horizon
+        max_horizon = cfg.cache.horizon
         return SharedCacheFeatureSource(local, ex, num_rows=lay.num_rows, row_dim=lay.dim, dtype=lay.dtype,
-                                        max_window=max_window, heartbeat=hb)
+                                        max_horizon=max_horizon, heartbeat=hb)
     except BaseException:
         local.close()
         raise

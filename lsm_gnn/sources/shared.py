@@ -80,13 +80,13 @@ class SharedCacheFeatureSource(_OverOwnerCache):
     "device" (the device plane on the owner's device, CPU included: how the tests run it)."""
 
     def __init__(self, owner_cache, exchange: Exchange, *, num_rows: int, row_dim: int, dtype,
-                 max_window: int, heartbeat: Heartbeat = NULL_HEARTBEAT, fault: FaultInjector | None = None,
+                 max_horizon: int, heartbeat: Heartbeat = NULL_HEARTBEAT, fault: FaultInjector | None = None,
                  plane: str = "auto"):
         self.cache = as_source(owner_cache)
         self.ex = exchange
         self.rank, self.world_size = exchange.rank, exchange.world_size
         self.num_rows, self.row_dim, self.dtype = num_rows, row_dim, np.dtype(dtype)
-        self.max_window = max_window
+        self.max_horizon = max_horizon
         self.heartbeat = heartbeat
         self.fault = fault or FaultInjector(self.rank)
         owner_device = torch.device(self.cache.device)
@@ -113,9 +113,9 @@ class SharedCacheFeatureSource(_OverOwnerCache):
     def _advance(self, window: Sequence[np.ndarray]) -> None:
         t0 = time.perf_counter()
         self.heartbeat.beat()
-        if len(window) > self.max_window:
-            raise InputError(f"advance: window of {len(window)} batches exceeds the configured "
-                             f"cache.window={self.max_window}")
+        if len(window) > self.max_horizon:
+            raise InputError(f"advance: {len(window)} batches announced, more than the lookahead horizon of "
+                             f"{self.max_horizon} (CacheConfig.horizon: cache.window, or cache.lookahead for horizon)")
         G = self.world_size
         shift = self._fetches_since_advance
         candidates = self._announced[shift:]
@@ -124,7 +124,7 @@ class SharedCacheFeatureSource(_OverOwnerCache):
             kept += 1
         new = window[kept:]
         splits = [split_valid_ids(b, G) for b in new]
-        header = np.zeros((G, HEADER + self.max_window), dtype=np.int64)
+        header = np.zeros((G, HEADER + self.max_horizon), dtype=np.int64)
         header[:, 0], header[:, 1], header[:, 2] = shift, kept, len(new)
         for j, s in enumerate(splits):
             header[:, HEADER + j] = s.counts

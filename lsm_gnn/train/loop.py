@@ -279,7 +279,7 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
         raise ConfigError("<config>", "train.warmup_iters",
                           f"{tr.warmup_iters} warm-up iterations leave none to time in an epoch of {planned}")
     # the loader samples as far ahead as the policy reads (W, or K for horizon), when anything reads it
-    window = cfg.cache.loader_window(feature_source)
+    window = cfg.cache.loader_horizon(feature_source)
     loader = FeatureLoader(sampler, source, window=window, sample_ahead=cfg.sampler.prefetch_batches,
                            overlap_fetch=tr.overlap_fetch, device=device, max_iters=planned)
     eval_features = None if not evaluating else \

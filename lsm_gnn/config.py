@@ -112,9 +112,9 @@ class CacheConfig(Section):
     refresh_every: int = Field(1, ge=1)
     readahead: bool = True
     """Read the next batch's predicted storage misses while this batch's rows are exchanged,
-    reordered and trained on (lsm_gnn.sources.cached): the misses are the window's first batch
-    minus the lines resident and landed after this batch, so the reads are exactly the ones the
-    next step makes; no decision changes. A timing setting only (docs/cache.md, "Read-ahead")."""
+    reordered and trained on (lsm_gnn.sources.shard: both data planes, with the CPU engine): the
+    misses are the window's first batch minus the lines resident and landed after this batch, so
+    the reads are exactly the ones the next step makes; no decision changes. A timing setting only (docs/cache.md, "Read-ahead")."""
     engine: Literal[ENGINES] = "cpu"
     victim_buffer: VictimBufferConfig = VictimBufferConfig()
 

@@ -84,7 +84,9 @@ rule testbed_run:
     resources:
         timed=1,
         # the cached systems as baselines_run's; Dist-DGL's 2 x 2 processes as baselines_distdgl's
-        mem_mb=lambda w, input: scaled_mem_mb(input, 6000 if w.system == "distdgl" else 3000, 1.5 if w.system == "distdgl" else 0.3),
+        mem_mb=lambda w, input: scaled_mem_mb(
+            input, 6000 if w.system == "distdgl" else 3000, 1.5 if w.system == "distdgl" else 0.3
+        ),
         runtime=lambda w, input: scaled_runtime(input, 8, 8),
     params:
         cli=CLI,

@@ -465,7 +465,9 @@ def tb_previous(output: str) -> list[str]:
 def tb_inputs(wildcards) -> dict:
     """A testbed run's extra inputs: the run before it, the measured vm profile (vm runs), the
     Dist-DGL partitions (distdgl runs)."""
-    out = tb_run(wildcards.system, int(wildcards.batch), wildcards.profile, float(wildcards.scale), int(wildcards.repeat))
+    out = tb_run(
+        wildcards.system, int(wildcards.batch), wildcards.profile, float(wildcards.scale), int(wildcards.repeat)
+    )
     extra = {"previous": tb_previous(out)}
     if wildcards.profile == "vm":
         extra["vm"] = TB_VM_PROFILE

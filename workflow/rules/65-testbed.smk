@@ -6,9 +6,7 @@
 # chain with the validation runs (common.smk: TB_ORDER). testbed_report computes the three checks
 # with bench compare's own validation (baselines/bench.py) and writes summary.json for the verdicts.
 
-if TB_ON:
-
-    REPORT_FRAGMENTS.append(f"{REPORT}/sections/65-testbed.md")
+REPORT_FRAGMENTS.extend([f"{REPORT}/sections/65-testbed.md"] if TB_ON else [])
 
 
 rule testbed_vm_profile:

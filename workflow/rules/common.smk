@@ -400,7 +400,7 @@ def storage_runtime() -> int:
 # lsm, isolated, direct and Dist-DGL on the emulated `paper` storage device (2 SSDs of 980 Pro class
 # per device) and emulated a100 accelerators, every time dilated by testbed_time_scale S (docs/
 # accelerators.md, "Time scale"); 2 devices, the headline feature memory per device for every system.
-# Runs: testbed_repeats rounds at each batch size (round r: a new seed, the bench compare rule
+# Runs: testbed_repeats rounds at each batch size (round r: a new seed, bench compare's
 # run_seed(seed, r), shared by the systems of the round; the systems rotated), then the validation
 # runs (testbed_validation_repeats rounds each) at testbed_validation_batch: `paper` at 2S
 # (dilation), the `vm` profile (fio-measured in this run) at S = 1 beside the real disk (emulator
@@ -477,7 +477,7 @@ def tb_inputs(wildcards) -> dict:
 
 
 def tb_seed(wildcards) -> int:
-    """Round r's seed: bench compare's rule (baselines/bench.py: run_seed), so a round of the rules
+    """Round r's seed as bench compare draws it (baselines/bench.py: run_seed), so a round of the rules
     and a round of `lsm-gnn bench compare` draw the same batches."""
     from baselines.bench import run_seed
 

@@ -9,7 +9,6 @@ summarise_run). The three checks are bench compare's own (baselines/bench.py: va
 outputs built from the records as bench compare builds them (summarise_system per system).
 """
 
-from __future__ import annotations
 
 import json
 import re
@@ -252,5 +251,9 @@ def main(sm) -> None:
     print(json.dumps(summary["validation"], indent=1))
 
 
-if "snakemake" in globals():
-    main(snakemake)  # noqa: F821
+try:
+    sm_ = snakemake  # noqa: F821 (Snakemake's script preamble defines it)
+except NameError:  # imported (the tests)
+    sm_ = None
+if sm_ is not None:
+    main(sm_)

@@ -11,7 +11,7 @@ CORES ?= 2
 ASV_ARGS ?=
 export DGLBACKEND := pytorch
 
-.PHONY: env tools reproduce report lint test kill-test slurm-test bench bench-compare clean-results reference compare-reference gpu-carry gpu-check
+.PHONY: env tools reproduce reproduce-testbed report lint test kill-test slurm-test bench bench-compare clean-results reference compare-reference gpu-carry gpu-check
 
 env: $(VENV)/.installed tools
 
@@ -37,6 +37,14 @@ SNAKEMAKE_CONFIG = $(if $(strip $(DATASET)$(SIZE)),--config $(if $(DATASET),data
 # (it removes the lock a killed Snakemake leaves, only when no other run of it is alive here)
 reproduce: env
 	bash workflow/scripts/reproduce.sh $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(CORES) $(SNAKEMAKE_CONFIG)
+
+# The paper's testbed, emulated (workflow/rules/65-testbed.smk; docs/workflow.md, "Time"): the
+# reproduction with testbed=true. TESTBED_CONFIG: more --config values, e.g. testbed_repeats=2
+# testbed_network_emulation=real (a kernel without sch_netem, as this VM's)
+TESTBED_CONFIG ?=
+reproduce-testbed: env
+	bash workflow/scripts/reproduce.sh $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(CORES) \
+	  --config testbed=true $(if $(DATASET),dataset=$(DATASET)) $(if $(SIZE),size=$(SIZE)) $(TESTBED_CONFIG)
 
 # Snakemake's own report of a finished reproduction (same DATASET / SIZE): every figure and table
 # with its caption, the verdicts first, the provenance of each output; beside report.md.

@@ -44,6 +44,7 @@ rule verdicts:
         summary=f"{RES}/baselines/summary.csv",
         ratios=f"{RES}/baselines/ratios.json",
         paper_range=f"{RES}/projection/paper-range.json",
+        testbed=[f"{RES}/testbed/summary.json"] if TB_ON else [],
     output:
         fragment=report(
             f"{REPORT}/sections/00-verdicts.md",

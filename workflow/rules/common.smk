@@ -16,10 +16,12 @@ REPO_DIR = Path(workflow.basedir).parent
 # ---- config: --config values arrive as strings from the command line ---------------------------
 def _coerce(value):
     """`--config key=[1,2]` gives ["1", "2"] and `key=null` gives "null" (Snakemake parses
-    --config values with YAML's BaseLoader): turn them into numbers and None before validation."""
+    --config values with YAML's BaseLoader): turn them into numbers, booleans and None before validation."""
     if isinstance(value, str):
         if value.strip().lower() in ("null", "none", "~"):
             return None
+        if value.strip().lower() in ("true", "false"):  # testbed=true
+            return value.strip().lower() == "true"
         return value
     if isinstance(value, list):
         out = []
@@ -392,3 +394,127 @@ def storage_runtime() -> int:
     points = 4 * (len(config["storage_batch_sizes"]) + len(config["storage_seq_batch_sizes"]))
     seconds = points * float(config["storage_seconds"]) + 5 * float(config["fio_seconds"])
     return int(5 + 3 * seconds / 60) + 1
+
+
+# ---- the paper's testbed, emulated (65-testbed.smk) ---------------------------------------------
+# lsm, isolated, direct and Dist-DGL on the emulated `paper` storage device (2 SSDs of 980 Pro class
+# per device) and emulated a100 accelerators, every time dilated by testbed_time_scale S (docs/
+# accelerators.md, "Time scale"); 2 devices, the headline feature memory per device for every system.
+# Runs: testbed_repeats rounds at each batch size (round r: a new seed, bench compare's
+# run_seed(seed, r), shared by the systems of the round; the systems rotated), then the validation
+# runs (testbed_validation_repeats rounds each) at testbed_validation_batch: `paper` at 2S
+# (dilation), the `vm` profile (fio-measured in this run) at S = 1 beside the real disk (emulator
+# vs real; the systems that read storage). One chain, each run waiting for the one before.
+TB_ON = bool(config["testbed"])
+TB_SYSTEMS = [s for s in config["testbed_systems"] if s != "distdgl" or not DS["hetero"]]
+TB_STORAGE_SYSTEMS = [s for s in TB_SYSTEMS if s in ("lsm", "isolated", "direct")]
+TB_BATCHES = [int(b) for b in config["testbed_batch_sizes"]]
+TB_SCALE = float(config["testbed_time_scale"])
+TB_VBATCH = int(config["testbed_validation_batch"])
+TB_ACC = config["testbed_accelerator"]
+TB_DEVICES = 2
+TB_MACHINES, TB_TRAINERS = 2, 2  # Dist-DGL as bench compare runs it: 2 emulated machines x 2 trainers
+
+
+def tb_scale_tag(scale: float) -> str:
+    return f"{scale:g}"
+
+
+def tb_run(system: str, batch: int, profile: str, scale: float, repeat: int) -> str:
+    return f"{RES}/testbed/runs/{system}-b{batch}-{profile}-s{tb_scale_tag(scale)}-r{repeat}.json"
+
+
+def _tb_rounds(systems: list[str], repeats: int, points: list[tuple]) -> list[str]:
+    """Rounds of every (batch, profile, scale) point's runs, the systems rotated round by round."""
+    out = []
+    for r in range(repeats):
+        for k, (batch, profile, scale) in enumerate(points):
+            n = len(systems)
+            out += [tb_run(systems[(r + k + i) % n], batch, profile, scale, r) for i in range(n)]
+    return out
+
+
+TB_MAIN = _tb_rounds(TB_SYSTEMS, int(config["testbed_repeats"]), [(b, "paper", TB_SCALE) for b in TB_BATCHES])
+TB_DILATION = (
+    _tb_rounds(TB_SYSTEMS, int(config["testbed_validation_repeats"]), [(TB_VBATCH, "paper", 2 * TB_SCALE)])
+    if config["testbed_dilation"]
+    else []
+)
+TB_EMULATOR = (
+    _tb_rounds(
+        TB_STORAGE_SYSTEMS,
+        int(config["testbed_validation_repeats"]),
+        [(TB_VBATCH, "vm", 1.0), (TB_VBATCH, "real", 1.0)],
+    )
+    if config["testbed_emulator_check"]
+    else []
+)
+TB_ORDER = TB_MAIN + TB_DILATION + TB_EMULATOR if TB_ON else []
+TB_PREVIOUS = dict(zip(TB_ORDER[1:], TB_ORDER[:-1]))
+TB_PROJECTED = [p for p in TB_MAIN if f"-b{max(TB_BATCHES)}-paper-" in p]
+TB_VM_PROFILE = f"{RES}/testbed/vm-measured.yaml"
+TB_PARTITIONS = f"{RES}/testbed/partitions"
+
+
+def tb_previous(output: str) -> list[str]:
+    """The run before this one in TB_ORDER (none for the first)."""
+    prev = TB_PREVIOUS.get(output)
+    return [prev] if prev else []
+
+
+def tb_inputs(wildcards) -> dict:
+    """A testbed run's extra inputs: the run before it, the measured vm profile (vm runs), the
+    Dist-DGL partitions (distdgl runs)."""
+    out = tb_run(
+        wildcards.system, int(wildcards.batch), wildcards.profile, float(wildcards.scale), int(wildcards.repeat)
+    )
+    extra = {"previous": tb_previous(out)}
+    if wildcards.profile == "vm":
+        extra["vm"] = TB_VM_PROFILE
+    if wildcards.system == "distdgl":
+        extra["partitions"] = TB_PARTITIONS
+    return extra
+
+
+def tb_seed(wildcards) -> int:
+    """Round r's seed as bench compare draws it (baselines/bench.py: run_seed), so a round of the rules
+    and a round of `lsm-gnn bench compare` draw the same batches."""
+    from baselines.bench import run_seed
+
+    return run_seed(SEED, int(wildcards.repeat))
+
+
+def tb_sets(wildcards, input) -> str:
+    """A testbed run's --set flags, from its wildcards and its inputs (the measured vm profile)."""
+    sets = [
+        f"sampler.batch_size={wildcards.batch}",
+        f"'sampler.fanouts={FANOUT_LIST}'",
+        f"model.name={MODEL}",
+        f"train.seed={tb_seed(wildcards)}",
+        "train.epochs=2",
+        f"train.warmup_iters={config['testbed_warmup']}",
+        f"train.timed_iters={config['testbed_timed']}",
+        "train.accelerator=emulated",
+        f"train.accelerator_profile={TB_ACC}",
+        f"emulation.time_scale={wildcards.scale}",
+    ]
+    if wildcards.profile == "real":
+        sets.append("storage.device=real")
+    else:
+        profile = input.vm if wildcards.profile == "vm" else wildcards.profile
+        sets += ["storage.device=emulated", f"storage.device_profile={profile}"]
+    if wildcards.system == "distdgl":
+        sets += [
+            f"baseline.partition_dir={input.partitions}",
+            f"baseline.network_emulation={config['testbed_network_emulation']}",
+        ]
+    else:
+        sets.append(f"cache.capacity_fraction={CACHE_FRACTION}")
+    return " ".join(f"--set {s}" for s in sets)
+
+
+def tb_topology(wildcards) -> str:
+    """The run's devices: 2 for the cached and direct systems, Dist-DGL's machines x trainers."""
+    if wildcards.system == "distdgl":
+        return f"--machines {TB_MACHINES} --trainers {TB_TRAINERS}"
+    return f"--devices {TB_DEVICES}"

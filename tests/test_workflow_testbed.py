@@ -1,0 +1,130 @@
+"""The paper-testbed rules (workflow/rules/65-testbed.smk) and their report script: the chain the
+dry run plans, and summary.json's figures (medians, spreads, ratios, validation flags) from a
+fabricated, seeded set of run summaries."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "workflow" / "scripts"))
+import testbed_report as tb  # noqa: E402
+
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+
+
+def _run(system, batch, profile, scale, rnd, epoch, *, late=0.001, au=0.5, cpu=0.9):
+    """One run as load_runs gives it (the summary fields the report reads)."""
+    ok = late is None or late <= 0.01
+    return {"system": system, "batch": batch, "profile": profile, "scale": scale, "round": rnd,
+            "path": f"{system}-b{batch}-{profile}-s{scale:g}-r{rnd}.json", "late_fraction": late,
+            "summary": {"epoch_steady_s": epoch, "au": au, "cpu_share": cpu, "valid": ok,
+                        "invalid_causes": [] if ok else ["late"], "bound": "fetch_storage",
+                        "per_iteration": {}, "round": rnd, "first_epoch_s": epoch, "samples_per_s": 1.0,
+                        "storage_emulation": {"lateness_fraction": late}}}
+
+
+def _matrix(seed=0):
+    rng = np.random.default_rng(seed)
+    base = {"lsm": 2.0, "isolated": 3.0, "direct": 4.0, "distdgl": 6.0}
+    runs = []
+    for b in (128, 1024):
+        for r in range(3):
+            for s, e in base.items():
+                runs.append(_run(s, b, "paper", 16.0, r, e * (1 + 0.01 * rng.standard_normal()) * (b / 128)))
+    for r in range(3):  # dilation at 2 S: lsm 10 % slower, the others the same
+        for s, e in base.items():
+            runs.append(_run(s, 128, "paper", 32.0, r, e * (1.10 if s == "lsm" else 1.0)))
+        for s in ("lsm", "isolated", "direct"):  # vm within 5 % of the real disk
+            runs.append(_run(s, 128, "vm", 1.0, r, base[s] * 1.05))
+            runs.append(_run(s, 128, "real", 1.0, r, base[s], late=None))
+    return runs
+
+
+def _summary(runs, projection=None):
+    return tb.summarise(runs, projection, scale=16.0, accelerator="a100", devices=2, fraction=0.1,
+                        dataset="synthetic-tiny", batches=[128, 1024], validation_batch=128)
+
+
+def test_the_summary_has_the_medians_spreads_and_paired_ratio_range_of_the_runs():
+    runs = _matrix()
+    s = _summary(runs, {"profile": "paper", "ratios": {"distdgl_vs_lsm_epoch": 3.0}})
+    assert (s["kind"], s["storage_profile"], s["time_scale"], s["accelerator"], s["devices"], s["memory_fraction"]) == \
+        ("emulated", "paper", 16.0, "a100", 2, 0.1)
+    for b in ("128", "1024"):
+        e = {x["system"]: {} for x in runs}
+        for x in runs:
+            if x["batch"] == int(b) and x["profile"] == "paper" and x["scale"] == 16.0:
+                e[x["system"]][x["round"]] = x["summary"]["epoch_steady_s"]
+        for sys_, v in s["batches"][b]["systems"].items():
+            vals = list(e[sys_].values())
+            assert v["median_s"] == pytest.approx(np.median(vals))
+            assert v["spread"] == pytest.approx((max(vals) - min(vals)) / np.median(vals))
+            assert (v["runs"], v["valid_runs"]) == (3, 3)
+        paired = [e["distdgl"][r] / e["lsm"][r] for r in range(3)]
+        got = s["batches"][b]["distdgl_vs_lsm"]
+        assert got["median"] == pytest.approx(np.median(list(e["distdgl"].values())) / np.median(list(e["lsm"].values())))
+        assert (got["min"], got["max"]) == (pytest.approx(min(paired)), pytest.approx(max(paired)))
+    measured = s["batches"]["1024"]["distdgl_vs_lsm"]["median"]
+    assert s["projection"]["relative_error"] == pytest.approx(3.0 / measured - 1)
+    assert s["projection"]["met"] is (abs(3.0 / measured - 1) <= 0.10)
+
+
+def test_the_validation_flags_follow_the_three_checks_and_the_pacing():
+    runs = _matrix()
+    v = _summary(runs)["validation"]
+    assert v["replication"]["met"] is True  # 1 % noise on 3 runs
+    lsm_s = np.median([r["summary"]["epoch_steady_s"] for r in runs
+                       if (r["system"], r["batch"], r["profile"], r["scale"]) == ("lsm", 128, "paper", 16.0)])
+    assert v["dilation"]["met"] is False and v["dilation"]["by_system"]["lsm"] == pytest.approx(2.2 / lsm_s - 1)
+    assert abs(v["dilation"]["by_system"]["isolated"]) < 0.05 and v["dilation"]["scales"] == [16.0, 32.0]
+    assert v["emulator_vs_real"]["met"] is True
+    assert v["emulator_vs_real"]["by_system"]["direct"] == pytest.approx(0.05)
+    assert v["pacing"]["met"] is True and v["pacing"]["worst_late_fraction"] == pytest.approx(0.001)
+    late = _matrix()
+    late[0] = _run("lsm", 128, "paper", 16.0, 0, 2.0, late=0.03)
+    v = _summary(late)["validation"]
+    assert v["pacing"]["met"] is False and v["pacing"]["worst_late_fraction"] == pytest.approx(0.03)
+    assert _summary(late)["batches"]["128"]["systems"]["lsm"]["valid_runs"] == 2
+
+
+def test_checks_without_their_runs_are_null():
+    runs = [r for r in _matrix() if r["profile"] == "paper" and r["scale"] == 16.0]
+    v = _summary(runs)["validation"]
+    assert v["dilation"]["met"] is None and v["emulator_vs_real"]["met"] is None
+    assert _summary(runs)["projection"]["met"] is None
+
+
+@pytest.mark.skipif(not SNAKEMAKE.exists(), reason="snakemake is not installed next to this Python")
+def test_the_dry_run_plans_the_testbed_chain_rotated_with_its_validation_runs(tmp_path):
+    ds = tmp_path / "data" / "tb"
+    subprocess.run([sys.executable, "-m", "lsm_gnn.cli", "dataset", "generate", "300", "--dim", "8",
+                    "--out", str(ds)], check=True, capture_output=True, env=dict(os.environ, DGLBACKEND="pytorch"))
+    proc = subprocess.run(
+        [str(SNAKEMAKE), "--snakefile", str(REPO / "workflow/Snakefile"), "--directory", str(tmp_path), "-n",
+         "--cores", "2", "--until", "testbed_report", "--config", f"dataset={ds}", "testbed=true",
+         "testbed_repeats=2", "testbed_validation_repeats=1", "testbed_time_scale=8"],
+        capture_output=True, text=True, env=dict(os.environ, DGLBACKEND="pytorch"), timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    counts = dict(re.findall(r"^(testbed_\w+)\s+(\d+)$", out, re.M))
+    # 4 systems x 2 batches x 2 rounds, 4 at 2 S, 3 storage systems x (vm, real)
+    assert counts == {"testbed_run": "26", "testbed_partition": "1", "testbed_vm_profile": "1",
+                      "testbed_project": "1", "testbed_report": "1"}, out
+    after = dict(re.findall(r"Missing output files: (\S+?\.json); Input files updated by another job: ([^\n]+)", out))
+    base = "results/tb/testbed/runs"
+    sy = ["lsm", "isolated", "direct", "distdgl"]
+    chain = [f"{base}/{sy[(r + k + i) % 4]}-b{b}-paper-s8-r{r}.json"
+             for r in range(2) for k, b in enumerate((128, 1024)) for i in range(4)]
+    chain += [f"{base}/{sy[i]}-b128-paper-s16-r0.json" for i in range(4)]
+    for prev, run in zip(chain, chain[1:]):
+        assert prev in after[run], f"{run} does not wait for {prev}"
+    assert "testbed_vm_profile" in out and f"{base}/lsm-b128-vm-s1-r0.json" in out
+    assert f"{base}/direct-b128-real-s1-r0.json" in out

@@ -1,0 +1,166 @@
+# The paper's testbed, emulated (issue 33; docs/accelerators.md, "Paper testbed on synthetic-small"):
+# lsm, isolated, direct and Dist-DGL at batch 128 and 1024 on the emulated `paper` storage device and
+# emulated a100 accelerators, one time scale S for both (and for Dist-DGL's emulated network), 2
+# devices, the same feature memory per device for every system. Each run is one `lsm-gnn run` (kill-
+# safe: its record is written atomically at its end), timed (no two timed runs overlap) and in one
+# chain with the validation runs (common.smk: TB_ORDER). testbed_report computes the three checks
+# with bench compare's own validation (baselines/bench.py) and writes summary.json for the verdicts.
+
+REPORT_FRAGMENTS.extend([f"{REPORT}/sections/65-testbed.md"] if TB_ON else [])
+
+
+rule testbed_vm_profile:
+    input:
+        data=dataset_files(DS),
+    output:
+        TB_VM_PROFILE,
+    log:
+        f"{LOGS}/testbed-vm-profile.log",
+    benchmark:
+        f"{RES}/benchmarks/testbed-vm-profile.tsv"
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 2
+    resources:
+        timed=1,
+        mem_mb=1500,
+        runtime=10,
+    params:
+        data=data_dir,
+    message:
+        "The vm storage profile measured with fio over the feature file (the emulator-vs-real check)"
+    script:
+        "../scripts/testbed_vm_profile.py"
+
+
+rule testbed_partition:
+    input:
+        data=dataset_files(DS),
+    output:
+        directory(TB_PARTITIONS),
+    log:
+        f"{LOGS}/testbed-partition.log",
+    benchmark:
+        f"{RES}/benchmarks/testbed-partition.tsv"
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 2
+    resources:
+        timed=1,
+        # METIS over the whole graph, as one Dist-DGL run does before its machines start
+        mem_mb=lambda w, input: scaled_mem_mb(input, 6000, 1.5),
+        runtime=lambda w, input: scaled_runtime(input, 8, 8),
+    params:
+        data=data_dir,
+        machines=TB_MACHINES,
+        trainers=TB_TRAINERS,
+    message:
+        "Dist-DGL's partitions for the testbed runs (partitioned once, reused by every run; their time is in each record)"
+    script:
+        "../scripts/testbed_partition.py"
+
+
+rule testbed_run:
+    input:
+        unpack(tb_inputs),
+        data=dataset_files(DS),
+    output:
+        f"{RES}/testbed/runs/{{system}}-b{{batch}}-{{profile}}-s{{scale}}-r{{repeat}}.json",
+    log:
+        f"{LOGS}/testbed-{{system}}-b{{batch}}-{{profile}}-s{{scale}}-r{{repeat}}.log",
+    benchmark:
+        f"{RES}/benchmarks/testbed-{{system}}-b{{batch}}-{{profile}}-s{{scale}}-r{{repeat}}.tsv"
+    wildcard_constraints:
+        system="lsm|isolated|direct|distdgl",
+        batch=r"\d+",
+        profile="paper|vm|real",
+        scale=r"[0-9.]+",
+        repeat=r"\d+",
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 2
+    resources:
+        timed=1,
+        # measured on synthetic-small (3.8 GiB of features; max RSS summed over the processes, shared
+        # memory counted in each): Dist-DGL 16.2 GB, the cached systems up to 4.7 GB; requested 21.6 and 6.9 GB
+        mem_mb=lambda w, input: scaled_mem_mb(
+            input, 6000 if w.system == "distdgl" else 3000, 4.0 if w.system == "distdgl" else 1.0
+        ),
+        runtime=lambda w, input: scaled_runtime(input, 8, 8),
+    params:
+        cli=CLI,
+        data=data_dir,
+        topology=tb_topology,
+        sets=tb_sets,
+    message:
+        "Testbed {wildcards.system} at batch {wildcards.batch}, storage {wildcards.profile}, time scale "
+        "{wildcards.scale} (run {wildcards.repeat})"
+    shell:
+        "{params.cli} run --system {wildcards.system} --dataset {params.data} {params.topology} {params.sets} "
+        "--record {output} --no-progress > {log} 2>&1"
+
+
+rule testbed_project:
+    input:
+        runs=TB_PROJECTED,
+    output:
+        f"{RES}/testbed/projection.json",
+    log:
+        f"{LOGS}/testbed-project.log",
+    benchmark:
+        f"{RES}/benchmarks/testbed-project.tsv"
+    conda:
+        "../envs/lsm-gnn.yaml"
+    threads: 1
+    resources:
+        mem_mb=1500,
+        runtime=10,
+    params:
+        cli=CLI,
+    message:
+        "The testbed's largest-batch records projected on the paper's hardware profile"
+    shell:
+        "{params.cli} project {input.runs} --hardware paper --json > {output} 2> {log}"
+
+
+rule testbed_report:
+    input:
+        runs=TB_ORDER,
+        projection=f"{RES}/testbed/projection.json",
+        meta=DATA_META,
+    output:
+        summary=f"{RES}/testbed/summary.json",
+        table=report(
+            f"{RES}/testbed/summary.csv",
+            caption="../report/testbed_summary.rst",
+            category="8. Paper testbed (emulated)",
+        ),
+        figure=report(
+            f"{REPORT}/figures/testbed_epoch.png",
+            caption="../report/testbed_epoch.rst",
+            category="8. Paper testbed (emulated)",
+        ),
+        fragment=f"{REPORT}/sections/65-testbed.md",
+    log:
+        f"{LOGS}/testbed_report.log",
+    benchmark:
+        f"{RES}/benchmarks/testbed_report.tsv"
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=REPORT_MEM_MB,
+        runtime=REPORT_RUNTIME_MIN,
+    params:
+        dataset=DS,
+        accelerator=TB_ACC,
+        time_scale=TB_SCALE,
+        devices=TB_DEVICES,
+        fraction=CACHE_FRACTION,
+        batches=TB_BATCHES,
+        validation_batch=TB_VBATCH,
+        network=config["testbed_network_emulation"],
+    message:
+        "Paper-testbed section of the report (emulated)"
+    script:
+        "../scripts/testbed_report.py"

@@ -1,0 +1,259 @@
+"""The paper's testbed, emulated: summary.json (the verdicts read it), summary.csv, the epoch figure
+and the report section 65-testbed.md.
+
+Inputs: the testbed's run records (results/<ds>/testbed/runs/{system}-b{batch}-{profile}-s{scale}-
+r{round}.json: `paper` at the matrix's scale S and, for the dilation check, at 2 S; `vm` at S = 1
+and the real disk for the emulator check) and the projection of the largest batch's records on the
+paper's hardware profile. Every time is divided back by its run's scale (bench compare's
+summarise_run). The three checks are bench compare's own (baselines/bench.py: validation), on
+outputs built from the records as bench compare builds them (summarise_system per system).
+"""
+
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+NAME = re.compile(r"^(?P<system>[a-z]+)-b(?P<batch>\d+)-(?P<profile>paper|vm|real)-s(?P<scale>[0-9.]+)-r(?P<round>\d+)$")
+PACING_LIMIT = 0.01
+"""A run's reads may come back late by at most 1 % of its storage time (docs/storage.md)."""
+PROJECTION_LIMIT = 0.10
+"""The projection onto the emulated setting against the measured ratio: within 10 %."""
+SYSTEM_ORDER = ("lsm", "isolated", "direct", "distdgl")
+
+
+def load_runs(paths) -> list[dict]:
+    """Each record with its point (system, batch, profile, scale, round) from its file name, and
+    bench compare's summary of it (summarise_run: times divided back by the run's scale)."""
+    from baselines.bench import summarise_run
+    from lsm_gnn.records import read_record
+
+    out = []
+    for p in map(Path, paths):
+        m = NAME.match(p.stem)
+        if not m:
+            raise ValueError(f"{p}: not a testbed run record name ({{system}}-b{{batch}}-{{profile}}-s{{scale}}-r{{round}})")
+        rec = read_record(p)
+        s = summarise_run(rec)
+        out.append({"system": m["system"], "batch": int(m["batch"]), "profile": m["profile"],
+                    "scale": float(m["scale"]), "round": int(m["round"]), "path": str(p),
+                    "summary": {**s, "round": int(m["round"])},
+                    "late_fraction": (s.get("storage_emulation") or {}).get("lateness_fraction")})
+    return out
+
+
+def compare_output(runs: list[dict], *, profile: str, scale: float, accelerator: str, source: str) -> dict:
+    """The runs of one (batch, profile, scale) point as a bench compare output (what its validation reads)."""
+    from baselines.bench import summarise_system
+
+    by = {}
+    for r in sorted(runs, key=lambda r: r["round"]):
+        by.setdefault(r["system"], []).append(r["summary"])
+    return {"benchmark": "compare", "source": source, "accelerator": accelerator, "time_scale": scale,
+            "storage_device": "real" if profile == "real" else "emulated",
+            "storage_profile": None if profile == "real" else profile,
+            "systems": {s: summarise_system(v) for s, v in by.items()}}
+
+
+def ratio(runs: list[dict], system: str) -> dict:
+    """system's steady epoch over lsm's: the medians' ratio, and min / max over the runs paired by round."""
+    e = {s: {r["round"]: r["summary"]["epoch_steady_s"] for r in runs if r["system"] == s} for s in (system, "lsm")}
+    med = {s: statistics.median(v.values()) if v else None for s, v in e.items()}
+    paired = [e[system][k] / e["lsm"][k] for k in sorted(e[system]) if e["lsm"].get(k) and e[system][k] is not None]
+    return {"median": med[system] / med["lsm"] if med[system] and med["lsm"] else None,
+            "min": min(paired) if paired else None, "max": max(paired) if paired else None,
+            "paired_by_round": paired}
+
+
+def system_row(runs: list[dict]) -> dict:
+    ep = [r["summary"]["epoch_steady_s"] for r in runs]
+    med = statistics.median(ep)
+
+    def median_of(key):
+        v = [r["summary"].get(key) for r in runs if r["summary"].get(key) is not None]
+        return statistics.median(v) if v else None
+
+    return {"median_s": med, "min_s": min(ep), "max_s": max(ep), "spread": (max(ep) - min(ep)) / med if med else None,
+            "runs": len(runs), "valid_runs": sum(1 for r in runs if r["summary"].get("valid") is not False),
+            "au": median_of("au"), "cpu_share": median_of("cpu_share"), "bound": runs[0]["summary"].get("bound"),
+            "late_fraction_max": max((r["late_fraction"] for r in runs if r["late_fraction"] is not None), default=None),
+            "invalid_causes": sorted({c for r in runs for c in r["summary"].get("invalid_causes") or []}),
+            "per_iteration": runs[min(range(len(runs)), key=lambda i: abs(ep[i] - med))]["summary"].get("per_iteration")}
+
+
+def summarise(runs: list[dict], projection: dict | None, *, scale: float, accelerator: str, devices: int,
+              fraction: float, dataset: str, batches: list[int], validation_batch: int) -> dict:
+    """summary.json (the schema the verdicts read; docs/workflow.md, "The paper testbed")."""
+    from baselines.bench import validation
+
+    main = [r for r in runs if r["profile"] == "paper" and r["scale"] == scale]
+    out = {"kind": "emulated", "storage_profile": "paper", "time_scale": scale, "accelerator": accelerator,
+           "devices": devices, "memory_fraction": fraction, "dataset": dataset, "batches": {}}
+    outputs = {}
+    for b in batches:
+        rb = [r for r in main if r["batch"] == b]
+        systems = {s: system_row([r for r in rb if r["system"] == s]) for s in SYSTEM_ORDER
+                   if any(r["system"] == s for r in rb)}
+        entry = {"systems": systems}
+        for s in systems:
+            if s != "lsm" and "lsm" in systems:
+                entry[f"{s}_vs_lsm"] = ratio(rb, s)
+        out["batches"][str(b)] = entry
+        outputs[b] = compare_output(rb, profile="paper", scale=scale, accelerator=accelerator,
+                                    source=f"paper S={scale:g} batch {b}")
+    # the three checks: bench compare's validation over the matrix's output at the validation batch,
+    # the 2 S output (dilation) and the vm and real-disk outputs (emulator vs real)
+    extra = []
+    for profile, sc in (("paper", 2 * scale), ("vm", 1.0), ("real", 1.0)):
+        rv = [r for r in runs if r["profile"] == profile and r["scale"] == sc and r["batch"] == validation_batch]
+        if rv:
+            extra.append(compare_output(rv, profile=profile, scale=sc, accelerator=accelerator,
+                                        source=f"{profile} S={sc:g} batch {validation_batch}"))
+    first = outputs.get(validation_batch)
+    v = validation(([first] if first else []) + extra)
+    rep = [o for b, o in outputs.items()]
+    by_sys = {}
+    for o in rep:
+        for s, x in o["systems"].items():
+            sp = x.get("spread")
+            by_sys[s] = max(by_sys.get(s, 0.0), sp) if sp is not None else by_sys.get(s)
+    from baselines.bench import DILATION_LIMIT, EMULATOR_LIMIT, SPREAD_LIMIT
+
+    d, e = v.get("dilation"), v.get("emulator_vs_real")
+    late = [r["late_fraction"] for r in runs if r["profile"] != "real" and r["late_fraction"] is not None]
+    out["validation"] = {
+        "replication": {"met": bool(by_sys) and all(x is not None and x <= SPREAD_LIMIT for x in by_sys.values()),
+                        "limit": SPREAD_LIMIT, "by_system": by_sys,
+                        "runs_per_system": min((x["runs"] for b in out["batches"].values() for x in b["systems"].values()),
+                                               default=0)},
+        "dilation": {"met": None if d is None else bool(d["ok"]), "limit": DILATION_LIMIT, "scales": [scale, 2 * scale],
+                     "batch": validation_batch, "by_system": None if d is None else d["difference"]},
+        "emulator_vs_real": {"met": None if e is None else bool(e["ok"]), "limit": EMULATOR_LIMIT,
+                             "batch": validation_batch, "by_system": None if e is None else e["error"]},
+        "pacing": {"met": bool(late) and max(late) <= PACING_LIMIT, "limit": PACING_LIMIT,
+                   "worst_late_fraction": max(late) if late else None,
+                   "valid_runs": sum(1 for r in runs if r["summary"].get("valid") is not False and r["profile"] != "real"),
+                   "emulated_runs": sum(1 for r in runs if r["profile"] != "real")},
+    }
+    big = str(max(batches))
+    measured = (out["batches"].get(big) or {}).get("distdgl_vs_lsm", {}).get("median")
+    proj = ((projection or {}).get("ratios") or {}).get("distdgl_vs_lsm_epoch")
+    err = proj / measured - 1.0 if (proj and measured) else None
+    out["projection"] = {"batch": int(big), "distdgl_vs_lsm": proj, "measured": measured, "relative_error": err,
+                         "met": None if err is None else abs(err) <= PROJECTION_LIMIT,
+                         "limit": PROJECTION_LIMIT, "hardware": (projection or {}).get("profile")}
+    return out
+
+
+def table_rows(summary: dict) -> list[dict]:
+    rows = []
+    for b, entry in summary["batches"].items():
+        for s, x in entry["systems"].items():
+            r = entry.get(f"{s}_vs_lsm") or {}
+            rows.append({"batch": int(b), "system": s, "epoch_median_s": x["median_s"], "epoch_min_s": x["min_s"],
+                         "epoch_max_s": x["max_s"], "spread": x["spread"], "runs": x["runs"], "valid_runs": x["valid_runs"],
+                         "au": x["au"], "cpu_share": x["cpu_share"], "bound": x["bound"],
+                         "late_fraction_max": x["late_fraction_max"], "vs_lsm_median": r.get("median"),
+                         "vs_lsm_min": r.get("min"), "vs_lsm_max": r.get("max")})
+    return rows
+
+
+def figure(summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    batches = list(summary["batches"])
+    systems = [s for s in SYSTEM_ORDER if any(s in summary["batches"][b]["systems"] for b in batches)]
+    fig, axes = plt.subplots(1, len(batches), figsize=(4.5 * len(batches), 4), squeeze=False)
+    for ax, b in zip(axes[0], batches):
+        xs = summary["batches"][b]["systems"]
+        names = [s for s in systems if s in xs]
+        med = [xs[s]["median_s"] for s in names]
+        err = [[m - xs[s]["min_s"] for s, m in zip(names, med)], [xs[s]["max_s"] - m for s, m in zip(names, med)]]
+        ax.bar(names, med, yerr=err, capsize=4, color=["C0", "C1", "C2", "C3"][: len(names)])
+        ax.set_title(f"batch {b}")
+        ax.set_ylabel("steady epoch (s, emulated time)")
+    fig.suptitle(f"Emulated at scale {summary['time_scale']:g}, storage profile {summary['storage_profile']}, "
+                 f"{summary['accelerator']}, {summary['devices']} devices (median, min-max over runs)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _pct(x, spec="+.1f"):
+    return "n/a" if x is None else format(100 * x, spec) + " %"
+
+
+def _met(m):
+    return "n/a (not run)" if m is None else ("met" if m else "NOT met")
+
+
+def fragment(summary: dict, network: str) -> str:
+    S = summary["time_scale"]
+    v = summary["validation"]
+    lines = [f"## Paper testbed, emulated at scale {S:g} (storage profile `paper`, {summary['accelerator']})", "",
+             f"Emulated, not measured on the paper's hardware: every system reads through the emulated `paper` "
+             f"storage device (per device 2 SSDs of Samsung 980 Pro class) and trains on emulated "
+             f"{summary['accelerator']} accelerators, on {summary['devices']} devices with "
+             f"{100 * summary['memory_fraction']:g} % of the features per device for every system (Dist-DGL: 2 "
+             f"emulated machines x 2 trainers, every row in RAM; its network {network}); every time is divided "
+             f"back by S = {S:g} (emulated time). Epochs are the steady epoch, median [min, max] over "
+             f"{v['replication']['runs_per_system']} or more runs, each round a new seed.", "",
+             "| batch | system | steady epoch s | spread | AU | CPU share | valid runs | bound | vs LSM-GNN [min, max] |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in table_rows(summary):
+        vs = "" if r["vs_lsm_median"] is None else f"{r['vs_lsm_median']:.3f}x [{r['vs_lsm_min']:.3f}, {r['vs_lsm_max']:.3f}]"
+        lines.append(f"| {r['batch']} | {r['system']} | {r['epoch_median_s']:.3f} [{r['epoch_min_s']:.3f}, "
+                     f"{r['epoch_max_s']:.3f}] | {_pct(r['spread'], '.1f')} | {_pct(r['au'], '.1f')} | "
+                     f"{'n/a' if r['cpu_share'] is None else format(r['cpu_share'], '.2f')} | {r['valid_runs']}/{r['runs']} | "
+                     f"{r['bound']} | {vs} |")
+    rep, d, e, p = v["replication"], v["dilation"], v["emulator_vs_real"], v["pacing"]
+    pr = summary["projection"]
+    lines += ["", "Validation:",
+              f"- replication (spread <= {100 * rep['limit']:g} %): {_met(rep['met'])}; worst spread per system "
+              + ", ".join(f"{s} {_pct(x, '.1f')}" for s, x in rep["by_system"].items()),
+              f"- dilation invariance (S = {d['scales'][0]:g} and {d['scales'][1]:g}, batch {d['batch']}, within "
+              f"{100 * d['limit']:g} %): {_met(d['met'])}"
+              + ("" if not d["by_system"] else "; " + ", ".join(f"{s} {_pct(x)}" for s, x in d["by_system"].items())),
+              f"- emulator vs real disk (`vm` profile at S = 1, batch {e['batch']}, within {100 * e['limit']:g} %): "
+              f"{_met(e['met'])}" + ("" if not e["by_system"] else "; " + ", ".join(f"{s} {_pct(x)}" for s, x in e["by_system"].items())),
+              f"- pacing (late < {100 * p['limit']:g} % of storage time): {_met(p['met'])}; worst run "
+              f"{_pct(p['worst_late_fraction'], '.2f')}, {p['valid_runs']} of {p['emulated_runs']} emulated runs valid",
+              "", f"Dist-DGL / LSM-GNN at batch {pr['batch']}: measured "
+              f"{'n/a' if pr['measured'] is None else format(pr['measured'], '.3f') + 'x'}, projected on the "
+              f"`{pr['hardware']}` profile {'n/a' if pr['distdgl_vs_lsm'] is None else format(pr['distdgl_vs_lsm'], '.3f') + 'x'}"
+              f" (relative error {_pct(pr['relative_error'])}, target within {100 * pr['limit']:g} %: {_met(pr['met'])}).", ""]
+    return "\n".join(lines)
+
+
+def main(sm) -> None:
+    import pandas as pd
+
+    from lsm_gnn.utils.atomic import write_json, write_text
+    from wfcommon import log_to
+
+    log_to(sm)
+    runs = load_runs(sm.input.runs)
+    projection = json.loads(Path(sm.input.projection).read_text()) if sm.input.projection else None
+    summary = summarise(runs, projection, scale=float(sm.params.time_scale), accelerator=sm.params.accelerator,
+                        devices=int(sm.params.devices), fraction=float(sm.params.fraction),
+                        dataset=sm.params.dataset["name"], batches=[int(b) for b in sm.params.batches],
+                        validation_batch=int(sm.params.validation_batch))
+    write_json(sm.output.summary, summary)
+    write_text(sm.output.table, pd.DataFrame(table_rows(summary)).to_csv(index=False))
+    figure(summary, Path(sm.output.figure))
+    write_text(sm.output.fragment, fragment(summary, "shaped with tc to the paper profile's NIC on the same scale"
+                                            if sm.params.network == "emulated" else "unshaped (the veths as the kernel runs them)"))
+    print(json.dumps(summary["validation"], indent=1))
+
+
+try:
+    sm_ = snakemake  # noqa: F821 (Snakemake's script preamble defines it)
+except NameError:  # imported (the tests)
+    sm_ = None
+if sm_ is not None:
+    main(sm_)

@@ -208,6 +208,9 @@ def grid() -> tuple[pd.DataFrame | None, str]:
 
 
 prange = paper_range()
+# the verdict on (a) counts the projection only when this validation is within its tolerance
+prange["validation"] = {"max_abs_error": valid.get("max_abs_error"), "tolerance": valid.get("tolerance"),
+                        "met": bool(valid.get("ok"))}
 write_json(sm.output.paper_range, prange)
 df, why_not = grid()
 fig_note = f"Not drawn: {why_not}." if df is None else ""

@@ -71,6 +71,8 @@ NA = "-"
 
 
 def cell(v: dict) -> str:
+    if v["why"] == V.TESTBED_OFF:
+        return V.TESTBED_OFF
     return f"{V.sentence(v)}: {v['figure']}"
 
 

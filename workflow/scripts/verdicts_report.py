@@ -120,8 +120,8 @@ def table(figs: dict, va: dict, ve: dict, measured: dict, params, ratios: dict) 
          "`lsm-gnn simulate D --trace trace-g2.npz --mode shared` / `--mode isolated` (Cache policies)"),
         ("(c) the hybrid policy beats static-only and dynamic-only eviction (without the victim buffer)",
          f"{V.sentence(vc)}: {vc['figure']}", NA, NA, NA,
-         f"1 device, {mem}, no victim buffer (every row a cache line), batches and W of the PVP study; "
-         f"cache rows / distinct rows per iteration {reg[RATIO_KEY]:.1f} at the headline", vc["rule"],
+         f"1 device, {mem}, no victim buffer (every row a cache line), every batch and W of the PVP study; "
+         "each point's cache rows / distinct rows per iteration in brackets in the verdict", vc["rule"],
          "`lsm-gnn simulate D --trace T --policy hybrid --policy static --policy dynamic --no-victim --window W` "
          "(PVP study); with the buffer: `--policy all` and the regime sweep (Cache policies)"),
         ("(d) the victim buffer + PVP lowers storage pressure, at equal memory",

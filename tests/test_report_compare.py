@@ -158,7 +158,7 @@ def test_a_projection_that_misses_its_validation_gives_no_verdict_and_says_by_ho
     v = V.claim_a({}, PROJ, None, bad)
     p = v["columns"][V.PROJECTED]
     assert p["verdict"] == V.NO_VERDICT and "largest error 45.6 %, tolerance 10 %" in p["why"]
-    assert "misses the tolerance" in p["why"] and V.sentence(p).startswith("**no verdict**")
+    assert "its validation misses the tolerance" in p["why"] and V.sentence(p).startswith("**no verdict**")
     assert v["verdict"] == V.NO_VERDICT and v["kind"] is None       # nothing else counts here
     assert V.claim_a({}, PROJ, None, None)["columns"][V.PROJECTED]["verdict"] == V.NO_VERDICT
     # a counted measurement is the verdict when the projection is not
@@ -177,7 +177,8 @@ def test_an_emulated_measurement_with_a_failed_validation_gives_no_verdict_and_n
 
 
 def test_the_communication_overhead_verdict_reads_the_exchange_share_of_every_run():
-    low = {"median": 0.04, "min": 0.03, "max": 0.06, "runs": 3, "accelerator": "a100", "link_share": 0.2,
+    low = {"median": 0.04, "min": 0.03, "max": 0.06, "runs": 3, "exchange_bytes": 1.5e9, "accelerator": "a100",
+           "link_share": 0.2,
            "exchange_bytes_per_iteration": 25.6e6}
     v = V.claim_e(low)
     assert v["kind"] == V.MEASURED and v["verdict"] == V.HOLDS and "6.0 % of the epoch at most" in v["why"]
@@ -186,6 +187,9 @@ def test_the_communication_overhead_verdict_reads_the_exchange_share_of_every_ru
     straddle = V.claim_e({**low, "max": 0.11})
     assert straddle["verdict"] == V.NOT_MEASURED and "straddle 10 %" in straddle["why"]
     assert V.claim_e({**low, "runs": 1})["verdict"] == V.NOT_MEASURED
+    # bytes exchanged but no exchange time recorded: a missing measurement, not a low overhead
+    untimed = V.claim_e({**low, "median": 0.0, "min": 0.0, "max": 0.0, "exchange_bytes": 1.5e9})
+    assert untimed["verdict"] == V.NOT_MEASURED and "1,500 MB" in untimed["why"]
     assert V.claim_e(None)["verdict"] == V.NOT_MEASURED
     assert "10 %" in v["rule"] and "upper bound" in v["rule"]
 

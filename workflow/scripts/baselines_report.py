@@ -132,7 +132,8 @@ def ratios(df: pd.DataFrame, fraction: float = 0.1) -> dict:
     if not sel.empty and pd.notna(sel.exchange_share.iloc[0]):
         out["lsm_exchange_share"] = {"median": float(sel.exchange_share.iloc[0]),
                                      "min": float(sel.exchange_share_min.iloc[0]),
-                                     "max": float(sel.exchange_share_max.iloc[0]), "runs": int(sel.runs.iloc[0])}
+                                     "max": float(sel.exchange_share_max.iloc[0]), "runs": int(sel.runs.iloc[0]),
+                                     "exchange_bytes": float(sel.device_exchange_bytes.iloc[0] or 0.0)}
     au = df[(df.system == "lsm") & (df.devices == 2)].au
     out["lsm_au"] = float(au.iloc[0]) if not au.empty and pd.notna(au.iloc[0]) else None
     return out

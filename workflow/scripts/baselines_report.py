@@ -156,7 +156,8 @@ def figures(df: pd.DataFrame, out: dict):
     runs, the time to the end of the first epoch with its min-max, and the storage bytes (counts)."""
     sns.set_theme(style="whitegrid")
     df = headline(df).reset_index(drop=True)
-    runs = f"median of {int(df.runs.min())}-{int(df.runs.max())} runs" if not df.empty else "no runs"
+    lo_n, hi_n = (int(df.runs.min()), int(df.runs.max())) if not df.empty else (0, 0)
+    runs = f"median of {lo_n if lo_n == hi_n else f'{lo_n}-{hi_n}'} runs"
     stacked = df.set_index("label")[[f"stage_{k}" for k in STAGES]]
     stacked.columns = [STAGE_NAMES[k] for k in STAGES]
     stacked = stacked.loc[:, (stacked > 0).any()]
@@ -164,12 +165,12 @@ def figures(df: pd.DataFrame, out: dict):
                       color=sns.color_palette("tab10", len(stacked.columns)))
     minmax_errorbars(ax, range(len(df)), df.epoch_steady_s, df.steady_min, df.steady_max,
                      label="steady epoch: min-max of the runs")
-    ax.set_xlabel(f"seconds per steady epoch ({runs}; mean timed iteration x iterations per epoch)")
+    ax.set_xlabel(f"seconds per steady epoch ({runs})")
     ax.set_ylabel("system (devices, memory fraction)")
     ax.set_title("Measured on this machine: epoch time by system, stacked by stage")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     plt.tight_layout()
-    save_figure(ax.figure, out["epoch"], dpi=120)
+    save_figure(ax.figure, out["epoch"], dpi=120, bbox_inches="tight")
     plt.close()
 
     first = df[["label", "preprocessing_s", "startup_s", "epoch_cold_s"]].set_index("label")
@@ -182,7 +183,7 @@ def figures(df: pd.DataFrame, out: dict):
     ax.set_title("Measured on this machine: time to the end of the first epoch, preprocessing included")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     plt.tight_layout()
-    save_figure(ax.figure, out["first"], dpi=120)
+    save_figure(ax.figure, out["first"], dpi=120, bbox_inches="tight")
     plt.close()
 
     plt.figure(figsize=(8, 0.5 * len(df) + 2))
@@ -192,7 +193,7 @@ def figures(df: pd.DataFrame, out: dict):
     ax.set_ylabel("system (devices, memory fraction)")
     ax.set_title("Measured on this machine: storage bytes by system")
     plt.tight_layout()
-    save_figure(ax.figure, out["storage"], dpi=120)
+    save_figure(ax.figure, out["storage"], dpi=120, bbox_inches="tight")
     plt.close()
 
 

@@ -58,12 +58,13 @@ g = sns.catplot(data=long, x="system", y="value", col="metric", kind="bar", shar
                 aspect=1.1, hue="system", legend=False)
 g.set_titles("{col_name}")
 g.set_xticklabels(rotation=20, ha="right")
-UNITS = {"storage rows / epoch": "rows read from storage per replayed epoch (count)",
-         "exchange bytes / iteration": "bytes exchanged between the devices per iteration (B)",
-         "train s / iteration": "seconds per timed training iteration (s, one run)"}
+UNITS = {"storage rows / epoch": "storage rows per replayed epoch (rows)",
+         "exchange bytes / iteration": "exchanged per iteration (bytes)",
+         "train s / iteration": "time per training iteration (s, one run)"}
 for ax, metric in zip(g.axes.flat, long.metric.unique()):
     ax.set_ylabel(UNITS[metric])
     ax.set_xlabel("system (2 devices, equal memory)")
+g.figure.subplots_adjust(wspace=0.5)
 fig_path = Path(sm.output.figure)
 with atomic_path(fig_path, suffix=".png") as tmp:
     g.figure.savefig(tmp, dpi=110, bbox_inches="tight", format="png")

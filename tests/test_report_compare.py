@@ -87,41 +87,111 @@ def test_the_shared_cache_verdict_follows_shared_over_isolated_per_policy():
     assert V.claim_b({})["verdict"] == V.NOT_MEASURED
 
 
-def test_the_hybrid_verdict_names_the_regime_where_hybrid_wins():
-    pts = [{"label": "batch 128 (headline)", "ratio": 14.0, "hybrid": 2.005, "static": 1.306, "dynamic": 1.9},
-           {"label": "batch 32", "ratio": 60.0, "hybrid": 1.1, "static": 1.3, "dynamic": 1.2},
-           {"label": "batch 2048", "ratio": 0.9, "hybrid": 1.0, "static": 1.0, "dynamic": 1.0}]
-    v = V.claim_c(pts)
-    assert v["verdict"] == V.PARTLY and v["wins"] == 1 and "batch 32 (60.0)" in v["why"]
-    assert "hybrid 2.005, static 1.306" in v["figure"]
-    nb = V.claim_c(pts, {"hybrid": 1.249, "static": 1.306, "dynamic": 1.553})
-    assert nb["verdict"] == V.PARTLY and "without the victim buffer: hybrid 1.249" in nb["figure"]
-    assert "(hybrid beats both)" in nb["figure"]
-    assert V.claim_c(pts[1:2])["verdict"] == V.HOLDS
-    assert V.claim_c(pts[2:])["verdict"] == V.NOT_HERE   # a tie is not a win
+def test_the_hybrid_verdict_is_decided_without_the_buffer_and_names_the_regime_where_hybrid_wins():
+    nobuf = [{"label": "batch 128, W = 8 (headline)", "ratio": 16.1, "hybrid": 1.249, "static": 1.293, "dynamic": 1.553},
+             {"label": "batch 1024, W = 8", "ratio": 2.3, "hybrid": 1.125, "static": 1.265, "dynamic": 1.098}]
+    # with the buffer hybrid loses at the headline: that must not decide (c)
+    with_buf = [{"label": "batch 128 (headline, W = 8)", "ratio": 14.5, "hybrid": 2.005, "static": 1.306,
+                 "dynamic": 1.605}]
+    v = V.claim_c(nobuf, with_buf)
+    assert v["kind"] == V.SIMULATED and v["verdict"] == V.PARTLY and v["wins"] == 1
+    assert "batch 128, W = 8 (headline) (16.1)" in v["why"] and "not at batch 1024, W = 8 (2.3)" in v["why"]
+    assert "no buffer, batch 128, W = 8 (headline): rows / MIN hybrid 1.249" in v["figure"]
+    assert "with the victim buffer (not deciding" in v["figure"] and "at 0 of 1 points" in v["figure"]
+    assert V.claim_c(nobuf[:1], with_buf)["verdict"] == V.HOLDS      # the buffer's points change nothing
+    assert V.claim_c(with_buf)["verdict"] == V.NOT_HERE
+    tie = [{"label": "b", "ratio": 1.0, "hybrid": 1.0, "static": 1.0, "dynamic": 1.0}]
+    assert V.claim_c(tie)["verdict"] == V.NOT_HERE   # a tie is not a win
+    assert V.claim_c([], with_buf)["verdict"] == V.NOT_MEASURED
 
 
-def test_the_victim_buffer_verdict_states_its_boundary_in_queue_depth_per_spill():
+def test_the_victim_buffer_verdict_states_its_boundary_and_the_authors_configuration_apart():
     head = {"with": 2005, "without": 1650, "depth_per_spill": 0.08, "spill_attempts_per_iteration": 15000,
             "dropped_per_iteration": 13900}
-    v = V.claim_d(head, {"points": 10, "paying": 3, "pays_from": 1.5, "fails_up_to": 0.9, "separable": True})
-    assert v["verdict"] == V.PARTLY and ">= 1.5" in v["why"] and "1.215" in v["figure"]
+    authors = [{"batch": 128, "storage_rows": 900, "storage_rows_without": 1000, "extra_host_rows": 294912},
+               {"batch": 1024, "storage_rows": 1100, "storage_rows_without": 1000, "extra_host_rows": 294912}]
+    v = V.claim_d(head, {"points": 10, "paying": 3, "pays_from": 1.5, "fails_up_to": 0.9, "separable": True}, authors)
+    assert v["verdict"] == V.PARTLY and ">= 1.5" in v["why"] and "equal memory" in v["figure"] and "1.215" in v["figure"]
+    assert v["authors"]["verdict"] == V.PARTLY and v["authors"]["why"] == "the batch is 128 (not 1024)"
+    assert "batch 128: with / without 0.900 (+294,912 host rows)" in v["authors"]["figure"]
+    assert V.claim_d(head, None, authors[:1])["authors"]["verdict"] == V.HOLDS
+    assert V.claim_d(head, None, authors[1:])["authors"]["verdict"] == V.NOT_HERE
     assert V.claim_d(head, {"points": 4, "paying": 0, "pays_from": None, "fails_up_to": 0.9,
                             "separable": True})["verdict"] == V.NOT_HERE
-    assert V.claim_d(None, None)["verdict"] == V.NOT_MEASURED
+    none = V.claim_d(None, None)
+    assert none["verdict"] == V.NOT_MEASURED and none["authors"]["verdict"] == V.NOT_MEASURED
 
 
-def test_the_dist_dgl_verdict_comes_from_the_projection_and_counts_a_measurement_only_under_5_percent():
-    proj = {"run_batch": 128, "paper_batch": 1024, "1024": {"base": 2.86, "min": 1.3, "max": 6.8},
-            "128": {"base": 1.16, "min": 1.0, "max": 1.5}}
-    good = {"ratio": 1.4, "spread_lsm": 0.02, "spread_distdgl": 0.03, "runs": 3, "accelerator": "a100"}
-    v = V.claim_a(good, proj)
-    assert v["verdict"] == V.PARTLY and "3.75x inside that range" in v["why"] and v["measured_verdict"] == V.PARTLY
-    noisy = V.claim_a({**good, "spread_distdgl": 0.12}, proj)
-    assert noisy["measured_verdict"] == V.NOT_MEASURED and "12.0 %" in noisy["figure"]
-    assert V.claim_a(good, {**proj, "1024": {"base": 4.0, "min": 2.0, "max": 7.0}})["verdict"] == V.HOLDS
-    assert V.claim_a(good, {**proj, "1024": {"base": 0.9, "min": 0.5, "max": 1.2}})["verdict"] == V.NOT_HERE
-    assert V.claim_a({}, {"run_batch": 128, "paper_batch": 1024})["verdict"] == V.NOT_MEASURED
+PROJ = {"run_batch": 128, "paper_batch": 1024, "1024": {"base": 2.86, "min": 1.3, "max": 6.8},
+        "128": {"base": 1.16, "min": 1.0, "max": 1.5}}
+VALID = {"max_abs_error": 0.026, "tolerance": 0.10, "met": True}
+GOOD = {"ratio": 1.4, "spread_lsm": 0.02, "spread_distdgl": 0.03, "runs": 3, "accelerator": "a100"}
+
+
+def a_testbed(median=2.0, met=True):
+    ok = {"met": met, "limit": 0.05, "by_system": {"lsm": 0.01, "distdgl": 0.08 if not met else 0.02}}
+    return {"kind": "emulated", "storage_profile": "paper", "time_scale": 4, "accelerator": "a100", "devices": 2,
+            "batches": {"1024": {"distdgl_vs_lsm": {"median": median, "min": median - 0.2, "max": median + 0.3}}},
+            "validation": {"replication": ok, "dilation": {"met": True, "limit": 0.05, "by_system": {"lsm": 0.02}},
+                           "emulator_vs_real": {"met": True, "limit": 0.10, "by_system": {"lsm": 0.04}},
+                           "pacing": {"met": True, "limit": 0.01, "worst_late_fraction": 0.001}},
+            "projection": {"batch": 1024, "distdgl_vs_lsm": 2.9, "relative_error": 0.45, "met": False}}
+
+
+def test_each_kind_of_evidence_on_the_dist_dgl_claim_is_judged_apart_and_named():
+    v = V.claim_a(GOOD, PROJ, a_testbed(), VALID)
+    cols = v["columns"]
+    assert set(cols) == {V.MEASURED, V.EMULATED, V.PROJECTED} and all(c["kind"] == k for k, c in cols.items())
+    assert cols[V.PROJECTED]["verdict"] == V.PARTLY and "3.75x inside that range" in cols[V.PROJECTED]["why"]
+    assert cols[V.MEASURED]["verdict"] == V.PARTLY
+    assert cols[V.EMULATED]["verdict"] == V.PARTLY and "2.00x [1.80x-2.30x] at batch 1024" in cols[V.EMULATED]["why"]
+    assert "time scale 4" in cols[V.EMULATED]["figure"] and "relative error 45.0 %" in cols[V.EMULATED]["figure"]
+    assert v["kind"] == V.EMULATED and v["verdict"] == V.PARTLY       # the emulated verdict leads where it counts
+    noisy = V.claim_a({**GOOD, "spread_distdgl": 0.12}, PROJ, None, VALID)["columns"][V.MEASURED]
+    assert noisy["verdict"] == V.NOT_MEASURED and "12.0 %" in noisy["why"]
+    assert V.claim_a(GOOD, {**PROJ, "1024": {"base": 4.0, "min": 2.0, "max": 7.0}}, None, VALID)["verdict"] == V.HOLDS
+    assert V.claim_a(GOOD, {**PROJ, "1024": {"base": 0.9, "min": 0.5, "max": 1.2}}, None, VALID)["verdict"] == V.NOT_HERE
+
+
+def test_a_projection_that_misses_its_validation_gives_no_verdict_and_says_by_how_much():
+    bad = {"max_abs_error": 0.456, "tolerance": 0.10, "met": False}
+    v = V.claim_a({}, PROJ, None, bad)
+    p = v["columns"][V.PROJECTED]
+    assert p["verdict"] == V.NO_VERDICT and "largest error 45.6 %, tolerance 10 %" in p["why"]
+    assert "its validation misses the tolerance" in p["why"] and V.sentence(p).startswith("**no verdict**")
+    assert v["verdict"] == V.NO_VERDICT and v["kind"] is None       # nothing else counts here
+    assert V.claim_a({}, PROJ, None, None)["columns"][V.PROJECTED]["verdict"] == V.NO_VERDICT
+    # a counted measurement is the verdict when the projection is not
+    assert V.claim_a(GOOD, PROJ, None, bad)["kind"] == V.MEASURED
+
+
+def test_an_emulated_measurement_with_a_failed_validation_gives_no_verdict_and_names_it():
+    e = V.claim_a(GOOD, PROJ, a_testbed(met=False), VALID)["columns"][V.EMULATED]
+    assert e["verdict"] == V.NO_VERDICT and "replication failed: 8.0 % (limit 5 %)" in e["why"]
+    off = V.claim_a(GOOD, PROJ, None, VALID)["columns"][V.EMULATED]
+    assert off["verdict"] == V.NOT_MEASURED and off["why"] == "not measured (testbed off: make reproduce-testbed)"
+    unrun = a_testbed()
+    unrun["validation"]["dilation"]["met"] = None
+    assert "dilation not run" in V.claim_a(GOOD, PROJ, unrun, VALID)["columns"][V.EMULATED]["why"]
+    assert V.claim_a(GOOD, PROJ, a_testbed(median=4.1), VALID)["columns"][V.EMULATED]["verdict"] == V.HOLDS
+
+
+def test_the_communication_overhead_verdict_reads_the_exchange_share_of_every_run():
+    low = {"median": 0.04, "min": 0.03, "max": 0.06, "runs": 3, "exchange_bytes": 1.5e9, "accelerator": "a100",
+           "link_share": 0.2,
+           "exchange_bytes_per_iteration": 25.6e6}
+    v = V.claim_e(low)
+    assert v["kind"] == V.MEASURED and v["verdict"] == V.HOLDS and "6.0 % of the epoch at most" in v["why"]
+    assert "25.6 MB exchanged per iteration" in v["figure"] and "20.0 % of its iteration time" in v["figure"]
+    assert V.claim_e({**low, "min": 0.12, "median": 0.15, "max": 0.2})["verdict"] == V.NOT_HERE
+    straddle = V.claim_e({**low, "max": 0.11})
+    assert straddle["verdict"] == V.NOT_MEASURED and "straddle 10 %" in straddle["why"]
+    assert V.claim_e({**low, "runs": 1})["verdict"] == V.NOT_MEASURED
+    # bytes exchanged but no exchange time recorded: a missing measurement, not a low overhead
+    untimed = V.claim_e({**low, "median": 0.0, "min": 0.0, "max": 0.0, "exchange_bytes": 1.5e9})
+    assert untimed["verdict"] == V.NOT_MEASURED and "1,500 MB" in untimed["why"]
+    assert V.claim_e(None)["verdict"] == V.NOT_MEASURED
+    assert "10 %" in v["rule"] and "upper bound" in v["rule"]
 
 
 def test_the_committed_reference_was_made_with_the_workflows_default_settings():

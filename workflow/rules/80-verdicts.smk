@@ -3,7 +3,8 @@
 #   figures    figures.json, every hardware-independent figure (simulator and dataset counts, the
 #              verdicts on claims b-d); its rules run no timed job, so `snakemake figures` alone
 #              reproduces it in minutes
-#   verdicts   the verdicts section (claim a from the emulated matrix and the projection), timings.json
+#   verdicts   the verdicts section, one column per kind of evidence (claim a from the emulated matrix,
+#              the testbed when it ran and the projection; e from the 2-device runs), timings.json
 #              (every timed figure with its runs and spread) and machine.json (this machine)
 
 
@@ -45,6 +46,7 @@ rule verdicts:
         ratios=f"{RES}/baselines/ratios.json",
         paper_range=f"{RES}/projection/paper-range.json",
         testbed=[f"{RES}/testbed/summary.json"] if TB_ON else [],
+        multidevice=f"{RES}/multidevice/bench.json",
     output:
         fragment=report(
             f"{REPORT}/sections/00-verdicts.md",

@@ -236,6 +236,9 @@ PVP_SHARES = sorted({float(h) for h in config["pvp_host_shares"] if float(h) > 0
 PVP_WINDOWS = sorted({int(w) for w in config["pvp_windows"]} | {8})
 # the run config's host share (lsm_gnn.config: VictimBufferConfig.host_fraction, None = the policy's 0.10)
 PVP_CONFIG_SHARE = 0.1
+# lines per victim queue in the authors' scripts (`pvp_depth`, lsm_gnn/cache/budget.py); the PVP study
+# runs it as they do, in host memory beside the whole cache budget, not out of it
+AUTHORS_DEPTH = 32768
 
 
 def regime_iterations(batch: int) -> int:
@@ -251,16 +254,17 @@ def pvp_iterations(batch: int) -> int:
 
 
 def pvp_points(batch: int) -> list[dict]:
-    """The configurations of the PVP study at one batch: hybrid and dynamic without the buffer at
-    every W (static at W = 8); with it at each host share (W = 8; every W at the config's share); hybrid over
-    cache_fractions (W = 8, the config's share). Each is one `lsm-gnn simulate` row."""
+    """The configurations of the PVP study at one batch: hybrid, dynamic and static without the buffer
+    at every W; with it at each host share (W = 8; every W at the config's share); hybrid over
+    cache_fractions (W = 8, the config's share); hybrid and dynamic at the authors' configuration (W = 8,
+    AUTHORS_DEPTH lines per queue in extra host memory). Each is one `lsm-gnn simulate` row."""
     pts = [
         dict(policy=p, fraction=CACHE_FRACTION, window=w, victim=False, host=None)
         for p in ("hybrid", "dynamic")
         for w in PVP_WINDOWS
     ]
-    # static without the buffer (it reads no window): claim (c) without the buffer
-    pts.append(dict(policy="static", fraction=CACHE_FRACTION, window=8, victim=False, host=None))
+    # static without the buffer at every W: claim (c) is decided on these no-buffer points
+    pts += [dict(policy="static", fraction=CACHE_FRACTION, window=w, victim=False, host=None) for w in PVP_WINDOWS]
     for h in sorted(set(PVP_SHARES) | {PVP_CONFIG_SHARE}):
         for w in PVP_WINDOWS if h == PVP_CONFIG_SHARE else [8]:
             pts += [
@@ -270,6 +274,12 @@ def pvp_points(batch: int) -> list[dict]:
         dict(policy="hybrid", fraction=float(f), window=8, victim=True, host=PVP_CONFIG_SHARE)
         for f in config["cache_fractions"]
         if abs(float(f) - CACHE_FRACTION) > 1e-12
+    ]
+    # the authors' configuration (claim d): the device cache keeps the whole budget as at share 0,
+    # and W queues + the landing buffer of AUTHORS_DEPTH lines each sit in extra pinned host memory
+    pts += [
+        dict(policy=p, fraction=CACHE_FRACTION, window=8, victim=True, host=None, depth=AUTHORS_DEPTH, extra=True)
+        for p in ("hybrid", "dynamic")
     ]
     return pts
 

@@ -24,12 +24,9 @@ from lsm_gnn.utils.atomic import write_json, write_text  # noqa: E402
 
 SPREAD_LIMIT = 0.05
 
+from figtools import STAGE_NAMES, minmax_errorbars, save_figure  # noqa: E402
 from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, record_regime, row_bytes  # noqa: E402
 
-STAGE_NAMES = {"sample": "sample", "exchange_ids": "exchange ids", "fetch_cache": "fetch (cache)",
-               "fetch_victim": "fetch (victim)", "fetch_storage": "fetch (storage)",
-               "exchange_rows": "exchange rows / KVStore pull", "train": "train",
-               "sync": "gradient sync (waiting for peers)", "other": "other"}
 
 
 def label(rec: dict, path: Path) -> str:
@@ -76,6 +73,12 @@ def rows(paths, row_bytes_: int) -> pd.DataFrame:
                "page_cache_cap": (m.get("page_cache_cap") or {}).get("method")}
         for k in STAGES:  # seconds of each stage per epoch (mean per iteration x iterations)
             row[f"stage_{k}"] = float(per_iter.get(k, 0.0)) * iters
+        # the exchange's busy time over the iteration's wall time, per run (the verdict on (e) reads its
+        # min-max): an upper bound on its exposed cost, as the exchange runs in the loading thread,
+        # overlapped with the train step (the exposed view above gives it no stage of its own)
+        busy, wall = t.get("per_iteration") or {}, t.get("per_iteration_wall")
+        row["exchange_share"] = ((float(busy.get("exchange_ids", 0.0)) + float(busy.get("exchange_rows", 0.0))) / wall
+                                 if wall else None)
         out.append(row)
     df = pd.DataFrame(out)
     # repeats of one configuration: the median of every number, min, max and the spread of the steady
@@ -88,6 +91,8 @@ def rows(paths, row_bytes_: int) -> pd.DataFrame:
     agg["status"] = grouped.status.agg(lambda x: "complete" if (x == "complete").all() else "failed")
     agg["runs"] = g.size()
     agg["steady_min"], agg["steady_max"] = g.min(), g.max()
+    agg["first_epoch_min"], agg["first_epoch_max"] = grouped.first_epoch_s.min(), grouped.first_epoch_s.max()
+    agg["exchange_share_min"], agg["exchange_share_max"] = grouped.exchange_share.min(), grouped.exchange_share.max()
     agg["steady_spread"] = (g.max() - g.min()) / g.median()
     agg["spread_flagged"] = agg.steady_spread > SPREAD_LIMIT
     agg["bound"] = grouped.bound.agg(lambda x: x.mode().iloc[0] if x.notna().any() else None)
@@ -124,6 +129,11 @@ def ratios(df: pd.DataFrame, fraction: float = 0.1) -> dict:
         out[f"{s}_epoch_steady_s"] = v
         out[f"{s}_vs_lsm_epoch"] = (v / lsm) if (v and lsm) else None
     out["accelerator"] = str(df.accelerator.iloc[0]) if not df.empty else None
+    if not sel.empty and pd.notna(sel.exchange_share.iloc[0]):
+        out["lsm_exchange_share"] = {"median": float(sel.exchange_share.iloc[0]),
+                                     "min": float(sel.exchange_share_min.iloc[0]),
+                                     "max": float(sel.exchange_share_max.iloc[0]), "runs": int(sel.runs.iloc[0]),
+                                     "exchange_bytes": float(sel.device_exchange_bytes.iloc[0] or 0.0)}
     au = df[(df.system == "lsm") & (df.devices == 2)].au
     out["lsm_au"] = float(au.iloc[0]) if not au.empty and pd.notna(au.iloc[0]) else None
     return out
@@ -142,40 +152,48 @@ def dominant_stage(df: pd.DataFrame, system: str) -> str:
 
 
 def figures(df: pd.DataFrame, out: dict):
+    """The section's three figures: stacked stage times with the steady epoch's min-max over the
+    runs, the time to the end of the first epoch with its min-max, and the storage bytes (counts)."""
     sns.set_theme(style="whitegrid")
-    df = headline(df)
+    df = headline(df).reset_index(drop=True)
+    lo_n, hi_n = (int(df.runs.min()), int(df.runs.max())) if not df.empty else (0, 0)
+    runs = f"median of {lo_n if lo_n == hi_n else f'{lo_n}-{hi_n}'} runs"
     stacked = df.set_index("label")[[f"stage_{k}" for k in STAGES]]
     stacked.columns = [STAGE_NAMES[k] for k in STAGES]
     stacked = stacked.loc[:, (stacked > 0).any()]
     ax = stacked.plot(kind="barh", stacked=True, figsize=(8, 0.5 * len(df) + 2),
                       color=sns.color_palette("tab10", len(stacked.columns)))
-    ax.set_xlabel("seconds per steady epoch (mean per iteration x iterations per epoch)")
-    ax.set_ylabel("")
-    ax.set_title("Epoch time by system, stacked by stage")
+    minmax_errorbars(ax, range(len(df)), df.epoch_steady_s, df.steady_min, df.steady_max,
+                     label="steady epoch: min-max of the runs")
+    ax.set_xlabel(f"seconds per steady epoch ({runs})")
+    ax.set_ylabel("system (devices, memory fraction)")
+    ax.set_title("Measured on this machine: epoch time by system, stacked by stage")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     plt.tight_layout()
-    plt.savefig(out["epoch"], dpi=120)
+    save_figure(ax.figure, out["epoch"], dpi=120, bbox_inches="tight")
     plt.close()
 
     first = df[["label", "preprocessing_s", "startup_s", "epoch_cold_s"]].set_index("label")
     first.columns = ["preprocessing (partitioning, owner files, loading)", "cluster startup", "cold epoch"]
     ax = first.plot(kind="barh", stacked=True, figsize=(8, 0.5 * len(df) + 2))
-    ax.set_xlabel("seconds")
-    ax.set_ylabel("")
-    ax.set_title("Time to the end of the first epoch, preprocessing included")
+    minmax_errorbars(ax, range(len(df)), df.first_epoch_s, df.first_epoch_min, df.first_epoch_max,
+                     label="first epoch: min-max of the runs")
+    ax.set_xlabel(f"seconds to the end of the first epoch ({runs})")
+    ax.set_ylabel("system (devices, memory fraction)")
+    ax.set_title("Measured on this machine: time to the end of the first epoch, preprocessing included")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     plt.tight_layout()
-    plt.savefig(out["first"], dpi=120)
+    save_figure(ax.figure, out["first"], dpi=120, bbox_inches="tight")
     plt.close()
 
     plt.figure(figsize=(8, 0.5 * len(df) + 2))
     sd = df.assign(storage_MB=df.storage_bytes / 1e6)
     ax = sns.barplot(data=sd, y="label", x="storage_MB", hue="system", dodge=False)
-    ax.set_xlabel("MB read from storage over the measured epochs")
-    ax.set_ylabel("")
-    ax.set_title("Storage bytes by system")
+    ax.set_xlabel("MB read from storage over the measured epochs (median of the runs)")
+    ax.set_ylabel("system (devices, memory fraction)")
+    ax.set_title("Measured on this machine: storage bytes by system")
     plt.tight_layout()
-    plt.savefig(out["storage"], dpi=120)
+    save_figure(ax.figure, out["storage"], dpi=120, bbox_inches="tight")
     plt.close()
 
 
@@ -230,7 +248,7 @@ def fragment(df: pd.DataFrame, r: dict, dataset: dict, warmup: int, timed: int, 
     words = dataset_words(dataset)
     head = headline(df)
     emulated = accelerator is not None and (df.accelerator != "real").any()
-    lines = ["## Baselines in the same harness", ""]
+    lines = ["## Baselines in the same harness (measured on this machine: emulated accelerators, this machine's disk)", ""]
     if emulated:
         lines += [f"Every system ran with **emulated accelerators** (`{accelerator}` profile, lsm_gnn.accelerator): each "
                   "train step is a wait of that GPU's step time for the batch (fixed part + per input row + per "

@@ -34,7 +34,19 @@ batches = int(sweep["batches"].iloc[0])
 # ---- figure: storage rows per epoch vs cache size, one panel per window -------------------------
 windows = sorted(sweep["window"].unique())
 sns.set_theme(style="whitegrid", context="paper")
-fig, axes = plt.subplots(1, len(windows), figsize=(4.2 * len(windows), 3.8), sharey=True, squeeze=False)
+fig, axes = plt.subplots(2, len(windows), figsize=(4.2 * len(windows), 7.2), sharey="row", squeeze=False)
+for ax, w in zip(axes[1], windows):
+    # the hit rate against the cache size (lsm_gnn.records.hit_rate: rows served by a cache tier / rows asked)
+    part = sweep[sweep["window"] == w].assign(hit_pct=lambda d: 100 * d.hit_rate)
+    sns.lineplot(data=part, x="cache %", y="hit_pct", hue="policy", style="policy", markers=True, dashes=False,
+                 ax=ax, legend=False)
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(sweep["cache %"].unique()))
+    ax.set_xticklabels([f"{x:g}%" for x in sorted(sweep["cache %"].unique())])
+    ax.set_ylim(0, 100)
+    ax.set_title(f"hit rate, lookahead horizon W = {w} batches")
+    ax.set_xlabel("memory per device (% of feature rows)")
+    ax.set_ylabel("hit rate (% of requested rows; cache + victim buffer)")
 for ax, w in zip(axes[0], windows):
     part = sweep[sweep["window"] == w]
     sns.lineplot(data=part, x="cache %", y="storage_rows_per_epoch", hue="policy", style="policy",
@@ -48,9 +60,9 @@ for ax, w in zip(axes[0], windows):
     ax.set_xticks(sorted(sweep["cache %"].unique()))
     ax.set_xticklabels([f"{x:g}%" for x in sorted(sweep["cache %"].unique())])
     ax.set_ylim(bottom=0)
-    ax.set_title(f"lookahead window W = {w}")
+    ax.set_title(f"storage rows, lookahead horizon W = {w} batches")
     ax.set_xlabel("memory per device (% of feature rows)")
-    ax.set_ylabel(f"storage rows per simulated epoch ({batches:,} iterations)")
+    ax.set_ylabel(f"storage rows over the {batches:,}-iteration trace (rows)")
 handles, labels = axes[0][-1].get_legend_handles_labels()
 if axes[0][-1].get_legend():
     axes[0][-1].get_legend().remove()
@@ -114,12 +126,12 @@ if not regime.empty:
     sns.lineplot(data=regime, x=RATIO_KEY, y="storage_rows_vs_min", hue="policy", style="policy", markers=True,
                  dashes=False, ax=ax)
     ax.set_xscale("log")
-    ax.axvspan(7, 26, color="grey", alpha=0.12, label="IGB-full, 4-10 GiB GPU cache")
+    ax.axvspan(7, 26, color="grey", alpha=0.12, label="the paper's setting: IGB-full, 4-10 GiB GPU cache")
     ax.axvline(headline_ratio, color="black", ls="--", lw=1, label=f"this run (batch {sm.params.batch})")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=8)
-ax.set_xlabel("cache rows / distinct rows per iteration (log)")
-ax.set_ylabel("storage rows / MIN (same memory)")
-ax.set_title(f"Policies along the regime axis ({PCT} memory per device, W = 8; batch size varies)")
+ax.set_xlabel("cache rows / distinct rows per iteration (rows / rows, log)")
+ax.set_ylabel("storage rows / MIN (ratio, same memory)")
+ax.set_title(f"Simulated: policies along the regime axis ({PCT} memory per device, W = 8; batch size varies)")
 fig.tight_layout()
 with atomic_path(sm.output.regime_figure, suffix=".png") as tmp:
     fig.savefig(tmp, dpi=130, bbox_inches="tight")
@@ -176,7 +188,7 @@ from lsm_gnn.utils.atomic import write_json  # noqa: E402
 
 write_json(sm.output.regime, summary)
 
-text = f"""## Cache policies against the bounds (trace simulator)
+text = f"""## Cache policies against the bounds (simulated: exact counts of the trace simulator)
 
 One trace of the training sampler on {dataset_words(sm.params.dataset)} (fan-outs {sm.params.fanouts}, batch
 {sm.params.batch}, seed as in training; {batches:,} iterations in {epochs} epoch(s) on one device) replayed through

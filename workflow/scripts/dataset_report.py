@@ -112,7 +112,7 @@ elif info["kind"] == "real":
               + (f" Downloaded from the mirror {sm.params.base_url}." if sm.params.base_url else ""))
 else:
     origin = f"Prepared dataset at `{info['data']}` (given as a path; source in its metadata: `{src.get('generator') or src.get('name') or src}`)."
-lines = [f"## Dataset: {ds.name}", "", f"{origin} Verification: {verified}", "",
+lines = [f"## Dataset: {ds.name} (exact counts of the files)", "", f"{origin} Verification: {verified}", "",
          "| node type | nodes | min deg | max deg | mean deg | median | p99 | degree-1 nodes | isolated |",
          "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for t, d in stats["degree"].items():

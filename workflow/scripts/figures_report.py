@@ -93,6 +93,21 @@ def regime_points(summary: dict, sweep: pd.DataFrame, fraction: float) -> list[d
     return pts
 
 
+def no_buffer_points(pvp: dict, batch: int) -> list[dict]:
+    """Claim (c)'s deciding points: the PVP study's replays without the victim buffer (every row of
+    the budget a cache line) with hybrid, static and dynamic at one batch and W, the run's batch at
+    W = 8 first."""
+    by = {}
+    for p in pvp["points"]:
+        if p["buffer"] or p["policy"] not in ("hybrid", "static", "dynamic"):
+            continue
+        k = (int(p["batch"]), int(p["window"]))
+        by.setdefault(k, {"ratio": p.get(RATIO_KEY)})[p["policy"]] = p["storage_rows_vs_min"]
+    order = sorted(by, key=lambda k: (k != (batch, 8), k))
+    return [{"label": f"batch {b}, W = {w}" + (" (headline)" if (b, w) == (batch, 8) else ""), **by[(b, w)]}
+            for b, w in order]
+
+
 def pvp_figures(pvp: dict, batch: int, config_share: float) -> tuple[dict, dict | None]:
     points = {}
     for p in pvp["points"]:
@@ -109,7 +124,10 @@ def pvp_figures(pvp: dict, batch: int, config_share: float) -> tuple[dict, dict 
                 "depth_per_spill": p["depth_per_spill"], "spill_attempts_per_iteration": p["spill_attempts_per_iteration"],
                 "dropped_per_iteration": points.get(f"hybrid b{batch} W8 h{p['host_share']:g}", {}).get(
                     "spill_dropped_per_iteration")}
-    return {"points": points, "boundary": pvp["boundary"]}, head
+    authors = {f"{a['policy']} b{a['batch']} W{a['window']} authors": {
+        k: a[k] for k in ("victim_depth", "cache_rows", "extra_host_rows", "storage_rows", "storage_rows_without",
+                          "with_over_without")} for a in pvp.get("authors") or []}
+    return {"points": points, "boundary": pvp["boundary"], "authors": authors}, head
 
 
 def build(inputs, params) -> dict:
@@ -120,12 +138,13 @@ def build(inputs, params) -> dict:
     pvp_out, head = pvp_figures(pvp, int(params.batch), float(params.config_share))
     regime = [{"batch_size": p["batch_size"], RATIO_KEY: p[RATIO_KEY], "storage_rows_vs_min": p["storage_rows_vs_min"]}
               for p in summary.get("regime_sweep") or []]
-    # claim (c) without the victim buffer: the PVP study's no-buffer replays at the run's batch, W = 8
-    nobuf = {p["policy"]: p["storage_rows_vs_min"] for p in pvp["points"]
-             if p["batch"] == int(params.batch) and p["window"] == 8 and not p["buffer"]}
+    # claim (c) is decided without the victim buffer (the PVP study's no-buffer replays); the points
+    # with the buffer (headline and regime sweep) are stated beside, as they measure (d) as well
     verdicts = {"b": V.claim_b(ratio),
-                "c": V.claim_c(regime_points(summary, sweep, float(params.fraction)), nobuf),
-                "d": V.claim_d(head, pvp["boundary"].get("hybrid"))}
+                "c": V.claim_c(no_buffer_points(pvp, int(params.batch)),
+                               regime_points(summary, sweep, float(params.fraction))),
+                "d": V.claim_d(head, pvp["boundary"].get("hybrid"),
+                               [a for a in pvp.get("authors") or [] if a["policy"] == "hybrid"])}
     cfg = params.config
     return rounded({
         "schema": SCHEMA, "version": VERSION,

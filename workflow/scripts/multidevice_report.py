@@ -58,7 +58,13 @@ g = sns.catplot(data=long, x="system", y="value", col="metric", kind="bar", shar
                 aspect=1.1, hue="system", legend=False)
 g.set_titles("{col_name}")
 g.set_xticklabels(rotation=20, ha="right")
-g.set_axis_labels("", "")
+UNITS = {"storage rows / epoch": "storage rows per replayed epoch (rows)",
+         "exchange bytes / iteration": "exchanged per iteration (bytes)",
+         "train s / iteration": "time per training iteration (s, one run)"}
+for ax, metric in zip(g.axes.flat, long.metric.unique()):
+    ax.set_ylabel(UNITS[metric])
+    ax.set_xlabel("system (2 devices, equal memory)")
+g.figure.subplots_adjust(wspace=0.5)
 fig_path = Path(sm.output.figure)
 with atomic_path(fig_path, suffix=".png") as tmp:
     g.figure.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
@@ -86,7 +92,7 @@ why = ("" if ratio <= 0.6 else
        f"memory: {bench['shared_vs_one_device_storage_rows']:.3f}, so partitioning the cache by owner "
        "costs nothing. The rest is the trace's reuse at this cache size and the policy (the victim-buffer "
        "depth matters most): docs/multi-device.md, Measurements, has the small-graph figures.\n")
-text = f"""## Multi-device: shared cache vs isolated caches (2 devices)
+text = f"""## Multi-device: shared cache vs isolated caches (2 devices; measured on this machine: real ranks replaying one trace, and short training runs)
 
 {dataset_words(sm.params.dataset)[0].upper()}{dataset_words(sm.params.dataset)[1:]}, {bench['devices']} devices, feature memory {bench['cache_fraction']:.0%} of the
 feature bytes per device ({bench['memory']['total_rows_per_device']:,} rows: {bench['capacity_rows_per_device']:,}

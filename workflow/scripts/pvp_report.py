@@ -37,6 +37,8 @@ def load(paths) -> pd.DataFrame:
         batch = int(re.search(r"pvp-b(\d+)", Path(p).name).group(1))
         frames.append(pd.read_csv(p).assign(batch=batch))
     df = pd.concat(frames, ignore_index=True)
+    if "setting" not in df.columns:  # a study written before the authors' configuration
+        df["setting"] = "equal memory"
     df["buffer"] = df["victim_capacity"] > 0
     df["host_share"] = (df["victim_capacity"] / df["total_rows"]).round(3)
     df[RATIO_KEY] = [sim_regime(r) for _, r in df.iterrows()]
@@ -47,9 +49,29 @@ def load(paths) -> pd.DataFrame:
     return df
 
 
+def authors_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The authors' configuration (W queues of the authors' depth in extra host memory beside the whole
+    budget as cache lines) next to the same policy, batch and W without the buffer: both have the same
+    device cache, so with / without below 1 is what the extra host memory buys."""
+    off = df[(df.setting != "authors") & ~df.buffer].set_index(["policy", "batch", "window"])["storage_rows"]
+    rows = []
+    for r in df[df.setting == "authors"].itertuples():
+        key = (r.policy, r.batch, r.window)
+        if key not in off.index:
+            continue
+        rows.append({"policy": r.policy, "batch": int(r.batch), "window": int(r.window), "victim_depth": int(r.victim_depth),
+                     "cache_rows": int(r.capacity_rows), "extra_host_rows": int(r.victim_capacity),
+                     "extra_host_share": r.victim_capacity / r.capacity_rows,
+                     "spill_attempts_per_iteration": r.spill_attempts_per_iteration,
+                     "dropped_per_iteration": r.spill_dropped_per_iteration,
+                     "storage_rows": int(r.storage_rows), "storage_rows_without": int(off[key]),
+                     "with_over_without": r.storage_rows / off[key], "pays": bool(r.storage_rows < off[key])})
+    return pd.DataFrame(rows)
+
+
 def pays_table(df: pd.DataFrame, fraction: float) -> pd.DataFrame:
     """Every with-buffer point at `fraction` next to the same policy, batch and W without the buffer."""
-    at = df[(df.cache_fraction - fraction).abs() < 1e-9]
+    at = df[((df.cache_fraction - fraction).abs() < 1e-9) & (df.setting != "authors")]
     off = at[~at.buffer].set_index(["policy", "batch", "window"])["storage_rows"]
     rows = []
     for r in at[at.buffer].itertuples():
@@ -116,17 +138,22 @@ def memory_trend(df: pd.DataFrame, config_share: float) -> dict:
     return out
 
 
-def figure(df: pd.DataFrame, pays: pd.DataFrame, fraction: float, bounds: dict, path):
-    at = df[(df.cache_fraction - fraction).abs() < 1e-9]
+def figure(df: pd.DataFrame, pays: pd.DataFrame, fraction: float, bounds: dict, path, authors=None,
+           config_share: float | None = None):
+    at = df[((df.cache_fraction - fraction).abs() < 1e-9) & (df.setting != "authors")]
     sns.set_theme(style="whitegrid", context="paper")
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
     w8 = at[at.window == 8].copy()
     w8["series"] = w8.policy + ", batch " + w8.batch.astype(str)
     sns.lineplot(data=w8.sort_values("host_share"), x="host_share", y="storage_rows_vs_min", hue="series",
                  style="series", markers=True, dashes=False, ax=a1)
-    a1.set_xlabel("host tier's share of the memory (0: no victim buffer)")
+    if config_share is not None:
+        a1.axvline(config_share, color="grey", ls=":", lw=1)
+        a1.annotate("the authors' share (10 % of\nthe memory, budget.py)", (config_share, a1.get_ylim()[1]),
+                    fontsize=6, va="top", ha="left", xytext=(3, -3), textcoords="offset points")
+    a1.set_xlabel("host tier's share of the memory per device (fraction; 0: no victim buffer)")
     a1.set_ylabel("storage rows / MIN (same total memory)")
-    a1.set_title(f"W = 8, {100 * fraction:g} % memory per device")
+    a1.set_title(f"Simulated: W = 8, {100 * fraction:g} % memory per device")
     a1.legend(fontsize=7)
     if not pays.empty:
         p = pays.dropna(subset=["depth_per_spill"]).copy()
@@ -136,20 +163,38 @@ def figure(df: pd.DataFrame, pays: pd.DataFrame, fraction: float, bounds: dict, 
         b = bounds.get("hybrid") or {}
         if b.get("separable") and b.get("pays_from") and b.get("fails_up_to"):
             a2.axvline((b["pays_from"] * b["fails_up_to"]) ** 0.5, color="grey", ls="--", label="hybrid's boundary")
+        if authors is not None and not authors.empty:
+            hy = authors[authors.policy == "hybrid"]
+            x = hy.victim_depth / hy.spill_attempts_per_iteration.where(hy.spill_attempts_per_iteration > 0)
+            a2.scatter(x, hy.with_over_without, marker="*", s=140, color="black", zorder=5,
+                       label="hybrid, the authors' configuration\n(32768-line queues in extra host memory)")
         a2.set_xscale("log")
         a2.legend(fontsize=7, loc="best")
-    a2.set_xlabel("queue depth / spill attempts per iteration (log)")
-    a2.set_ylabel("storage rows with the buffer / without")
-    a2.set_title("below 1: the victim buffer pays")
+    a2.set_xlabel("queue depth / spill attempts per iteration (lines / lines, log)")
+    a2.set_ylabel("storage rows with the buffer / without (ratio)")
+    a2.set_title("Simulated: below 1 the victim buffer pays")
     fig.tight_layout()
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=130, bbox_inches="tight")
     plt.close(fig)
 
 
-def fragment(df: pd.DataFrame, pays: pd.DataFrame, bounds: dict, params) -> str:
+def authors_words(authors: pd.DataFrame) -> str:
+    if authors is None or authors.empty:
+        return "not simulated in this run"
+    parts = []
+    for r in authors.sort_values(["policy", "batch"]).itertuples():
+        parts.append(f"{r.policy} at batch {r.batch}: {r.storage_rows:,} / {r.storage_rows_without:,} storage rows "
+                     f"with / without = **{r.with_over_without:.3f}** ({'pays' if r.pays else 'does not pay'}; "
+                     f"{r.extra_host_rows:,} extra host rows, {r.extra_host_share:.2f}x the cache's "
+                     f"{r.cache_rows:,} lines; {r.dropped_per_iteration:,.0f} of "
+                     f"{r.spill_attempts_per_iteration:,.0f} spill attempts per iteration dropped)")
+    return "; ".join(parts)
+
+
+def fragment(df: pd.DataFrame, pays: pd.DataFrame, bounds: dict, params, authors=None) -> str:
     fraction = float(params.fraction)
-    at = df[(df.cache_fraction - fraction).abs() < 1e-9].copy()
+    at = df[((df.cache_fraction - fraction).abs() < 1e-9) & (df.setting != "authors")].copy()
     view = at.sort_values(["batch", "window", "host_share", "policy"])[
         ["batch", "window", "host_share", "policy", "victim_depth", RATIO_KEY, "storage_rows_vs_min",
          "spill_attempts_per_iteration", "spill_dropped_per_iteration", "prefetched_per_iteration",
@@ -158,8 +203,9 @@ def fragment(df: pd.DataFrame, pays: pd.DataFrame, bounds: dict, params) -> str:
                     "rows / MIN", "spill attempts / it", "dropped / it", "prefetched / it", "victim hits / it",
                     "depth / spill attempts"]
     words = "; ".join(f"**{p}**: {boundary_words(b)}" for p, b in bounds.items())
+    depth = "n/a" if authors is None or authors.empty else f"{int(authors.victim_depth.iloc[0]):,}"
     iters = ", ".join(f"batch {b}: {int(n)}" for b, n in at.drop_duplicates("batch").set_index("batch").batches.items())
-    return f"""## The victim buffer's regime (PVP study, trace simulator)
+    return f"""## The victim buffer's regime (PVP study; simulated: exact counts of the trace simulator)
 
 Hybrid and dynamic eviction on {dataset_words(params.dataset)}, each with and without the victim
 buffer + PVP, at {100 * fraction:g} % memory per device (cache lines + victim queues + landing buffer):
@@ -177,6 +223,11 @@ storage again at its reuse). With the buffer on, hybrid evicts lines with a far 
 **queue depth / spill attempts per iteration**. Where the buffer pays (fewer storage rows than the
 same policy without it, at the same total memory): {words}.
 
+**At the authors' configuration** (labelled apart: not at equal memory): W = 8 queues + the landing
+buffer of {depth} lines each (the authors' scripts' `pvp_depth`) in pinned host memory on
+top of the whole budget as cache lines, against the same policy without the buffer (the same device
+cache): {authors_words(authors)}.
+
 ![the victim buffer's regime](figures/cache_pvp.png)
 
 {md_table(view)}
@@ -188,8 +239,9 @@ def main(sm):
     fraction = float(sm.params.fraction)
     pays = pays_table(df, fraction)
     bounds = {p: boundary(pays, p) for p in ("hybrid", "dynamic")}
-    figure(df, pays, fraction, bounds, sm.output.figure)
-    at = df[(df.cache_fraction - fraction).abs() < 1e-9]
+    authors = authors_table(df)
+    figure(df, pays, fraction, bounds, sm.output.figure, authors, float(sm.params.config_share))
+    at = df[((df.cache_fraction - fraction).abs() < 1e-9) & (df.setting != "authors")]
     keep = ["batch", "policy", "window", "buffer", "host_share", "victim_depth", "capacity_rows", "storage_rows",
             "storage_rows_vs_min", "spill_attempts_per_iteration", "spill_dropped_per_iteration",
             "prefetched_per_iteration", "victim_hits_per_iteration", "depth_per_spill", RATIO_KEY]
@@ -197,8 +249,9 @@ def main(sm):
               for r in at[keep].sort_values(["batch", "policy", "window", "host_share"]).to_dict(orient="records")]
     write_json(sm.output.summary, {"cache_fraction": fraction, "batches": [int(b) for b in sorted(df.batch.unique())],
                                    "points": points, "pays": pays.to_dict(orient="records"), "boundary": bounds,
+                                   "authors": authors.to_dict(orient="records"),
                                    "memory": memory_trend(df, float(sm.params.config_share))})
-    write_text(sm.output.fragment, fragment(df, pays, bounds, sm.params))
+    write_text(sm.output.fragment, fragment(df, pays, bounds, sm.params, authors))
 
 
 if __name__ == "__main__" and "snakemake" in globals():

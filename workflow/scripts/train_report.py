@@ -14,6 +14,7 @@ import seaborn as sns  # noqa: E402
 from lsm_gnn.records import read_record, timed_window  # noqa: E402
 from lsm_gnn.utils.atomic import atomic_path, write_text  # noqa: E402
 
+from figtools import STAGE_NAMES  # noqa: E402
 from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, record_regime, row_bytes  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
@@ -36,17 +37,17 @@ for name, rec in records.items():
 stages = pd.DataFrame(rows)
 sns.set_theme(style="whitegrid")
 systems = list(dict.fromkeys(stages["system"]))
-fig, axes = plt.subplots(1, len(systems), figsize=(5 * len(systems), 3.8), sharey=True, squeeze=False)
+fig, axes = plt.subplots(1, len(systems), figsize=(5.5 * len(systems), 3.8), sharey=True, squeeze=False)
 colors = dict(zip(STAGE_ORDER, sns.color_palette("tab10", len(STAGE_ORDER))))
 for ax, system in zip(axes[0], systems):
     wide = stages[stages.system == system].pivot(index="epoch", columns="stage", values="seconds")[STAGE_ORDER]
     bottom = None
     for stage in STAGE_ORDER:
-        ax.bar(wide.index.astype(str), wide[stage], bottom=bottom, color=colors[stage], label=stage)
+        ax.bar(wide.index.astype(str), wide[stage], bottom=bottom, color=colors[stage], label=STAGE_NAMES[stage])
         bottom = wide[stage] if bottom is None else bottom + wide[stage]
-    ax.set_title(system)
+    ax.set_title(f"{system} (one run)")
     ax.set_xlabel("epoch (0 = cold)")
-axes[0][0].set_ylabel("epoch time (s), exposed stages")
+    ax.set_ylabel("seconds per epoch (exposed stages; timed window x iterations per epoch)")
 axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
 fig.tight_layout()
 with atomic_path(sm.output.time_fig, suffix=".png") as tmp:
@@ -119,7 +120,7 @@ window_txt = ("whole epochs" if tw["full_epoch"] else
 
 
 lines = [
-    "## Training on one device: LSM-GNN vs the in-memory ideal",
+    "## Training on one device: LSM-GNN vs the in-memory ideal (measured on this machine)",
     "",
     f"{dataset_words(sm.params.dataset)[0].upper()}{dataset_words(sm.params.dataset)[1:]}, {cfg['model']['name']} (hidden {cfg['model']['hidden']}), batch "
     f"{cfg['sampler']['batch_size']}, fan-outs {cfg['sampler']['fanouts']}, {len(mem['epochs']) if mem else '?'} "

@@ -208,3 +208,16 @@ def test_the_committed_reference_was_made_with_the_workflows_default_settings():
     assert ref["settings"] == json.loads(json.dumps(want)), "defaults changed: run make reproduce and make reference"
     res = compare(load_report(root / "reports/reference"), load_report(root / "reports/reference"))
     assert res["agree"] and res["figures"]["equal"] > 500
+
+
+def test_an_emulated_check_is_judged_by_its_figure_farthest_from_zero_and_needs_a_shaped_network():
+    tb = a_testbed()
+    tb["validation"]["dilation"] = {"met": False, "limit": 0.05,
+                                    "by_system": {"lsm": -0.059, "isolated": -0.342, "direct": -0.029}}
+    e = V.claim_a(GOOD, PROJ, tb, VALID)["columns"][V.EMULATED]
+    assert e["verdict"] == V.NO_VERDICT and "dilation failed: -34.2 % (limit 5 %)" in e["why"]
+    unshaped = {**a_testbed(), "network_emulation": "real"}
+    u = V.claim_a(GOOD, PROJ, unshaped, VALID)["columns"][V.EMULATED]
+    assert u["verdict"] == V.NO_VERDICT and "Dist-DGL's network not emulated (network_emulation: real)" in u["why"]
+    assert V.claim_a(GOOD, PROJ, {**a_testbed(), "network_emulation": "emulated"}, VALID)["columns"][V.EMULATED][
+        "verdict"] == V.PARTLY

@@ -243,6 +243,8 @@ def main(sm) -> None:
                         devices=int(sm.params.devices), fraction=float(sm.params.fraction),
                         dataset=sm.params.dataset["name"], batches=[int(b) for b in sm.params.batches],
                         validation_batch=int(sm.params.validation_batch))
+    # the verdict on (a) counts the Dist-DGL ratio only over a shaped network (verdicts.claim_a_emulated)
+    summary["network_emulation"] = str(sm.params.network)
     write_json(sm.output.summary, summary)
     write_text(sm.output.table, pd.DataFrame(table_rows(summary)).to_csv(index=False))
     figure(summary, Path(sm.output.figure))

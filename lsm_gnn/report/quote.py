@@ -14,8 +14,8 @@ Two kinds of marker, both invisible in rendered markdown:
   table ``TABLES[NAME]`` makes from the reference.
 
 A number a document quotes that no run generates (a dated measurement) says where it comes from
-in a ``<!-- dated commit=HASH date=YYYY-MM-DD command="..." -->`` line above it; `check_dated`
-holds those lines to naming all three (docs/workflow.md, "Where a quoted number comes from")."""
+in a line ``**Dated**: commit `HASH`, YYYY-MM-DD, `COMMAND``` above it; `check_dated` holds those
+lines to naming all three (docs/workflow.md, "Where a quoted number comes from")."""
 
 from __future__ import annotations
 
@@ -35,10 +35,12 @@ SOURCES = {"figures": "figures.json", "timings": "timings.json", "machine": "mac
 DOCUMENTS = ("README.md", "docs/*.md", "config/README.md")
 
 INLINE_RE = re.compile(r"<!-- q (?P<src>[^:\s]+):(?P<path>[^|>]+?)\|(?P<fmt>[^ >]+) -->(?P<value>.*?)<!-- /q -->")
-TABLE_RE = re.compile(r"(?P<open><!-- table (?P<name>[A-Za-z0-9_-]+) -->\n)(?P<body>.*?)(?P<close><!-- /table -->)",
-                      re.S)
-DATED_RE = re.compile(r"<!-- dated (?P<attrs>.*?) -->")
-DATED_ATTR_RE = re.compile(r'(\w+)=(?:"([^"]*)"|(\S+))')
+# a table's lines are indented as its opening marker is (a table inside a list item)
+TABLE_RE = re.compile(r"^(?P<open>(?P<indent>[ ]*)<!-- table (?P<name>[A-Za-z0-9_-]+) -->\n)(?P<body>.*?)"
+                      r"(?P<close>[ ]*<!-- /table -->)", re.S | re.M)
+# a dated measurement's line: **Dated**: commit `HASH`, YYYY-MM-DD, `COMMAND`
+DATED_RE = re.compile(r"^\*\*Dated\*\*:(?P<rest>.*)$", re.M)
+DATED_PARTS_RE = re.compile(r"^\s*commit `(?P<commit>[0-9a-f]{7,40})`, (?P<date>\d{4}-\d{2}-\d{2})\b.*?, `(?P<command>[^`]+)`")
 
 
 def _minsec(s: float) -> str:
@@ -188,7 +190,7 @@ def render(text: str, src: Sources, name: str = "") -> tuple[str, list[Problem]]
                                     expected=f"no such table (tables: {', '.join(TABLES)})"))
             return m.group(0)
         try:
-            want = maker(src)
+            want = "".join(m["indent"] + line for line in maker(src).splitlines(keepends=True))
         except (KeyError, TypeError) as e:
             problems.append(Problem(name, _line_of(text, m.start()), "missing", f"table {m['name']}", expected=str(e)))
             return m.group(0)
@@ -203,32 +205,19 @@ def render(text: str, src: Sources, name: str = "") -> tuple[str, list[Problem]]
 
 
 def check_dated(text: str, name: str = "") -> list[Problem]:
-    """Every `<!-- dated ... -->` line names a commit (7-40 hex digits), a date (YYYY-MM-DD) and
-    the command that measured it."""
+    """Every `**Dated**:` line names, in this order, the commit that was measured (7-40 hex digits
+    in backticks), the date (YYYY-MM-DD) and the command (in backticks)."""
     problems = []
     for m in DATED_RE.finditer(text):
-        attrs = {k: (a or b) for k, a, b in DATED_ATTR_RE.findall(m["attrs"])}
-        bad = []
-        if not re.fullmatch(r"[0-9a-f]{7,40}", attrs.get("commit", "")):
-            bad.append("commit=<7-40 hex digits>")
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", attrs.get("date", "")):
-            bad.append("date=YYYY-MM-DD")
-        if not attrs.get("command", "").strip():
-            bad.append('command="..."')
-        if bad:
-            problems.append(Problem(name, _line_of(text, m.start()), "dated", m.group(0),
-                                    expected="a dated measurement names " + ", ".join(bad)))
+        if not DATED_PARTS_RE.match(m["rest"]):
+            problems.append(Problem(name, _line_of(text, m.start()), "dated", m.group(0)[:80],
+                                    expected="a dated measurement reads **Dated**: commit `HASH`, YYYY-MM-DD, `COMMAND`"))
     return problems
 
 
 def dated_commits(text: str) -> list[str]:
     """The commits the dated lines of a text name."""
-    out = []
-    for m in DATED_RE.finditer(text):
-        attrs = {k: (a or b) for k, a, b in DATED_ATTR_RE.findall(m["attrs"])}
-        if attrs.get("commit"):
-            out.append(attrs["commit"])
-    return out
+    return [p["commit"] for m in DATED_RE.finditer(text) if (p := DATED_PARTS_RE.match(m["rest"]))]
 
 
 def quote(root: str | Path, write: bool, reference: str | Path | None = None) -> tuple[list[Path], list[Problem]]:

@@ -6,6 +6,9 @@
         from the start (the .venv set-up included when it is built), then `take`
     tools/reference.py take REPORT --wall-s SECONDS [--allow-dirty]
         a finished run's report: copies it in and writes reports/reference/reference.json
+    tools/reference.py check
+        exit status 1 when a commit after the reference's changed what moves a figure (WATCHED)
+        and the reference README's note section does not list it; 2 when a shallow clone lacks it
 
 reference.json records what the figures depend on: the commit the run was built at (the run's
 machine.json `git_commit`, `git rev-parse HEAD` with `-dirty` when tracked files differed: a dirty
@@ -22,6 +25,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -35,6 +39,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "reports" / "reference"
 COPIED = ("report.md", "figures.json", "timings.json", "machine.json", "sections", "figures")
 SCHEMA = "lsm-gnn-reference"
+# what moves a figure: a commit after the reference's that changed one of these must rebuild it
+WATCHED = ("lsm_gnn", "baselines", "workflow", "config")
+# the reference README's section listing such commits with why no figure can have moved
+NOTE_HEADING = "## Changes since the reference that cannot move a figure"
+NOTE_LINE_RE = re.compile(r"^- `(?P<commit>[0-9a-f]{7,40})`:? (?P<why>\S.*)$")
 
 
 def _write_json(path: Path, obj) -> None:
@@ -148,6 +157,74 @@ def run(report: Path, cmd: list[str], allow_dirty: bool) -> dict:
     return take(report, wall, allow_dirty, " ".join(cmd))
 
 
+def reference_commit(root: Path = ROOT) -> tuple[str, bool]:
+    """(commit, dirty) the reference was built at: reference.json, else its machine.json."""
+    ref = root / "reports" / "reference"
+    if (ref / "reference.json").is_file():
+        r = json.loads((ref / "reference.json").read_text())
+        return r["commit"], bool(r.get("dirty"))
+    c = json.loads((ref / "machine.json").read_text()).get("git_commit") or ""
+    return c.removesuffix("-dirty"), c.endswith("-dirty")
+
+
+def noted_commits(readme: str) -> dict[str, str]:
+    """{commit prefix: why} from the reference README's NOTE_HEADING section."""
+    out, inside = {}, False
+    for line in readme.splitlines():
+        if line.startswith("## "):
+            inside = line.strip() == NOTE_HEADING
+            continue
+        m = NOTE_LINE_RE.match(line.strip()) if inside else None
+        if m:
+            out[m["commit"]] = m["why"].strip()
+    return out
+
+
+def stale(root: Path = ROOT) -> dict:
+    """What stands between the reference and HEAD: {"commit", "dirty", "found" (whether the commit
+    is in this clone's history), "shallow", "changed" (commits after it touching WATCHED, each
+    (hash, subject, paths)), "unnoted" (those the README does not list)}."""
+    git = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True)  # noqa: E731
+    commit, dirty = reference_commit(root)
+    shallow = git("rev-parse", "--is-shallow-repository").stdout.strip() == "true"
+    found = git("cat-file", "-e", f"{commit}^{{commit}}").returncode == 0
+    res = {"commit": commit, "dirty": dirty, "found": found, "shallow": shallow, "changed": [], "unnoted": []}
+    if not found:
+        return res
+    # a merge counts by what it changed itself (a conflict resolved: --cc lists the files that differ
+    # from every parent); the commits it brings in are listed on their own
+    log = git("log", "--cc", "--format=%x00%H %s", "--name-only", f"{commit}..HEAD", "--", *WATCHED).stdout
+    for chunk in log.split("\0")[1:]:
+        head, *paths = [x for x in chunk.splitlines() if x.strip()]
+        h, _, subject = head.partition(" ")
+        paths = [p for p in paths if p.split("/")[0] in WATCHED]
+        if paths:
+            res["changed"].append((h, subject, paths))
+    notes = noted_commits((root / "reports" / "reference" / "README.md").read_text())
+    res["unnoted"] = [c for c in res["changed"] if not any(c[0].startswith(n) for n in notes)]
+    return res
+
+
+def check(root: Path = ROOT) -> int:
+    r = stale(root)
+    if r["dirty"]:
+        print(f"reports/reference was built on a dirty tree at {r['commit'][:10]}: rebuild it (make reference)")
+        return 1
+    if not r["found"]:
+        print(f"reports/reference was built at {r['commit'][:10]}, which is not in this clone's history"
+              + (" (a shallow clone: fetch more history)" if r["shallow"] else ""))
+        return 2 if r["shallow"] else 1
+    if r["unnoted"]:
+        print(f"reports/reference was built at {r['commit'][:10]}; {len(r['unnoted'])} later commit(s) changed "
+              f"{', '.join(WATCHED)} without it being rebuilt (make reference) or listed under "
+              f"\"{NOTE_HEADING[3:]}\" in reports/reference/README.md:")
+        for h, subject, paths in r["unnoted"]:
+            print(f"  {h[:10]} {subject[:90]} ({', '.join(paths[:4])}{', ...' if len(paths) > 4 else ''})")
+        return 1
+    print(f"reports/reference is current: built at {r['commit'][:10]}, {len(r['changed'])} later change(s), all noted")
+    return 0
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="what", required=True)
@@ -160,7 +237,10 @@ def main(argv=None) -> None:
     r.add_argument("--report", type=Path, default=ROOT / "reports" / "synthetic-small")
     r.add_argument("--allow-dirty", action="store_true")
     r.add_argument("cmd", nargs=argparse.REMAINDER)
+    sub.add_parser("check", help="exit 1 when a commit after the reference's changed what moves a figure")
     a = ap.parse_args(argv)
+    if a.what == "check":
+        sys.exit(check())
     if a.what == "take":
         take(a.report.resolve(), a.wall_s, a.allow_dirty, a.command)
     else:

@@ -68,6 +68,11 @@ def test_a_marker_naming_a_figure_its_source_lacks_is_an_error_even_when_filling
     assert "1.00" in (root / "README.md").read_text()  # left as it was
 
 
+def test_a_marker_shown_as_code_is_an_example_not_a_marker(tmp_path):
+    root = _repo(tmp_path, "write `<!-- q SOURCE:PATH|FMT -->VALUE<!-- /q -->` and `<!-- table NAME -->`\n")
+    assert quote(root, write=False) == ([], [])
+
+
 def test_keys_with_spaces_and_dots_and_named_formats_resolve(tmp_path):
     root = _repo(tmp_path, "")
     src = Sources(root)

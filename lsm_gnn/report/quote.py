@@ -34,7 +34,8 @@ SOURCES = {"figures": "figures.json", "timings": "timings.json", "machine": "mac
 # the documents whose quoted numbers are filled and checked
 DOCUMENTS = ("README.md", "docs/*.md", "config/README.md")
 
-INLINE_RE = re.compile(r"<!-- q (?P<src>[^:\s]+):(?P<path>[^|>]+?)\|(?P<fmt>[^ >]+) -->(?P<value>.*?)<!-- /q -->")
+# a marker right after a backtick is an example in code (docs/workflow.md), not a marker
+INLINE_RE = re.compile(r"(?<!`)<!-- q (?P<src>[^:\s]+):(?P<path>[^|>]+?)\|(?P<fmt>[^ >]+) -->(?P<value>.*?)<!-- /q -->")
 # a table's lines are indented as its opening marker is (a table inside a list item)
 TABLE_RE = re.compile(r"^(?P<open>(?P<indent>[ ]*)<!-- table (?P<name>[A-Za-z0-9_-]+) -->\n)(?P<body>.*?)"
                       r"(?P<close>[ ]*<!-- /table -->)", re.S | re.M)

@@ -111,3 +111,11 @@ def test_make_reference_takes_a_finished_report_and_records_its_commit_date_and_
         "abc1234" + "0" * 33, True, "2026-12-03", 1280.0)
     assert written["storage"]["device"] == "/dev/vda" and written["storage"]["fio"] is None
     assert (tmp_path / "reports" / "reference" / "sections").is_dir()
+
+
+def test_make_reference_runs_the_reproduction_timed_or_takes_a_finished_report_with_its_wall_time():
+    take = subprocess.run(["make", "-n", "reference", "WALL_S=1280", "SIZE=tiny"], cwd=ROOT, capture_output=True, text=True)
+    assert "python3 tools/reference.py take reports/synthetic-tiny --wall-s 1280" in take.stdout, take.stdout + take.stderr
+    # without WALL_S it runs `make reproduce` itself (make -n would run that line: only its text is checked)
+    text = (ROOT / "Makefile").read_text()
+    assert "run --report $(REPORT) -- $(MAKE) reproduce" in text

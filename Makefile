@@ -111,15 +111,17 @@ bench-compare: env
 	@test -n "$(A)" && test -n "$(B)" || { echo "usage: make bench-compare A=<commit> B=<commit>" >&2; exit 2; }
 	$(PY) benchmarks/compare.py $(A) $(B) $(COMPARE_ARGS)
 
-# The reference report (reports/reference/, docs/workflow.md): REPORT is a finished default run's
-# report folder; `make reference` copies it in (with the machine it ran on), `make compare-reference`
-# puts REPORT beside it (exit status 1 when a hardware-independent figure differs).
+# The reference report (reports/reference/, docs/workflow.md): `make reference` runs the default
+# reproduction on a clean tree with no results yet, timed, and copies its report in with
+# reference.json (the commit it was built at, the date, the wall time, the storage device and the
+# memory bound; tools/reference.py); `make reference WALL_S=SECONDS` takes REPORT, a finished run's
+# report folder, with the wall time that run took. Then `lsm-gnn report quote` fills the numbers the
+# README and docs quote from it. `make compare-reference` puts REPORT beside it (exit status 1 when a
+# hardware-independent figure differs).
 REPORT ?= reports/$(if $(SIZE),synthetic-$(SIZE),$(if $(DATASET),$(notdir $(DATASET)),synthetic-small))
 reference:
-	@test -s $(REPORT)/figures.json && test -s $(REPORT)/report.md || { echo "$(REPORT): no finished report (make reproduce first)" >&2; exit 2; }
-	mkdir -p reports/reference
-	rm -rf reports/reference/sections reports/reference/figures
-	cp -r $(REPORT)/report.md $(REPORT)/figures.json $(REPORT)/timings.json $(REPORT)/machine.json $(REPORT)/sections $(REPORT)/figures reports/reference/
+	python3 tools/reference.py $(if $(WALL_S),take $(REPORT) --wall-s $(WALL_S),run --report $(REPORT) -- $(MAKE) reproduce$(if $(SIZE), SIZE=$(SIZE))$(if $(DATASET), DATASET=$(DATASET)))
+	@if [ -x $(VENV)/bin/lsm-gnn ]; then $(VENV)/bin/lsm-gnn report quote; else echo "then: lsm-gnn report quote (fills the README's and docs' quoted numbers)"; fi
 
 compare-reference: env
 	$(VENV)/bin/lsm-gnn report compare reports/reference $(REPORT)

@@ -230,6 +230,24 @@ def test_the_baseline_runs_are_planned_interleaved_and_rotated(tmp_path):
         assert prev in after[run], f"{run} does not wait for {prev}"
 
 
+def test_each_repeat_of_the_baseline_chain_runs_with_its_own_seed_shared_by_its_round(tmp_path):
+    """MLPerf Storage draws a new seed per run: repeat r of every system gets run_seed(seed, r)."""
+    from lsm_gnn.utils.seeds import run_seed
+
+    proc = snakemake(tmp_path, "-n", "-p", "results/synthetic-tiny/baselines/summary.csv",
+                     config=["size=tiny", "seed=3", "baselines_repeats=3", "baselines_real_runs=1",
+                             "baselines_systems=[lsm,isolated]"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    seeds = {}
+    for seed, out in re.findall(r"--set train\.seed=(\d+)[^\n]*--record (\S+)", proc.stdout):
+        seeds[out] = int(seed)
+    assert len(seeds) == 3 * 3 + 3, sorted(seeds)
+    for run, seed in seeds.items():
+        r = int(re.search(r"-r(\d+)\.json$", run)[1])
+        assert seed == run_seed(3, r), run
+    assert len({seeds[k] for k in seeds if "-a100-" in k}) == 3
+
+
 # ---- two runs, the same hardware-independent figures -----------------------------------------------
 # Only the rules figures.json needs (dataset, traces, simulator replays, PVP study): no timed job.
 # 10 jobs per run (generate, 2 traces, a sweep, 2 two-device replays, the PVP study, 3 report steps).

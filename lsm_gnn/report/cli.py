@@ -34,3 +34,26 @@ def compare_cmd(reference, other, as_json, out):
         write_text(out, text)
     click.echo(json.dumps(res, default=str) if as_json else text, nl=not as_json)
     sys.exit(0 if res["agree"] else (2 if not res["comparable"] else 1))
+
+
+@report.command("quote")
+@click.option("--check", is_flag=True, help="Change nothing: exit 1 when a quoted number differs from its source.")
+@click.option("--root", type=click.Path(exists=True, file_okay=False), default=".", show_default=True,
+              help="The repository whose README.md and docs/*.md are filled.")
+@click.option("--reference", type=click.Path(exists=True, file_okay=False), default=None,
+              help="The reference report the short source names read (default: ROOT/reports/reference).")
+def quote_cmd(check, root, reference):
+    """Fill every quoted number of README.md and docs/*.md from its source: the markers
+    `<!-- q SOURCE:PATH|FMT -->VALUE<!-- /q -->` and `<!-- table NAME -->...<!-- /table -->`
+    (lsm_gnn/report/quote.py; docs/workflow.md, "Where a quoted number comes from"). Exit status 0
+    when every marker matches (or was filled), 1 when one differs (--check) or names a figure its
+    source lacks, or a dated line lacks its commit, date or command."""
+    from lsm_gnn.report.quote import quote
+
+    changed, problems = quote(root, write=not check, reference=reference)
+    for p in problems:
+        click.echo(str(p), err=True)
+    verb = "would change" if check else "filled"
+    click.echo(f"{len(changed)} file(s) {verb}: {', '.join(str(c) for c in changed) or 'none'}; "
+               f"{len(problems)} problem(s)")
+    sys.exit(1 if problems else 0)

@@ -66,7 +66,54 @@ def hardware() -> dict:
         "gpu": g["gpu_name"],
         "cuda": g["torch_cuda"],
         "cupy": g["cupy"],
+        # the device the runs read from (the working directory's: data/ sits under it by default)
+        "storage": storage_device(os.getcwd()),
     }
+
+
+def _sys_read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def storage_device(path: str | os.PathLike) -> dict:
+    """The block device holding `path`, as the kernel describes it (/sys/block): its name, model,
+    size, whether it is rotational, the I/O scheduler in use, and the filesystem and mount point
+    (MLPerf Storage's rules ask a result to name its storage). Fields the kernel does not give
+    (a virtual disk has no model) are null; never raises."""
+    import psutil
+
+    out = {"device": None, "model": None, "size_bytes": None, "rotational": None, "scheduler": None,
+           "fstype": None, "mountpoint": None}
+    try:
+        probe = Path(path).resolve()
+        best = ""
+        for part in psutil.disk_partitions(all=True):
+            if str(probe).startswith(part.mountpoint) and len(part.mountpoint) > len(best):
+                best = part.mountpoint
+                out.update(device=part.device, fstype=part.fstype, mountpoint=part.mountpoint)
+        dev = os.stat(probe).st_dev
+        sysdev = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+        if not sysdev.exists():
+            return out
+        node = sysdev.resolve()
+        # a partition's queue and model belong to its disk, one folder up
+        disk = node.parent if (node / "partition").exists() else node
+        out["device"] = out["device"] or f"/dev/{disk.name}"
+        out["disk"] = disk.name
+        out["model"] = _sys_read(disk / "device" / "model") or None
+        sectors = _sys_read(disk / "size")
+        out["size_bytes"] = int(sectors) * 512 if sectors and sectors.isdigit() else None
+        rota = _sys_read(disk / "queue" / "rotational")
+        out["rotational"] = None if rota is None else rota == "1"
+        sched = _sys_read(disk / "queue" / "scheduler") or ""
+        chosen = [w.strip("[]") for w in sched.split() if w.startswith("[")]
+        out["scheduler"] = chosen[0] if chosen else (sched or None)
+    except (OSError, ValueError):
+        pass
+    return out
 
 
 def git_commit(repo: str | os.PathLike | None = None) -> str | None:

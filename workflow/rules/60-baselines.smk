@@ -37,7 +37,7 @@ rule baselines_run:
         cli=CLI,
         data=data_dir,
         cache=bl_cache,
-        sets=BL_SETS,
+        sets=bl_sets,
         mode_sets=bl_mode_sets,
     message:
         "Baseline {wildcards.system} on {wildcards.devices} device(s), memory {wildcards.cache}, accelerator "
@@ -74,7 +74,7 @@ rule baselines_distdgl:
     params:
         cli=CLI,
         data=data_dir,
-        sets=BL_SETS,
+        sets=bl_sets,
         mode_sets=bl_mode_sets,
     message:
         "Baseline Dist-DGL on {wildcards.machines} emulated machines x {wildcards.trainers} trainers, accelerator "

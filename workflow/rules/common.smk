@@ -308,7 +308,7 @@ BL_UNCACHED = [s for s in ("direct", "memory") if s in config["baselines_systems
 BL_DISTDGL = bool(config["baselines_distdgl"]) and not DS["hetero"]
 BL_SETS = (
     f"--set sampler.batch_size={BATCH} --set 'sampler.fanouts={FANOUT_LIST}' --set model.name={MODEL} "
-    f"--set train.seed={SEED} --set train.epochs=2 --set train.warmup_iters={config['baselines_warmup']} "
+    f"--set train.epochs=2 --set train.warmup_iters={config['baselines_warmup']} "
     f"--set train.timed_iters={config['baselines_timed']}"
 )
 # Emulated accelerators (lsm_gnn.accelerator, after MLPerf Storage): each train step is a wait of
@@ -347,6 +347,16 @@ def bl_previous(output: str) -> list[str]:
     """The run before this one in BL_ORDER (none for the first)."""
     prev = BL_PREVIOUS.get(output)
     return [prev] if prev else []
+
+
+def bl_sets(wildcards):
+    """The run's settings with its own seed: repeat r of every system runs with
+    run_seed(seed, r) (MLPerf Storage draws a new seed per run; the systems of one round share it,
+    so a round compares them on the same batches, as `lsm-gnn bench compare` does). The record
+    carries it (config.train.seed)."""
+    from lsm_gnn.utils.seeds import run_seed
+
+    return f"{BL_SETS} --set train.seed={run_seed(SEED, int(wildcards.repeat))}"
 
 
 def bl_mode_sets(wildcards):

@@ -25,7 +25,7 @@ from lsm_gnn.utils.atomic import write_json, write_text  # noqa: E402
 SPREAD_LIMIT = 0.05
 
 from figtools import STAGE_NAMES, minmax_errorbars, save_figure  # noqa: E402
-from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, record_regime, row_bytes  # noqa: E402
+from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, md_table, record_regime, row_bytes  # noqa: E402
 
 
 
@@ -230,14 +230,7 @@ def counted(r: dict, head: pd.DataFrame, system: str) -> str:
 
 
 def markdown_table(df: pd.DataFrame) -> str:
-    def cell(v):
-        if v is None or (isinstance(v, float) and pd.isna(v)):
-            return ""
-        return f"{v:.3f}" if isinstance(v, float) else str(v)
-
-    out = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(out)
+    return md_table(df)
 
 
 def fragment(df: pd.DataFrame, r: dict, dataset: dict, warmup: int, timed: int, distdgl: bool,

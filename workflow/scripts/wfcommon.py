@@ -30,19 +30,29 @@ def fmt(v, spec: str = ".2f", none: str = "-") -> str:
     return format(v, spec)
 
 
-def md_table(df) -> str:
-    def cell(v):
-        if v is None or (isinstance(v, float) and v != v):
-            return ""
-        if isinstance(v, float):
-            return f"{v:.3f}" if abs(v) < 100 else f"{v:,.0f}"
-        if isinstance(v, int):
-            return f"{v:,}"
-        return str(v)
+def reading(v) -> str:
+    """A table cell rounded for reading: thousands grouped, no decimals from 1,000 up, one from 100,
+    two from 10, three below (6149902336.000 -> 6,149,902,336; 416.8645 -> 416.9; 0.63217 -> 0.632);
+    integers grouped; NaN and None empty."""
+    import numbers
 
+    if v is None or (isinstance(v, float) and v != v):
+        return ""
+    if isinstance(v, bool) or not isinstance(v, numbers.Number):
+        return str(v)
+    if isinstance(v, numbers.Integral):
+        return f"{int(v):,}"
+    v = float(v)
+    if v == 0:
+        return "0"
+    a = abs(v)
+    return f"{v:,.0f}" if a >= 1000 else f"{v:.1f}" if a >= 100 else f"{v:.2f}" if a >= 10 else f"{v:.3f}"
+
+
+def md_table(df) -> str:
     cols = [str(c) for c in df.columns]
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    out += ["| " + " | ".join(reading(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(out)
 
 

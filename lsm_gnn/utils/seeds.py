@@ -1,0 +1,14 @@
+"""The seed of each repeated run (MLPerf Storage draws a new seed per run), in one place: `lsm-gnn
+bench compare` (baselines/bench.py) and the workflow's baseline chain (workflow/rules/common.smk)
+both call `run_seed`."""
+
+from __future__ import annotations
+
+
+def run_seed(base: int, index: int) -> int:
+    """The seed of run `index` of a comparison whose base seed is `base`: independent draws that the
+    base seed reproduces. Every system's run of one round gets the same seed, so a round compares
+    the systems on the same batches."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([int(base), int(index)]).generate_state(1)[0])

@@ -289,6 +289,18 @@ def multidevice_layout(wildcards) -> dict:
     return {"devices": 2, "mode": wildcards.mode, "cache": CACHE_FRACTION}
 
 
+# ---- the shared cache's per-owner feature files (rule owner_files, 50-multidevice.smk) ------------
+def owners_folder(devices) -> str:
+    """The owner files of `devices` owners: made in results/ by their own rule, never in the dataset's folder."""
+    return f"{RES}/owners-{devices}"
+
+
+def owners_set(wildcards, input) -> str:
+    """Params function: the run's `--set` naming the owner files' folder, from its declared input."""
+    owners = list(input.get("owners", []))
+    return f"--set dataset.owners_dir={Path(owners[0]).parent}" if owners else ""
+
+
 # ---- the baseline matrix (60-baselines.smk) ---------------------------------------------------------
 # systems whose result depends on the memory budget, and those that hold no cache
 BL_CACHED = [s for s in ("lsm", "isolated", "mmap") if s in config["baselines_systems"]]

@@ -61,9 +61,10 @@ test: env gpu-carry
 
 # The workflow killed with SIGKILL at 10 seeded random moments and rerun each time
 # (tests/test_workflow_kill.py; docs/workflow.md): its own target and CI step, as it runs the
-# shrunk synthetic-tiny reproduction about 12 times. KILL_TEST_FULL=1: the default tiny matrix.
+# shrunk synthetic-tiny reproduction about 12 times; with it, the fault suite's interrupted-workflow cases
+# (tests/test_faults.py, docs/faults.md). KILL_TEST_FULL=1: the default tiny matrix.
 kill-test: env
-	$(PY) -m pytest -q -s -m kill tests/test_workflow_kill.py $(PYTEST_ARGS)
+	$(PY) -m pytest -q -s -m kill tests/test_workflow_kill.py tests/test_faults.py $(PYTEST_ARGS)
 
 # The workflow as SLURM jobs on a one-node cluster started here (tests/slurm/cluster.sh installs
 # Debian's slurm-wlm and munge when missing, as root) against a local run (tests/test_workflow_slurm.py)

@@ -6,7 +6,8 @@ Runs the workflow with .tests/config/unit.yaml (a 2,000-node graph, a few iterat
 in the checkout with --notemp (so every job's inputs are there), lets Snakemake write one test per
 rule (`--generate-unit-tests`), then: removes the rules listed in .tests/unit/excluded.yaml with
 their data, passes only the unit-test config to each test (the generated list ends with
-config/config.yaml, which would override it), and puts back the maintained common.py (its checker
+config/config.yaml, which would override it), copies the dataset to the report rules that need it
+(NEEDS_DATASET), and puts back the maintained common.py (its checker
 ignores a run record's provenance). Review `git diff --stat .tests/unit` before committing.
 """
 
@@ -23,6 +24,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 UNIT = REPO / ".tests/unit"
 CONFIG = ".tests/config/unit.yaml"
+# report rules whose inputs are records of timed (excluded) jobs: Snakemake plans those jobs too in
+# the test's folder and looks for their inputs, the dataset, so the dataset goes with these tests
+NEEDS_DATASET = ("train_report", "baselines_report", "multidevice_report")
 
 
 def main() -> int:
@@ -37,6 +41,9 @@ def main() -> int:
     for rule in excluded:
         (UNIT / f"test_{rule}.py").unlink(missing_ok=True)
         shutil.rmtree(UNIT / rule, ignore_errors=True)
+    dataset = next((UNIT / "dataset_report/data/data").iterdir())
+    for rule in NEEDS_DATASET:
+        shutil.copytree(dataset, UNIT / rule / "data/data" / dataset.name, dirs_exist_ok=True)
     for test in sorted(UNIT.glob("test_*.py")):
         text = re.sub(r'^\s*"config/config\.yaml",\n', "", test.read_text(), flags=re.M)
         test.write_text(text)

@@ -191,6 +191,18 @@ def dataset_files(ds: dict):
     return files
 
 
+def dataset_checksum_file(ds: dict):
+    """Input function: the dataset's metadata.sha256 (metadata.json's own checksum) where it has one
+    (an older dataset has none), once the dataset exists."""
+
+    def files(wildcards):
+        meta = Path(dataset_files(ds)(wildcards)[0])
+        sums = meta.with_name("metadata.sha256")
+        return [str(sums)] if sums.exists() else []
+
+    return files
+
+
 def data_dir(wildcards, input):
     """Params function: the dataset folder, from the job's declared metadata.json (input.data[0])."""
     return str(Path(input.data[0]).parent)

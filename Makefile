@@ -11,7 +11,7 @@ CORES ?= 2
 ASV_ARGS ?=
 export DGLBACKEND := pytorch
 
-.PHONY: env tools reproduce reproduce-testbed report lint test kill-test slurm-test bench bench-compare clean-results reference compare-reference gpu-carry gpu-check
+.PHONY: env tools reproduce reproduce-testbed report lint test kill-test slurm-test unit-tests bench bench-compare clean-results reference compare-reference gpu-carry gpu-check
 
 env: $(VENV)/.installed tools
 
@@ -65,13 +65,19 @@ lint: env
 TEST_WORKERS ?= 2
 test: env gpu-carry
 	@$(MAKE) --no-print-directory gpu-carry PYVER=3.11 CARRY=.gpu-carry-py311
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not kill and not slurm" tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not kill and not slurm and not unit" tests $(PYTEST_ARGS)
 
 # The workflow killed with SIGKILL at 10 seeded random moments and rerun each time
 # (tests/test_workflow_kill.py; docs/workflow.md): its own target and CI step, as it runs the
-# shrunk synthetic-tiny reproduction about 12 times. KILL_TEST_FULL=1: the default tiny matrix.
+# shrunk synthetic-tiny reproduction about 12 times; with it, the fault suite's interrupted-workflow cases
+# (tests/test_faults.py, docs/faults.md). KILL_TEST_FULL=1: the default tiny matrix.
 kill-test: env
-	$(PY) -m pytest -q -s -m kill tests/test_workflow_kill.py $(PYTEST_ARGS)
+	$(PY) -m pytest -q -s -m kill tests/test_workflow_kill.py tests/test_faults.py $(PYTEST_ARGS)
+
+# Snakemake's unit tests of the workflow's rules (.tests/unit; tests/test_workflow_unit.py; docs/workflow.md,
+# Unit tests): every rule's job rerun on its recorded inputs; regenerate with tools/unit_tests.py
+unit-tests: env
+	$(PY) -m pytest -q -m unit tests/test_workflow_unit.py $(PYTEST_ARGS)
 
 # The workflow as SLURM jobs on a one-node cluster started here (tests/slurm/cluster.sh installs
 # Debian's slurm-wlm and munge when missing, as root) against a local run (tests/test_workflow_slurm.py)

@@ -39,6 +39,10 @@ class Section(BaseModel):
 class DatasetConfig(Section):
     path: str = "data/synthetic-tiny"
     """Directory in the lsm-gnn dataset format (see docs/dataset-format.md)."""
+    owners_dir: str | None = None
+    """Folder under which the shared cache's per-owner feature files go (owners-G/ for G devices;
+    lsm_gnn/multidevice/owner_files.py); null: the dataset's own folder. The workflow makes them in
+    results/ (rule owner_files), so that nothing is written into a dataset folder."""
 
 
 class StorageConfig(Section):

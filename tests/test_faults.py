@@ -66,6 +66,23 @@ def test_a_cheap_fault_ends_cleanly(cheap_run, name):
     assert res["outcome"] in GOOD, res["detail"]
 
 
+WORKFLOW = [c.name for c in CASES if c.name.startswith("workflow-")]
+
+
+@pytest.mark.kill   # with the kill test (make kill-test, its own CI step): 1-3 minutes per case at load
+@pytest.mark.timeout(1200)
+@pytest.mark.skipif(not Path(sys.executable).with_name("snakemake").exists(),
+                    reason="snakemake is not installed next to this Python")
+def test_an_interrupted_workflow_job_is_recovered_by_the_documented_command(tmp_path):
+    """The kill test's findings as fault cases: a stale Snakemake lock, an output cut off while being
+    written, an output written by a job that was cut off before it ended."""
+    assert len(WORKFLOW) == 3
+    result, _ = _run_suite(tmp_path, *[a for n in WORKFLOW for a in ("-k", n)])
+    outcomes = {r["name"]: (r["outcome"], r["detail"]) for r in result["cases"]}
+    assert set(outcomes) == set(WORKFLOW)
+    assert {n: o for n, (o, _) in outcomes.items() if o != "recovered"} == {}, outcomes
+
+
 @pytest.mark.faults
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("LSM_GNN_FAULTS") != "full",

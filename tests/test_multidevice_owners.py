@@ -66,6 +66,26 @@ def test_owner_files_hold_owned_rows_at_v_div_G(random_dataset, G):
     assert np.array_equal(read_owner_rows(again[0], np.arange(0, 301, G) // G), feats[0::G])
 
 
+
+def test_owner_files_under_an_owners_dir_leave_the_dataset_folder_untouched(random_dataset, tmp_path):
+    ds = random_dataset(num_nodes=301, dim=12)
+    before = sorted(p.relative_to(ds.root) for p in ds.root.rglob("*"))
+    from click.testing import CliRunner
+
+    from lsm_gnn.cli import cli
+
+    res = CliRunner().invoke(cli, ["dataset", "owners", str(ds.root), "--devices", "2", "--out", str(tmp_path / "res"),
+                                   "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.relative_to(ds.root) for p in ds.root.rglob("*")) == before
+    made = sorted(p.name for p in (tmp_path / "res/owners-2").iterdir())
+    assert made == ["manifest.json", "owner-0.bin", "owner-1.bin"]
+    # the runs find them there: nothing written again, nothing beside the dataset
+    lays = ensure_owner_files(ds, 2, out_dir=tmp_path / "res", progress=False)
+    assert [la.path.parent for la in lays] == [tmp_path / "res/owners-2"] * 2
+    assert np.array_equal(read_owner_rows(lays[1], np.arange(1, 301, 2) // 2), ds.feature_array()[1::2])
+    assert not (ds.root / "owners-2").exists()
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("G", [2, 3, 8])
 def test_gpu_split_and_reorder_equal_cpu(G):

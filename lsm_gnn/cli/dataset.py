@@ -177,6 +177,24 @@ def verify(path, quick, write_checksums, as_json, no_progress):
 
 @dataset.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.option("--devices", required=True, type=click.IntRange(min=2), help="Number of owners G (devices).")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Folder under which owners-G/ is written [default: the dataset's folder].")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def owners(path, devices, out, no_progress):
+    """Write the shared cache's per-owner feature files of the dataset at PATH (owner o: rows v with
+    v % G == o), each atomically, with a manifest tying them to features.bin; current ones are kept."""
+    from lsm_gnn.multidevice.owner_files import ensure_owner_files, owner_dir
+    from lsm_gnn.datasets.format import Dataset
+
+    ds = Dataset(path)
+    layouts = ensure_owner_files(ds, devices, out_dir=out, progress=not no_progress)
+    click.echo(f"{owner_dir(ds, devices, out)}: {devices} owner files, "
+               f"{sum(la.file_bytes for la in layouts) / 2**20:.1f} MiB")
+
+
+@dataset.command()
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
 def info(path, as_json):
     """Counts, degree and PageRank statistics, homophily and bytes of the dataset at PATH."""

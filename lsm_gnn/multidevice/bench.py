@@ -54,7 +54,8 @@ def run_comparison(dataset_path: str, *, devices: int = 2, cache_fraction: float
                    window: int = 8, batch_size: int = 1024, fanouts=(10, 15), batches: int | None = None,
                    epochs: int = 1, reader: str = "direct", seed: int = 0, verify: bool = False,
                    timeout_s: float = 60.0, warmup: int = 0, victim_depth: int | None = None,
-                   victim: bool = True, trace_path: str | None = None, progress: bool = False) -> dict:
+                   victim: bool = True, trace_path: str | None = None, owners_dir: str | None = None,
+                   progress: bool = False) -> dict:
     from lsm_gnn.config import parse_config
     from lsm_gnn.datasets.format import Dataset
     from lsm_gnn.cache.budget import memory_budget
@@ -63,7 +64,7 @@ def run_comparison(dataset_path: str, *, devices: int = 2, cache_fraction: float
     from lsm_gnn.sim.generate import generate_trace
 
     dataset = Dataset(dataset_path)
-    base = {"dataset": {"path": str(dataset_path)}, "storage": {"reader": reader},
+    base = {"dataset": {"path": str(dataset_path), "owners_dir": owners_dir}, "storage": {"reader": reader},
             "cache": {"capacity_fraction": cache_fraction, "policy": policy, "window": window,
                       "victim_buffer": {"enabled": victim, "depth": victim_depth}},
             "sampler": {"fanouts": list(fanouts), "batch_size": batch_size},
@@ -188,17 +189,19 @@ def _cross_duplicates(trace) -> float:
 @click.option("--victim-depth", type=int, default=None, help="victim-buffer lines per queue (default: the host share of the budget)")
 @click.option("--victim/--no-victim", default=True, show_default=True, help="victim buffer + PVP")
 @click.option("--verify/--no-verify", default=False, help="check every received row against features.bin")
+@click.option("--owners-dir", type=click.Path(file_okay=False), default=None,
+              help="folder of the per-owner feature files (owners-G/ under it; default: the dataset's folder)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--output", type=click.Path(dir_okay=False), default=None, help="also write the JSON here")
 def bench_multidevice(dataset, devices, cache_fraction, policy, window, batch_size, fanouts, batches, epochs,
-                      reader, seed, trace_path, warmup, victim_depth, victim, verify, as_json, output):
+                      reader, seed, trace_path, warmup, victim_depth, victim, verify, owners_dir, as_json, output):
     """Shared cache vs isolated caches vs one device (same total memory) on one trace."""
     from lsm_gnn.utils.output import emit
 
     res = run_comparison(dataset, devices=devices, cache_fraction=cache_fraction, policy=policy, window=window,
                          batch_size=batch_size, fanouts=[int(x) for x in fanouts.split(",")], batches=batches,
                          epochs=epochs, reader=reader, seed=seed, verify=verify, trace_path=trace_path, warmup=warmup,
-                         victim_depth=victim_depth, victim=victim,
+                         victim_depth=victim_depth, victim=victim, owners_dir=owners_dir,
                          progress=not as_json)
     if emit(res, output, as_json, default=float):
         return

@@ -78,7 +78,8 @@ def make_feature_source(cfg, dataset, rank: int = 0, world: int = 1, *, heartbea
 
 def _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_layouts):
     hb = heartbeat or NULL_HEARTBEAT
-    layouts = owner_layouts or ensure_owner_files(dataset, world, owners=[rank], progress=False)
+    layouts = owner_layouts or ensure_owner_files(dataset, world, out_dir=cfg.dataset.owners_dir, owners=[rank],
+                                                   progress=False)
     # the owner's own file: global id v is its row v // G (ids of other owners are an error)
     store = open_from_config(layouts[rank], cfg.storage, row_map=owner_row_map(rank, world),
                              time_scale=cfg.emulation.time_scale)

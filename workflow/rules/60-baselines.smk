@@ -13,6 +13,7 @@ rule baselines_run:
     input:
         data=dataset_files(DS),
         previous=lambda w: bl_previous(f"{RES}/baselines/{w.system}-d{w.devices}-c{w.cache}-{w.mode}-r{w.repeat}.json"),
+        owners=lambda w: [owners_folder(w.devices)] if w.system == "lsm" and int(w.devices) > 1 else [],
     output:
         f"{RES}/baselines/{{system}}-d{{devices}}-c{{cache}}-{{mode}}-r{{repeat}}.json",
     log:
@@ -39,12 +40,14 @@ rule baselines_run:
         cache=bl_cache,
         sets=bl_sets,
         mode_sets=bl_mode_sets,
+        owners=owners_set,
     message:
         "Baseline {wildcards.system} on {wildcards.devices} device(s), memory {wildcards.cache}, accelerator "
         "{wildcards.mode} (run {wildcards.repeat})"
     shell:
         "{params.cli} run --system {wildcards.system} --dataset {params.data} "
         "--devices {wildcards.devices} --set cache.capacity_fraction={params.cache} {params.sets} {params.mode_sets} "
+        "{params.owners} "
         "--record {output} --no-progress > {log} 2>&1"
 
 

@@ -193,6 +193,18 @@ def dataset_files(ds: dict):
     return files
 
 
+def dataset_checksum_file(ds: dict):
+    """Input function: the dataset's metadata.sha256 (metadata.json's own checksum) where it has one
+    (an older dataset has none), once the dataset exists."""
+
+    def files(wildcards):
+        meta = Path(dataset_files(ds)(wildcards)[0])
+        sums = meta.with_name("metadata.sha256")
+        return [str(sums)] if sums.exists() else []
+
+    return files
+
+
 def data_dir(wildcards, input):
     """Params function: the dataset folder, from the job's declared metadata.json (input.data[0])."""
     return str(Path(input.data[0]).parent)
@@ -299,6 +311,18 @@ def multidevice_layout(wildcards) -> dict:
     if wildcards.mode == "one":
         return {"devices": 1, "mode": "shared", "cache": 2 * CACHE_FRACTION}
     return {"devices": 2, "mode": wildcards.mode, "cache": CACHE_FRACTION}
+
+
+# ---- the shared cache's per-owner feature files (rule owner_files, 50-multidevice.smk) ------------
+def owners_folder(devices) -> str:
+    """The owner files of `devices` owners: made in results/ by their own rule, never in the dataset's folder."""
+    return f"{RES}/owners-{devices}"
+
+
+def owners_set(wildcards, input) -> str:
+    """Params function: the run's `--set` naming the owner files' folder, from its declared input."""
+    owners = list(input.get("owners", []))
+    return f"--set dataset.owners_dir={Path(owners[0]).parent}" if owners else ""
 
 
 # ---- the baseline matrix (60-baselines.smk) ---------------------------------------------------------

@@ -23,14 +23,14 @@ them: a tmpfs of a few KB in a private mount namespace for a full disk, a read-o
 and SIGSTOP of real processes, a loopback HTTP server (lsm_gnn.check.sandbox).
 
 The package: `base` (what a case sees, the damage helpers, the `CASES` table), one module per fault
-family (`dataset`, `configuration`, `outputs`, `importing`, `downloads`, `ranks`; imported here in
+family (`dataset`, `configuration`, `outputs`, `importing`, `downloads`, `ranks`, `workflow`; imported here in
 this order, which is the order of `CASES` and of docs/faults.md) and `runner`.
 """
 
 from __future__ import annotations
 
 # the families register their cases on import, in the order of docs/faults.md
-from lsm_gnn.check.faults import dataset, configuration, outputs, importing, downloads, ranks  # noqa: F401, I001
+from lsm_gnn.check.faults import dataset, configuration, outputs, importing, downloads, ranks, workflow  # noqa: F401, I001
 from lsm_gnn.check.faults.base import (BASE_DIM, BASE_NODES, CASES, ETYPE, GOOD, OUTCOMES, Case, Ctx,  # noqa: F401
                                        Outcome, Ran, case, judge_error, judge_run)
 from lsm_gnn.check.faults.runner import make_base, run_case, run_suite, select  # noqa: F401

@@ -119,6 +119,8 @@ def run_suite(cases: list[Case], *, workdir: str | os.PathLike | None = None, sa
 
     os.environ.setdefault("DGLBACKEND", "pytorch")
     t0 = time.monotonic()
+    if workdir is not None:  # a --workdir not there yet is made (it was a FileNotFoundError traceback)
+        Path(workdir).mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="lsm-gnn-faults-", dir=workdir)).resolve()
     results = []
     try:

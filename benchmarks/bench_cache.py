@@ -1,6 +1,9 @@
 """asv benchmarks of the CPU cache engine (decision replay, no feature data moved)."""
 
-from lsm_gnn.cache.bench import POLICY_NAMES, synthetic_trace
+try:
+    from lsm_gnn.bench.cache import POLICY_NAMES, synthetic_trace
+except ModuleNotFoundError:  # a commit before lsm_gnn/bench/ (asv runs this suite against older builds)
+    from lsm_gnn.cache.bench import POLICY_NAMES, synthetic_trace
 from lsm_gnn.cache.budget import memory_budget
 from lsm_gnn.cache.replay import replay
 from lsm_gnn.config import CacheConfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from baselines import bench
+from lsm_gnn.bench import compare as bench
 from lsm_gnn.config import load_config
 
 

@@ -83,7 +83,7 @@ def test_bench_cache_cli_json(tmp_path):
 
     from click.testing import CliRunner
 
-    from lsm_gnn.cache.bench import bench_cache, synthetic_trace
+    from lsm_gnn.bench.cache import bench_cache, synthetic_trace
     from lsm_gnn.sim.trace import Trace
 
     args = ["--rows", "5000", "--batches", "6", "--batch-size", "400", "--reference-requests", "500",
@@ -107,7 +107,7 @@ def test_bench_cache_json_reports_the_budget_of_the_headline_policy_not_the_last
 
     from click.testing import CliRunner
 
-    from lsm_gnn.cache.bench import bench_cache
+    from lsm_gnn.bench.cache import bench_cache
     from lsm_gnn.cache.budget import memory_budget
     from lsm_gnn.config import CacheConfig
 

@@ -270,12 +270,12 @@ def test_a_step_whose_module_did_not_import_in_the_env_step_is_not_started_and_s
     monkeypatch.setattr(gc, "run_step", lambda *a, **k: pytest.fail("a step was started"))
     check = gc.Check(tmp_path / "out", skip=[n for n in gc.STEPS if n not in ("engine", "gather")])
     check.report["environment"]["imports"] = {
-        "lsm_gnn.cache.bench": "Traceback ...\nModuleNotFoundError: No module named 'jsonschema'\n"}
+        "lsm_gnn.bench.cache": "Traceback ...\nModuleNotFoundError: No module named 'jsonschema'\n"}
     monkeypatch.setattr(gc, "missing_modules", lambda names: [])
     check.steps()
-    for name in ("engine", "gather"):  # both in lsm_gnn/cache/bench.py
+    for name in ("engine", "gather"):  # both in lsm_gnn/bench/cache.py
         err = check.report["benchmarks"][name]["error"]
-        assert "lsm_gnn.cache.bench does not import here: ModuleNotFoundError: No module named 'jsonschema'" in err
+        assert "lsm_gnn.bench.cache does not import here: ModuleNotFoundError: No module named 'jsonschema'" in err
         assert any(u["what"] == name for u in check.report["unverified"])
 
 
@@ -285,15 +285,15 @@ def test_a_step_runs_in_its_own_process_and_reports_its_duration(tmp_path):
                            out_dir=str(tmp_path)), 300, tmp_path / "steps")
     assert "error" not in res, res
     assert res["seconds"] > 0 and Path(res["profile_path"]).is_file() and set(res["step"]) == {"fixed_s", "row_s", "edge_s"}
-    bad = gc.run_step("bad", "lsm_gnn.cache.bench:no_such_function", {}, 60, tmp_path / "steps")
+    bad = gc.run_step("bad", "lsm_gnn.bench.cache:no_such_function", {}, 60, tmp_path / "steps")
     assert "AttributeError" in bad["error"] and Path(bad["log"]).is_file()
 
 
 @pytest.mark.slow
 def test_the_dataset_train_and_multidevice_steps_run_on_the_cpu(tmp_path):
     """The plumbing of the steps that train (device="cpu" here; the check passes "cuda")."""
-    from lsm_gnn.multidevice.bench import two_ranks_one_gpu
-    from lsm_gnn.train.bench import on_device
+    from lsm_gnn.bench.multidevice import two_ranks_one_gpu
+    from lsm_gnn.bench.train import on_device
 
     ds = gc.make_dataset(str(tmp_path / "ds"), nodes=6000, feature_dim=16)
     assert "error" not in ds and ds["nodes"] == 6000

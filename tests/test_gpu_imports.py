@@ -20,10 +20,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 GPU_PATH = [
     "lsm_gnn.cache.gpu_engine", "lsm_gnn.cache.engine", "lsm_gnn.cache.budget", "lsm_gnn.sources.cached",
-    "lsm_gnn.storage", "lsm_gnn.storage.open", "lsm_gnn.train.loop", "lsm_gnn.train.bench",
+    "lsm_gnn.storage", "lsm_gnn.storage.open", "lsm_gnn.train.loop", "lsm_gnn.bench.train",
     "lsm_gnn.sources.factory", "lsm_gnn.sources.shared", "lsm_gnn.multidevice.exchange",
-    "lsm_gnn.ranks.launch", "lsm_gnn.datasets.synthetic", "lsm_gnn.accelerator.measure", "lsm_gnn.cache.bench",
-    "lsm_gnn.multidevice.bench", "lsm_gnn.check.cli", "lsm_gnn.check.gpu", "lsm_gnn.check.env",
+    "lsm_gnn.ranks.launch", "lsm_gnn.datasets.synthetic", "lsm_gnn.accelerator.measure", "lsm_gnn.bench.cache",
+    "lsm_gnn.bench.multidevice", "lsm_gnn.check.cli", "lsm_gnn.check.gpu", "lsm_gnn.check.env",
 ]
 # modules being written while this test was: checked once their file exists
 OPTIONAL = ["lsm_gnn.cache.device_pool", "lsm_gnn.sources.cached_device"]
@@ -32,7 +32,7 @@ NO_CONFIG = [
     "lsm_gnn.cache.gpu_engine", "lsm_gnn.cache.engine", "lsm_gnn.cache.budget", "lsm_gnn.sources.cached",
     "lsm_gnn.storage", "lsm_gnn.sources.shared", "lsm_gnn.multidevice.exchange", "lsm_gnn.datasets.synthetic",
     "lsm_gnn.check.cli", "lsm_gnn.check.gpu", "lsm_gnn.check.env", "lsm_gnn.check.nvrtc", "lsm_gnn.check.compile",
-    "lsm_gnn.cache.bench", "lsm_gnn.check.pytest_results",
+    "lsm_gnn.bench.cache", "lsm_gnn.check.pytest_results",
 ]
 BLOCKED = ["dgl", "snakemake", "asv"]
 
@@ -92,7 +92,7 @@ def test_engines_storage_generator_and_the_check_import_without_pydantic():
 RUN = PRELUDE + textwrap.dedent("""
     import contextlib, io
     from lsm_gnn.datasets.synthetic import generate
-    from lsm_gnn.train.bench import bench_train
+    from lsm_gnn.bench.train import bench_train
 
     root = sys.argv[2] + "/ds"
     generate(root, 3000, feature_dim=16, progress=False)

@@ -8,7 +8,7 @@ import json
 from click.testing import CliRunner
 
 from lsm_gnn.datasets.synthetic import generate
-from lsm_gnn.integrations.bench import bench_loader
+from lsm_gnn.bench.loader import bench_loader
 
 
 def test_the_loader_benchmark_reports_each_loaders_ratio_to_its_own_loader(tmp_path):

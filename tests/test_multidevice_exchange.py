@@ -323,7 +323,7 @@ def test_the_segments_of_a_process_that_no_longer_exists_are_removed(tmp_path):
 def test_bench_exchange_times_both_transports_on_the_same_rows():
     from click.testing import CliRunner
 
-    from lsm_gnn.multidevice.linkbench import bench_exchange
+    from lsm_gnn.bench.exchange import bench_exchange
 
     res = CliRunner().invoke(bench_exchange, ["--megabytes", "0.05", "--reps", "2", "--warmup", "0", "--json"])
     assert res.exit_code == 0, res.output

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from conftest import _build_random_dataset
 from lsm_gnn.cli import cli
-from lsm_gnn.storage.bench import fault_costs, measure, ratios
+from lsm_gnn.bench.storage import fault_costs, measure, ratios
 from lsm_gnn.storage import open_feature_store
 from lsm_gnn.storage.aio import aio_status
 

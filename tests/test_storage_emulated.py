@@ -331,7 +331,7 @@ def test_ssds_of_each_device_have_no_shared_clock():
 
 
 def test_the_projection_and_the_floor_take_the_storage_time_from_the_same_model():
-    from baselines.bench import lsm_floor
+    from lsm_gnn.bench.compare import lsm_floor
     from lsm_gnn.project.counts import Counts
     from lsm_gnn.project.model import _ssd_floor, _storage
     from lsm_gnn.project.profiles import load_profile
@@ -355,7 +355,7 @@ def test_the_projection_and_the_floor_take_the_storage_time_from_the_same_model(
 
 
 def test_the_real_disk_floor_is_unchanged_all_reads_over_fios_best_iops():
-    from baselines.bench import lsm_floor
+    from lsm_gnn.bench.compare import lsm_floor
 
     f = lsm_floor({"busy_s_per_iteration": 0.01, "storage_io_ops_per_iteration": 2000, "iterations_per_epoch": 100},
                   {"fio": {"best_iops": 1e5}}, 2)
@@ -373,7 +373,7 @@ def _record_at(S, steady, per_it, samples):
 
 
 def test_a_dilated_runs_times_are_divided_back_by_its_scale_and_labelled():
-    from baselines.bench import summarise_run
+    from lsm_gnn.bench.compare import summarise_run
 
     rec = _record_at(4.0, 400.0, {"train": 0.08, "fetch_storage": 0.04}, 250.0)
     e = rec["metrics"]["emulation"]
@@ -411,7 +411,7 @@ def _output(device, profile, S, medians, spread=0.01):
 def test_the_validation_checks_replication_dilation_and_the_emulator_against_the_real_disk(tmp_path):
     import json
 
-    from baselines.bench import load_outputs, validation
+    from lsm_gnn.bench.compare import load_outputs, validation
 
     paper1 = _output("emulated", "paper", 1.0, {"lsm": 100.0, "direct": 200.0})
     paper2 = _output("emulated", "paper", 2.0, {"lsm": 104.0, "direct": 188.0}, spread=0.07)
@@ -438,7 +438,7 @@ def test_the_validation_checks_replication_dilation_and_the_emulator_against_the
 
 
 def test_the_queue_depth_sweep_reports_the_models_formula_and_the_pages_it_read(ds):
-    from lsm_gnn.storage.emulated_bench import sweep
+    from lsm_gnn.bench.device import sweep
 
     res = sweep(ds, "optane", [1, 4], time_scale=50.0, min_reads=64, batches=1)
     ssd = load_device_profile("optane").ssd
@@ -450,7 +450,7 @@ def test_the_queue_depth_sweep_reports_the_models_formula_and_the_pages_it_read(
 
 def test_bench_compare_on_an_emulated_device_reports_its_profile_scale_spread_and_validation(monkeypatch, tmp_path):
     import baselines.harness
-    from baselines import bench
+    from lsm_gnn.bench import compare as bench
     from lsm_gnn.datasets.synthetic import generate
     from lsm_gnn.records import emulation_block
 
@@ -476,7 +476,7 @@ def test_bench_compare_on_an_emulated_device_reports_its_profile_scale_spread_an
     # the IOPS cap is the median of the disk probes, not fio's best moment (9e4)
     probes = iter([6e4, 4e4, 5e4])
     monkeypatch.setattr(bench, "disk_probe", lambda cfg, **kw: next(probes))
-    import lsm_gnn.storage.bench as sb
+    import lsm_gnn.bench.storage as sb
 
     monkeypatch.setattr(sb, "run_fio", lambda fio, path, size, seconds, job: {
         "available": True, "lat_s": 8e-5, "bw_bytes_per_s": 5e8, "iops": 1.0})

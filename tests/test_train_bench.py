@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from lsm_gnn.cli import cli
-from lsm_gnn.train.bench import _thread_counts
+from lsm_gnn.bench.train import _thread_counts
 
 
 def test_bench_train_json_compares_each_system_at_its_best_thread_count(random_dataset):

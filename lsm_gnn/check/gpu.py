@@ -14,14 +14,14 @@ records {"error": ...} and the later steps still run):
    no GPU test collected, a collection/import error or a module skipped while collecting (except
    for a missing OPTIONAL_TEST_PACKAGES) fails the check; a test that needs more GPUs than the
    machine has (`gpu(devices=2)`) is listed as unverified.
-3. the steps, each a function beside the module it measures:
+3. the steps, each a function of a benchmark (lsm_gnn/bench/; the accelerator's beside its model):
    accelerator  lsm_gnn.accelerator.measure.measure_step: the real train step at several batch
                 sizes, the step model fitted to it, DIR/<gpu>-measured.yaml (a measured profile);
-   engine       lsm_gnn.cache.bench.gpu_engine_vs_cpu: GpuCacheEngine vs CpuCacheEngine;
-   gather       lsm_gnn.cache.bench.gather_vs_copy: the hit path vs a contiguous device copy;
+   engine       lsm_gnn.bench.cache.gpu_engine_vs_cpu: GpuCacheEngine vs CpuCacheEngine;
+   gather       lsm_gnn.bench.cache.gather_vs_copy: the hit path vs a contiguous device copy;
    dataset      a synthetic graph under --data-dir (removed at the end unless --keep-data);
-   train        lsm_gnn.train.bench.on_device: `bench train` with train.device=cuda;
-   multidevice  lsm_gnn.multidevice.bench.two_ranks_one_gpu: 2 ranks sharing one cache (gloo).
+   train        lsm_gnn.bench.train.on_device: `bench train` with train.device=cuda;
+   multidevice  lsm_gnn.bench.multidevice.two_ranks_one_gpu: 2 ranks sharing one cache (gloo).
 
 DIR/gpu_check.json (rewritten atomically after every step, so a killed run still leaves one): ok,
 complete, exit_status, versions, environment, tests, benchmarks (each with its `seconds`), targets,
@@ -78,18 +78,18 @@ STEPS = {
                         {"full": dict(batch_sizes=[128, 256, 512, 1024], warmup=5, repeats=20),
                          "quick": dict(batch_sizes=[128, 512, 1024], warmup=3, repeats=10)},
                         needs=("torch", "pydantic", "yaml"), extra={"device": "cuda"}),
-    "engine": Step("lsm_gnn.cache.bench:gpu_engine_vs_cpu", {"full": 75, "quick": 45},
+    "engine": Step("lsm_gnn.bench.cache:gpu_engine_vs_cpu", {"full": 75, "quick": 45},
                    {"full": dict(num_rows=2_000_000, batches=30, batch=100_000),
                     "quick": dict(num_rows=400_000, batches=12, batch=20_000)}, needs=("numba", "cupy")),
-    "gather": Step("lsm_gnn.cache.bench:gather_vs_copy", {"full": 45, "quick": 30},
+    "gather": Step("lsm_gnn.bench.cache:gather_vs_copy", {"full": 45, "quick": 30},
                    {"full": dict(rows=200_000, table=800_000, reps=10), "quick": dict(rows=50_000, table=200_000, reps=5)}),
     "dataset": Step("lsm_gnn.check.gpu:make_dataset", {"full": 60, "quick": 40},
                     {"full": dict(nodes=150_000), "quick": dict(nodes=50_000)}, needs=("numba", "tqdm")),
-    "train": Step("lsm_gnn.train.bench:on_device", {"full": 120, "quick": 75},
+    "train": Step("lsm_gnn.bench.train:on_device", {"full": 120, "quick": 75},
                   {"full": dict(warmup=15, timed=30), "quick": dict(warmup=8, timed=16)},
                   needs=("torch", "numba", "pydantic", "yaml", "tqdm", "jsonschema", "psutil"), dataset=True,
                   extra={"device": "cuda", "cache_fraction": CACHE_FRACTION}),
-    "multidevice": Step("lsm_gnn.multidevice.bench:two_ranks_one_gpu", {"full": 100, "quick": 60},
+    "multidevice": Step("lsm_gnn.bench.multidevice:two_ranks_one_gpu", {"full": 100, "quick": 60},
                         {"full": dict(warmup=6, timed=12), "quick": dict(warmup=4, timed=6)},
                         needs=("torch", "numba", "pydantic", "yaml", "tqdm", "jsonschema", "psutil"), dataset=True,
                         extra={"device": "cuda", "cache_fraction": CACHE_FRACTION}),

@@ -6,15 +6,15 @@ from lsm_gnn.cli import LazyGroup
 import click
 
 BENCHES = {
-    "storage": "lsm_gnn.storage.bench:bench_storage",
-    "cache": "lsm_gnn.cache.bench:bench_cache",
-    "train": "lsm_gnn.train.bench:bench_train",
-    "multidevice": "lsm_gnn.multidevice.bench:bench_multidevice",
-    "exchange": "lsm_gnn.multidevice.linkbench:bench_exchange",
-    "compare": "baselines.bench:bench_compare",
-    "validate": "baselines.bench:bench_validate",
-    "device": "lsm_gnn.storage.emulated_bench:bench_device",
-    "loader": "lsm_gnn.integrations.bench:bench_loader",
+    "storage": "lsm_gnn.bench.storage:bench_storage",
+    "cache": "lsm_gnn.bench.cache:bench_cache",
+    "train": "lsm_gnn.bench.train:bench_train",
+    "multidevice": "lsm_gnn.bench.multidevice:bench_multidevice",
+    "exchange": "lsm_gnn.bench.exchange:bench_exchange",
+    "compare": "lsm_gnn.bench.compare:bench_compare",
+    "validate": "lsm_gnn.bench.compare:bench_validate",
+    "device": "lsm_gnn.bench.device:bench_device",
+    "loader": "lsm_gnn.bench.loader:bench_loader",
 }
 
 

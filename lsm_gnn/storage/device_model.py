@@ -1,7 +1,7 @@
 """The storage device model: one place for what an SSD (and a device's set of SSDs) can serve.
 
 Used by the emulated storage device (lsm_gnn.storage.emulated: the completion time of every read),
-by `bench compare`'s floor (baselines/bench.py) and by the projection's storage term
+by `bench compare`'s floor (lsm_gnn/bench/compare.py) and by the projection's storage term
 (lsm_gnn.project.model). docs/storage.md, "The emulated storage device".
 
 One SSD has an IOPS cap, a bandwidth, a latency at queue depth 1 and a maximum queue depth. With

@@ -1,5 +1,5 @@
 """The seed of each repeated run (MLPerf Storage draws a new seed per run), in one place: `lsm-gnn
-bench compare` (baselines/bench.py) and the workflow's baseline chain (workflow/rules/common.smk)
+bench compare` (lsm_gnn/bench/compare.py) and the workflow's baseline chain (workflow/rules/common.smk)
 both call `run_seed`."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 # devices, the same feature memory per device for every system. Each run is one `lsm-gnn run` (kill-
 # safe: its record is written atomically at its end), timed (no two timed runs overlap) and in one
 # chain with the validation runs (common.smk: TB_ORDER). testbed_report computes the three checks
-# with bench compare's own validation (baselines/bench.py) and writes summary.json for the verdicts.
+# with bench compare's own validation (lsm_gnn/bench/compare.py) and writes summary.json for the verdicts.
 
 REPORT_FRAGMENTS.extend([f"{REPORT}/sections/65-testbed.md"] if TB_ON else [])
 

@@ -521,9 +521,9 @@ def tb_inputs(wildcards) -> dict:
 
 
 def tb_seed(wildcards) -> int:
-    """Round r's seed as bench compare draws it (baselines/bench.py: run_seed), so a round of the rules
+    """Round r's seed as bench compare draws it (lsm_gnn/bench/compare.py: run_seed), so a round of the rules
     and a round of `lsm-gnn bench compare` draw the same batches."""
-    from baselines.bench import run_seed
+    from lsm_gnn.utils.seeds import run_seed
 
     return run_seed(SEED, int(wildcards.repeat))
 

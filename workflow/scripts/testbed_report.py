@@ -5,7 +5,7 @@ Inputs: the testbed's run records (results/<ds>/testbed/runs/{system}-b{batch}-{
 r{round}.json: `paper` at the matrix's scale S and, for the dilation check, at 2 S; `vm` at S = 1
 and the real disk for the emulator check) and the projection of the largest batch's records on the
 paper's hardware profile. Every time is divided back by its run's scale (bench compare's
-summarise_run). The three checks are bench compare's own (baselines/bench.py: validation), on
+summarise_run). The three checks are bench compare's own (lsm_gnn/bench/compare.py: validation), on
 outputs built from the records as bench compare builds them (summarise_system per system).
 """
 
@@ -26,7 +26,7 @@ SYSTEM_ORDER = ("lsm", "isolated", "direct", "distdgl")
 def load_runs(paths) -> list[dict]:
     """Each record with its point (system, batch, profile, scale, round) from its file name, and
     bench compare's summary of it (summarise_run: times divided back by the run's scale)."""
-    from baselines.bench import summarise_run
+    from lsm_gnn.bench.compare import summarise_run
     from lsm_gnn.records import read_record
 
     out = []
@@ -45,7 +45,7 @@ def load_runs(paths) -> list[dict]:
 
 def compare_output(runs: list[dict], *, profile: str, scale: float, accelerator: str, source: str) -> dict:
     """The runs of one (batch, profile, scale) point as a bench compare output (what its validation reads)."""
-    from baselines.bench import summarise_system
+    from lsm_gnn.bench.compare import summarise_system
 
     by = {}
     for r in sorted(runs, key=lambda r: r["round"]):
@@ -85,7 +85,7 @@ def system_row(runs: list[dict]) -> dict:
 def summarise(runs: list[dict], projection: dict | None, *, scale: float, accelerator: str, devices: int,
               fraction: float, dataset: str, batches: list[int], validation_batch: int) -> dict:
     """summary.json (the schema the verdicts read; docs/workflow.md, "The paper testbed")."""
-    from baselines.bench import validation
+    from lsm_gnn.bench.compare import validation
 
     main = [r for r in runs if r["profile"] == "paper" and r["scale"] == scale]
     out = {"kind": "emulated", "storage_profile": "paper", "time_scale": scale, "accelerator": accelerator,
@@ -118,7 +118,7 @@ def summarise(runs: list[dict], projection: dict | None, *, scale: float, accele
         for s, x in o["systems"].items():
             sp = x.get("spread")
             by_sys[s] = max(by_sys.get(s, 0.0), sp) if sp is not None else by_sys.get(s)
-    from baselines.bench import DILATION_LIMIT, EMULATOR_LIMIT, SPREAD_LIMIT
+    from lsm_gnn.bench.compare import DILATION_LIMIT, EMULATOR_LIMIT, SPREAD_LIMIT
 
     d, e = v.get("dilation"), v.get("emulator_vs_real")
     late = [r["late_fraction"] for r in runs if r["profile"] != "real" and r["late_fraction"] is not None]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from wfcommon import log_to
 
-from baselines.bench import measure_vm_profile
+from lsm_gnn.bench.compare import measure_vm_profile
 from lsm_gnn.config import load_config
 from lsm_gnn.storage.device_model import load_device_profile
 

@@ -20,7 +20,7 @@ import click
 
 from lsm_gnn.config import RunConfig, config_to_dict, parse_config
 
-WORKER = "lsm_gnn.multidevice.linkbench:exchange_worker"
+WORKER = "lsm_gnn.bench.exchange:exchange_worker"
 ROW_BYTES = 4096  # IGB's 1024 fp32 features
 
 

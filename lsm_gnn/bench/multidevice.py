@@ -232,7 +232,7 @@ def two_ranks_one_gpu(dataset: str, warmup: int = 10, timed: int = 20, cache_fra
     exchange rows through host memory. (device="cpu": the same run without a GPU, for its test.)"""
     from lsm_gnn.config import load_config
     from lsm_gnn.ranks.launch import run_multi_device
-    from lsm_gnn.train.bench import auto_reader
+    from lsm_gnn.bench.train import auto_reader
 
     reader, notes = auto_reader(dataset)
     over = {"dataset.path": str(dataset), "distributed.devices": 2, "distributed.mode": "shared",

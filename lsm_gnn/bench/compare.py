@@ -35,7 +35,7 @@ LSM-GNN's. With emulated accelerators also:
 - LSM-GNN's floor per iteration: max(the emulated step, storage reads of all devices / fio's
   random 4 KiB IOPS at its best depth, one device's exchange bytes / the exchange link's bandwidth),
   both devices' limits measured in the same run (fio over the feature file before the first run
-  and after the last, the better of the two; `lsm_gnn.multidevice.linkbench`); `lsm_vs_floor` =
+  and after the last, the better of the two; `lsm_gnn.bench.exchange`); `lsm_vs_floor` =
   LSM-GNN's steady epoch over the floor's epoch.
 - `--sweep 1,8,32,...`: every system once more at each multiple of the profile's step time (a
   slower accelerator); the fastest accelerator a system keeps at AU >= 90 % (MLPerf Storage's
@@ -145,9 +145,9 @@ def summarise_system(runs: list[dict]) -> dict:
 
 def _fio_random(cfg, fio: str, seconds: float, depth: int) -> dict:
     """One fio job of random 4 KiB reads over the feature file at queue depth `depth`, its pages
-    dropped from the page cache first (lsm_gnn.storage.bench.run_fio's result)."""
+    dropped from the page cache first (lsm_gnn.bench.storage.run_fio's result)."""
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.storage.bench import FIO_RANDOM, run_fio
+    from lsm_gnn.bench.storage import FIO_RANDOM, run_fio
     from lsm_gnn.storage.pagecache import drop_file_cache
 
     lay = Dataset(cfg.dataset.path).features()
@@ -185,7 +185,7 @@ def device_limits(cfg, *, fio: str = "fio", fio_seconds: float = 3.0, exchange_b
     """The limits LSM-GNN's floor divides by, measured now: fio's best random 4 KiB IOPS over the
     feature file (queue depths FIO_DEPTHS; with `fio_before`, the best of that and now), the
     exchange link's bandwidth at LSM-GNN's size."""
-    from lsm_gnn.multidevice.linkbench import exchange_bandwidth
+    from lsm_gnn.bench.exchange import exchange_bandwidth
 
     now = fio_limit(cfg, fio=fio, fio_seconds=fio_seconds)
     out = {"fio": best_of({"before": fio_before, "after": now}) if fio_before is not None else now}
@@ -281,7 +281,7 @@ def measure_vm_profile(cfg, prof, *, fio: str = "fio", fio_seconds: float = 3.0,
     import yaml
 
     from lsm_gnn.datasets.format import Dataset
-    from lsm_gnn.storage.bench import FIO_LATENCY, FIO_SEQ, run_fio
+    from lsm_gnn.bench.storage import FIO_LATENCY, FIO_SEQ, run_fio
     from lsm_gnn.storage.pagecache import drop_file_cache
     from lsm_gnn.utils.atomic import write_text
 
@@ -498,7 +498,7 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
         L = out["systems"]["lsm"]
         lim = None
         if limits and emulated_storage:  # the storage term is the device model's: only the link is measured
-            from lsm_gnn.multidevice.linkbench import exchange_bandwidth
+            from lsm_gnn.bench.exchange import exchange_bandwidth
 
             xb = (L["exchange_bytes_per_iteration"] or 0) / devices
             lim = {"fio": None, "exchange": exchange_bandwidth(cfg, xb, devices=devices) if xb else None}

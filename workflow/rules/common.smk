@@ -521,7 +521,7 @@ def tb_inputs(wildcards) -> dict:
 
 
 def tb_seed(wildcards) -> int:
-    """Round r's seed as bench compare draws it (lsm_gnn/bench/compare.py: run_seed), so a round of the rules
+    """Round r's seed as bench compare draws it (lsm_gnn/utils/seeds.py: run_seed), so a round of the rules
     and a round of `lsm-gnn bench compare` draw the same batches."""
     from lsm_gnn.utils.seeds import run_seed
 

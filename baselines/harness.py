@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -184,13 +185,18 @@ def _run_lsm_family(system: str, cfg: RunConfig, devices: int, progress: bool) -
 
 # ---- Dist-DGL ------------------------------------------------------------------------------------
 def network_shape(cfg: RunConfig, time_scale: float = 1.0):
-    """The emulated network of `baseline.network_emulation: emulated` (None: real): the NIC of
-    `baseline.network_profile`, delays x `time_scale`, rates / `time_scale` (baselines/distdgl/netem.py)."""
-    if cfg.baseline.network_emulation != "emulated":
+    """The emulated network of `baseline.network_emulation` (None: real): the NIC of
+    `baseline.network_profile`, delays x `time_scale`, rates / `time_scale` (baselines/distdgl/netem.py);
+    `rate`: the rate alone; `auto`: the delay too where the kernel has sch_netem (netem.fit)."""
+    mode = cfg.baseline.network_emulation
+    if mode == "real":
         return None
     from baselines.distdgl.netem import LinkShape
 
-    return LinkShape.from_profile(cfg.baseline.network_profile, time_scale)
+    shape = LinkShape.from_profile(cfg.baseline.network_profile, time_scale)
+    if mode == "rate":
+        return shape.rate_only()
+    return replace(shape, delay_required=(mode == "emulated"))
 
 
 def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progress: bool = False) -> dict:
@@ -225,7 +231,18 @@ def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progres
             wall = time.perf_counter() - t0
         rec = distdgl_record(cfg, info, spec, res.trainer_metrics, wall)
         rec["metrics"]["cpu_index_s"] = speed
-        rec["metrics"]["distdgl"]["network_emulation"] = res.network_emulation
+        emu = res.network_emulation
+        if emu is not None:
+            emu["requested"] = b.network_emulation
+            if emu.get("shape"):  # what a rate-only link lacks per epoch (0 when the delay was added)
+                from baselines.distdgl.netem import missing_delay_per_epoch
+                from lsm_gnn.project.model import distdgl_round_trips
+
+                trips = sum(distdgl_round_trips(len(cfg.sampler.fanouts), spec.world_size).values())
+                P = rec["metrics"]["time"][TIMED_WINDOW]["iterations_per_epoch"]
+                emu["round_trips_per_iteration"] = trips
+                emu["missing_delay_epoch_s"] = missing_delay_per_epoch(emu["shape"], trips, P)
+        rec["metrics"]["distdgl"]["network_emulation"] = emu
         return rec
     finally:
         shutil.rmtree(work, ignore_errors=True)

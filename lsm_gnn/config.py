@@ -256,10 +256,12 @@ class BaselineConfig(Section):
     samplers: int = Field(0, ge=0, le=16)
     network: Literal["netns", "loopback"] = "netns"
     """netns: every emulated machine has its own network namespace and address (bytes measured)."""
-    network_emulation: Literal["real", "emulated"] = "real"
+    network_emulation: Literal["real", "emulated", "rate", "auto"] = "real"
     """real: the machines' veths as the kernel runs them. emulated: every machine's eth0 shaped with tc
     (netem delay, tbf rate) to `network_profile`'s NIC (baselines/distdgl/netem.py); needs netns and a
-    kernel with sch_netem and sch_tbf (the run fails naming what is missing)."""
+    kernel with sch_netem and sch_tbf (the run fails naming what is missing). rate: tbf alone, the
+    delay left out and recorded with what it costs per epoch. auto: emulated where the kernel has
+    sch_netem, else rate; the record says which."""
     network_profile: str = "paper"
     """The hardware profile whose `links.nic` the emulated network takes: a projection profile
     (lsm_gnn/project/profiles: paper, h200x8, this-machine) or a .yaml path."""
@@ -277,8 +279,8 @@ class BaselineConfig(Section):
 
     @model_validator(mode="after")
     def _emulated_network_needs_namespaces(self):
-        if self.network_emulation == "emulated" and self.network != "netns":
-            raise ValueError("network_emulation: emulated shapes each machine's own eth0, which needs "
+        if self.network_emulation != "real" and self.network != "netns":
+            raise ValueError(f"network_emulation: {self.network_emulation} shapes each machine's own eth0, which needs "
                              f"network: netns (found network: {self.network})")
         return self
 

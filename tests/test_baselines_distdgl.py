@@ -15,6 +15,7 @@ import pytest
 from baselines.distdgl.launch import ClusterSpec, EmulatedCluster
 from baselines.distdgl.partition import partition_dataset
 from lsm_gnn.config import load_config
+from lsm_gnn.project.profiles import load_profile
 from lsm_gnn.records import validate_record
 from lsm_gnn.utils.errors import DistributedError
 
@@ -78,6 +79,10 @@ def test_dist_dgl_with_an_emulated_accelerator_pulls_the_same_rows_and_reports_a
     assert not m["distdgl"]["partition"]["reused"] and m["distdgl"]["part_ids"] == [0]
     assert m["traffic"]["network_bytes"] >= 0  # one machine: nothing needs to cross the network
     assert _shm() - before == set()  # nothing the run created is left
+    # the network as the kernel runs it (the default: real), and what the kernel could emulate, said in the record
+    ne = m["distdgl"]["network_emulation"]
+    assert ne["mode"] == "real" and ne["shape"] is None and ne["qdiscs"] == [] and ne["requested"] == "real"
+    assert set(ne["available"]) == {"available", "netem", "tbf", "reason"}
     acc = m["accelerator"]
     step = load_accelerator("a100").step.scaled(2)
     assert acc["mode"] == "emulated" and acc["profile"] == "a100" and acc["scale"] == 2
@@ -112,7 +117,9 @@ def test_two_machines_through_the_harness_train_on_their_own_partitions_validate
     ds, parts, info = two_machines
     before = _shm()
     cfg = load_config(None, [f"dataset.path={ds.root}", f"baseline.partition_dir={parts}", "sampler.batch_size=128",
-                             "sampler.fanouts=[5,5]", "model.hidden=16", "train.epochs=2", "train.eval_nodes=200"])
+                             "sampler.fanouts=[5,5]", "model.hidden=16", "train.epochs=2", "train.eval_nodes=200",
+                             # the paper profile's NIC (12.5 GB/s at S = 1: above these veths' own speed)
+                             "baseline.network_emulation=auto"])
     rec = run_system("distdgl", cfg, machines=2, trainers=1, record_path=tmp_path / "r.json")
     validate_record(rec)
     m = rec["metrics"]
@@ -131,10 +138,19 @@ def test_two_machines_through_the_harness_train_on_their_own_partitions_validate
     # the gradient all-reduce between the trainers (over the machines' network) is its own stage
     st = m["time"]["per_iteration"]
     assert st["sync"] > 0 and st["train"] > 0 and "sync" in m["distdgl"]["stage_map"]
-    # the network as the kernel runs it, and what the kernel could emulate, said in the record
+    # auto: the delay too where the kernel has sch_netem, else the rate alone and the delay left out
+    # counted per epoch (round trips per iteration x the profile's round trip x iterations)
     ne = m["distdgl"]["network_emulation"]
-    assert ne["mode"] == "real" and ne["shape"] is None and ne["qdiscs"] == []
-    assert set(ne["available"]) == {"available", "netem", "tbf", "reason"}
+    nic = load_profile("paper").links.nic
+    assert ne["requested"] == "auto" and len(ne["qdiscs"]) == 2 and all("tbf" in q for q in ne["qdiscs"])
+    assert ne["round_trips_per_iteration"] == 2 * 2 + 1 + 2  # 2 layers sampled, a pull, an all-reduce
+    P = m["time"]["timed_window"]["iterations_per_epoch"]
+    if ne["available"]["netem"]:
+        assert ne["mode"] == "emulated" and ne["missing_delay_epoch_s"] == 0.0
+    else:
+        assert ne["mode"] == "rate" and not any("netem" in q for q in ne["qdiscs"])
+        assert ne["shape"]["delay_s"] == 0.0 and ne["shape"]["missing_round_trip_s"] == pytest.approx(nic.latency_s)
+        assert ne["missing_delay_epoch_s"] == pytest.approx(7 * nic.latency_s * P)
     # the trainers' own metrics
     (cluster,) = clusters
     res = cluster.result

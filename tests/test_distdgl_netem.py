@@ -11,6 +11,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -64,9 +65,48 @@ def test_an_emulation_the_kernel_cannot_do_is_refused_naming_the_missing_module(
     spec = ClusterSpec(machines=2, trainers=1, shape=netem.LinkShape.from_profile("paper"))
     with EmulatedCluster(spec, tmp_path) as cluster:
         with pytest.raises(DistributedError, match=r"needs the kernel's sch_netem qdisc \(delay of profile 'paper'.*"
-                                                   r"Specified qdisc kind is unknown.*network_emulation=real"):
+                                                   r"Specified qdisc kind is unknown.*network_emulation=rate"):
             cluster.run("parts.json", "g", {})
         assert cluster.procs == [] and cluster.holders == []  # nothing started
+
+
+def test_auto_takes_the_rate_alone_without_sch_netem_and_keeps_the_delay_it_left_out():
+    nic = load_profile("paper").links.nic
+    no_netem = {"available": False, "netem": False, "tbf": True, "reason": "no netem"}
+    both = {"available": True, "netem": True, "tbf": True, "reason": None}
+    auto = replace(netem.LinkShape.from_profile("paper", time_scale=8), delay_required=False)
+    fitted = netem.fit(auto, no_netem)
+    assert fitted.mode == "rate" and fitted.delay_s == 0.0 and fitted.rate_bytes_per_s == auto.rate_bytes_per_s
+    assert fitted.delay_missing_s == pytest.approx(auto.delay_s)
+    # the record's round trip left out is the profile's own (undilated: reported times are divided by S)
+    assert fitted.as_record()["missing_round_trip_s"] == pytest.approx(nic.latency_s)
+    (only,) = fitted.tc_commands()
+    assert "netem" not in only and "tbf" in only
+    netem.check(fitted, no_netem)  # tbf alone: nothing missing
+    # a kernel with netem keeps the delay; `emulated` (delay required) never drops it
+    assert netem.fit(auto, both) == auto and netem.fit(auto, both).mode == "emulated"
+    strict = netem.LinkShape.from_profile("paper", time_scale=8)
+    assert netem.fit(strict, no_netem) is strict
+    with pytest.raises(DistributedError, match="sch_netem"):
+        netem.check(strict, no_netem)
+    # what a rate-only run lacks per epoch: round trips x the round trip left out x iterations
+    assert netem.missing_delay_per_epoch(fitted.as_record(), 7, 100) == pytest.approx(700 * nic.latency_s)
+    assert netem.missing_delay_per_epoch(auto.as_record(), 7, 100) == 0.0
+    assert netem.missing_delay_per_epoch(None, 7, 100) == 0.0
+
+
+def test_the_config_takes_rate_and_auto_and_the_harness_builds_their_shapes():
+    from baselines.harness import network_shape
+
+    assert network_shape(load_config(None, [])) is None
+    rate = network_shape(load_config(None, ["baseline.network_emulation=rate"]), 4)
+    assert rate.mode == "rate" and rate.delay_s == 0.0 and rate.rate_bytes_per_s == pytest.approx(
+        load_profile("paper").links.nic.bandwidth / 4)
+    auto = network_shape(load_config(None, ["baseline.network_emulation=auto"]), 4)
+    assert auto.mode == "emulated" and not auto.delay_required
+    assert network_shape(load_config(None, ["baseline.network_emulation=emulated"]), 4).delay_required
+    with pytest.raises(ConfigError, match="network_emulation: rate .* needs network: netns"):
+        load_config(None, ["baseline.network_emulation=rate", "baseline.network=loopback"])
 
 
 # a TCP server in one machine's namespace and a client in the other's: a stream and ping-pongs

@@ -221,3 +221,17 @@ def test_an_emulated_check_is_judged_by_its_figure_farthest_from_zero_and_needs_
     assert u["verdict"] == V.NO_VERDICT and "Dist-DGL's network not emulated (network_emulation: real)" in u["why"]
     assert V.claim_a(GOOD, PROJ, {**a_testbed(), "network_emulation": "emulated"}, VALID)["columns"][V.EMULATED][
         "verdict"] == V.PARTLY
+
+
+def test_a_rate_only_network_decides_only_where_the_left_out_delay_cannot_cross_a_threshold():
+    def rate_only(median, with_delay):
+        tb = a_testbed(median)
+        tb["network_emulation"] = "rate"
+        tb["batches"]["1024"]["distdgl_vs_lsm"]["median_with_delay"] = with_delay
+        return V.claim_a(GOOD, PROJ, tb, VALID)["columns"][V.EMULATED]
+
+    same = rate_only(2.0, 2.1)  # both 'faster', short of 3.75x: the verdict stands, both figures shown
+    assert same["verdict"] == V.PARTLY and "with the left-out network delay added back 2.10x" in same["why"]
+    across = rate_only(0.98, 1.02)  # the delay added back crosses 1: no verdict, and why
+    assert across["verdict"] == V.NO_VERDICT
+    assert "adding it back moves the ratio from 0.98x to 1.02x, across a threshold" in across["why"]

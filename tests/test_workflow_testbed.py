@@ -102,6 +102,29 @@ def test_checks_without_their_runs_are_null():
     assert _summary(runs)["projection"]["met"] is None
 
 
+def test_a_rate_only_dist_dgl_link_gets_its_ratio_with_the_left_out_delay_added_back():
+    runs = _matrix()
+    for r in runs:  # Dist-DGL's links shaped to the rate alone: 0.5 s per epoch of delay left out
+        if r["system"] == "distdgl":
+            r.update(network_mode="rate", missing_delay_epoch_s=0.5)
+    s = _summary(runs, {"profile": "paper", "ratios": {"distdgl_vs_lsm_epoch": 3.0}})
+    got = s["batches"]["1024"]["distdgl_vs_lsm"]
+    e = {k: {x["round"]: x["summary"]["epoch_steady_s"] for x in runs
+             if (x["system"], x["batch"], x["profile"], x["scale"]) == (k, 1024, "paper", 16.0)} for k in ("distdgl", "lsm")}
+    assert got["missing_delay_epoch_s"] == 0.5
+    assert got["median_with_delay"] == pytest.approx((np.median(list(e["distdgl"].values())) + 0.5)
+                                                     / np.median(list(e["lsm"].values())))
+    assert got["max_with_delay"] == pytest.approx(max((e["distdgl"][k] + 0.5) / e["lsm"][k] for k in range(3)))
+    # the projection charges the NIC's latency: it is compared with the ratio the delay added back
+    assert s["projection"]["relative_error"] == pytest.approx(3.0 / got["median_with_delay"] - 1)
+    assert tb.network_mode(runs, "auto") == "rate"
+    assert tb.network_mode([r for r in runs if r["system"] != "distdgl"], "auto") == "auto"
+    text = tb.fragment(s, tb.NETWORK_WORDS["rate"])
+    assert "Dist-DGL's delay left out (rate-only link) at batch 1024: at most 0.500 s per epoch" in text
+    # an emulated link (or the records of before the field): no delay added, no second figure
+    assert "median_with_delay" not in _summary(_matrix())["batches"]["1024"]["distdgl_vs_lsm"]
+
+
 @pytest.mark.skipif(not SNAKEMAKE.exists(), reason="snakemake is not installed next to this Python")
 def test_the_dry_run_plans_the_testbed_chain_rotated_with_its_validation_runs(tmp_path):
     ds = tmp_path / "data" / "tb"

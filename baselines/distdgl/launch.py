@@ -11,9 +11,9 @@ What dgl's `tools/launch.py` does over ssh, done here with Linux namespaces:
   bytes a real cluster would send over its network. With `network="loopback"` all machines share the
   host's 127.0.0.1 and the trainers are told their machine id through FAKE_MACHINE_ID (see
   trainer.py); network bytes are then not measurable.
-* with `shape` (a netem.LinkShape: `baseline.network_emulation: emulated`) every machine's `eth0` is
-  shaped with tc to a profile's NIC (delay and rate; netem.py), and `tc qdisc show` read back from
-  inside each namespace goes into the result. Every netns run probes whether the kernel can shape
+* with `shape` (a netem.LinkShape: `baseline.network_emulation: emulated`, `rate` or `auto`) every
+  machine's `eth0` is shaped with tc to a profile's NIC (delay and rate, or the rate alone;
+  netem.py), and `tc qdisc show` read back from inside each namespace goes into the result. Every netns run probes whether the kernel can shape
   (sch_netem, sch_tbf) and says so in its result; an emulation it cannot do fails before any
   process starts.
 
@@ -208,8 +208,10 @@ class EmulatedCluster:
 
             found = netem.probe()
             if spec.shape is not None:
+                # the shape this kernel can do (auto without sch_netem: the rate alone), or a refusal
+                spec.shape = netem.fit(spec.shape, found)
                 netem.check(spec.shape, found)
-            emulation = {"mode": "emulated" if spec.shape is not None else "real", "available": found,
+            emulation = {"mode": spec.shape.mode if spec.shape is not None else "real", "available": found,
                          "shape": spec.shape.as_record() if spec.shape is not None else None}
         t_start = time.perf_counter()
         self._make_namespaces()

@@ -24,13 +24,21 @@ host's CPU S times faster: Gupta et al., NSDI'06).
 netem and tbf are kernel modules: `probe()` tries both in a scratch network namespace. A run that
 asked for emulation on a kernel without them fails before any process starts, naming what is
 missing; every netns run's record says what the probe found (`network_emulation.available`).
+
+Kernels without sch_netem (this project's VM: a Firecracker kernel built with tbf and htb but no
+netem, fq or taprio, so no qdisc can hold a packet for a time) still shape the rate: `rate` (or
+`auto` there) puts tbf alone on eth0 and records the delay it could not add (`delay_missing_s`).
+The run is then faster than the profile's network by at most that delay on each round trip, which
+`missing_delay_per_epoch` turns into seconds per epoch with the projection's count of round trips
+(lsm_gnn/project/model.py: distdgl_round_trips), so that a report can say whether the missing
+delay could change what it concludes.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from lsm_gnn.utils.errors import ConfigError, DistributedError
 
@@ -52,6 +60,10 @@ class LinkShape:
     delay_s: float
     profile: str
     time_scale: float = 1.0
+    delay_required: bool = True
+    """False (`network_emulation: auto`): on a kernel without sch_netem shape the rate alone (fit())."""
+    delay_missing_s: float = 0.0
+    """The one-way delay (dilated, as delay_s) the profile asks for and this shape does not add."""
 
     @classmethod
     def from_profile(cls, name: str, time_scale: float = 1.0) -> "LinkShape":
@@ -64,6 +76,20 @@ class LinkShape:
         nic = load_profile(name).links.nic
         return cls(rate_bytes_per_s=nic.bandwidth / time_scale, delay_s=nic.latency_s / 2 * time_scale,
                    profile=str(name), time_scale=float(time_scale))
+
+    @property
+    def mode(self) -> str:
+        """`emulated` (rate and delay), or `rate` (the delay the profile asks for not added)."""
+        return "rate" if self.delay_missing_s > 0 else "emulated"
+
+    def rate_only(self) -> "LinkShape":
+        """The same rate, no delay added; the delay left out kept as `delay_missing_s`."""
+        return replace(self, delay_s=0.0, delay_missing_s=self.delay_missing_s + self.delay_s)
+
+    def missing_round_trip_s(self) -> float:
+        """The round-trip delay left out, in the profile's own (undilated) seconds: the time a run's
+        reported (divided back by the scale) round trip lacks."""
+        return 2 * self.delay_missing_s / self.time_scale
 
     def tc_commands(self, dev: str = "eth0") -> list[list[str]]:
         """The `tc` invocations that put this shape on `dev` (replace: idempotent)."""
@@ -79,7 +105,8 @@ class LinkShape:
                 ["tc", "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", *tbf]]
 
     def as_record(self) -> dict:
-        return {**asdict(self), "delay_round_trip_s": 2 * self.delay_s}
+        return {**asdict(self), "mode": self.mode, "delay_round_trip_s": 2 * self.delay_s,
+                "missing_round_trip_s": self.missing_round_trip_s()}
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -103,6 +130,15 @@ def probe() -> dict:
     return out
 
 
+def fit(shape: LinkShape, found: dict) -> LinkShape:
+    """The shape this kernel can put on a link (`found`: probe()): `shape` itself, or its rate
+    alone where sch_netem is missing and the delay is not required (`network_emulation: auto`).
+    check() then refuses what is still impossible."""
+    if shape.delay_s > 0 and not found.get("netem") and not shape.delay_required:
+        return shape.rate_only()
+    return shape
+
+
 def check(shape: LinkShape, found: dict) -> None:
     """Refuse an emulation the kernel cannot do (`found`: probe()), naming what is missing."""
     need = ["tbf"] + (["netem"] if shape.delay_s > 0 else [])
@@ -112,7 +148,8 @@ def check(shape: LinkShape, found: dict) -> None:
                                      f"{' and '.join('sch_' + k for k in missing)} qdisc "
                                      f"({'delay' if 'netem' in missing else 'rate'} of profile "
                                      f"{shape.profile!r}'s NIC); {found.get('reason')}. Run with "
-                                     "baseline.network_emulation=real, or on a kernel with the module")
+                                     "baseline.network_emulation=rate (tbf alone: the rate shaped, the "
+                                     "delay left out and recorded) or real, or on a kernel with the module")
 
 
 def apply(nsrun, pid: int, shape: LinkShape, dev: str = "eth0") -> str:
@@ -127,6 +164,15 @@ def apply(nsrun, pid: int, shape: LinkShape, dev: str = "eth0") -> str:
         raise DistributedError(None, f"the network emulation's qdiscs ({', '.join(want)}) are not on {dev} "
                                      f"after tc applied them: `tc qdisc show dev {dev}` says {shown.strip()!r}")
     return shown.strip()
+
+
+def missing_delay_per_epoch(shape: dict | None, round_trips_per_iteration: int, iterations_per_epoch: int) -> float:
+    """Seconds per epoch (undilated: the record's time) that a `rate` run lacks against the profile's
+    network: its round trips per iteration x the round-trip delay left out x the iterations of an
+    epoch. `shape`: a record's `network_emulation.shape` (None, or nothing missing: 0)."""
+    if not shape:
+        return 0.0
+    return float(round_trips_per_iteration * (shape.get("missing_round_trip_s") or 0.0) * iterations_per_epoch)
 
 
 def parse_rate(shown: str) -> float | None:

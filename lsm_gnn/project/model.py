@@ -259,6 +259,14 @@ def _h2d(c: Counts, p: Profile):
 
 
 # ---- stage graphs per system ---------------------------------------------------------------------
+def distdgl_round_trips(layers: int, world: int) -> dict:
+    """Network round trips of one Dist-DGL trainer iteration, per stage: the RPC sampling two per
+    layer, the KVStore pull one, the gradient all-reduce two (W > 1; an emulated step's trainers
+    still meet). The projection charges each a NIC latency, and a run whose emulated link lacks
+    the delay (baselines/distdgl/netem.py: rate) lacks as many."""
+    return {"rpc_sample": 2 * max(1, layers), "kv_pull": 1, "allreduce": 2 if world > 1 else 0}
+
+
 def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
     """The system's lanes (overlap rules) and its per-node resource demands for the floors."""
     s, r, W = c.system, c.row_bytes, c.workers
@@ -372,7 +380,8 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
         nic = p.links.nic
         T = max(1, W // max(1, c.machines))
         layers = max(1, len(c.fanouts))
-        rs = _cpu("rpc_sample", c.rows / p.cpu.rpc_sample_rows_per_s + 2 * layers * nic.latency_s,
+        trips = distdgl_round_trips(layers, W)
+        rs = _cpu("rpc_sample", c.rows / p.cpu.rpc_sample_rows_per_s + trips["rpc_sample"] * nic.latency_s,
                   f"R {_fmt(c.rows)} / {_fmt(p.cpu.rpc_sample_rows_per_s)} rows/s + 2 x {layers} x {_fmt(nic.latency_s)} s")
         rs.cpu_seconds = c.rows / p.cpu.rpc_sample_rows_per_s
         if c.network_bytes_per_machine is not None:
@@ -382,16 +391,16 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
             remote = c.kvstore_bytes * (c.machines - 1) / max(1, c.machines)
             rsrc = f"K {_fmt(c.kvstore_bytes)} x (M-1)/M"
         sw = c.rows * p.cpu.kvstore_row_s
-        net = remote / nic.bandwidth + nic.latency_s
+        net = remote / nic.bandwidth + trips["kv_pull"] * nic.latency_s
         emulated = p.cpu_only  # machines emulated on one node: the "network" is the kernel's copies
         pull = Stage("kv_pull", sw + net, "cpu" if (emulated or sw >= net) else "nic",
                      f"R {_fmt(c.rows)} x {_fmt(p.cpu.kvstore_row_s)} s + remote {_fmt(remote)} B ({rsrc}) / "
                      f"{_fmt(nic.bandwidth)} B/s + {_fmt(nic.latency_s)} s",
                      cpu_seconds=sw + (net if emulated else 0.0))
         gb = gradient_bytes(c)
-        ar_t = 2 * (W - 1) / W * gb / nic.bandwidth + 2 * nic.latency_s if W > 1 else 0.0
+        ar_t = 2 * (W - 1) / W * gb / nic.bandwidth + trips["allreduce"] * nic.latency_s if W > 1 else 0.0
         if _waited(c, p):  # an emulated step moves no gradient: the trainers only meet (the record's sync stage)
-            ar_t = 2 * nic.latency_s if W > 1 else 0.0
+            ar_t = trips["allreduce"] * nic.latency_s
         ar = Stage("allreduce", ar_t, "cpu" if emulated else "nic",
                    f"2 x ({W}-1)/{W} x {_fmt(gb)} B / {_fmt(nic.bandwidth)} B/s + 2 x {_fmt(nic.latency_s)} s",
                    cpu_seconds=ar_t if emulated else 0.0)

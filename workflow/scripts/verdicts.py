@@ -227,12 +227,24 @@ def claim_a_emulated(testbed: dict | None, batch: int) -> dict:
         if v.get("met") is not True:
             failed.append(f"{name} {'not run' if v.get('met') is None else 'failed'}: " + fig.split(" ", 1)[1])
     net = testbed.get("network_emulation")
-    if net is not None and net != "emulated":
+    delay_note = ""
+    if net == "rate":
+        # the rate shaped, the delay left out (a kernel without sch_netem): Dist-DGL is faster by at
+        # most its round trips' delay, so the ratio lies between the measured one and the one with
+        # that delay added back; it decides only where both read the same
+        lo, hi = r.get("median"), r.get("median_with_delay", r.get("median"))
+        if lo is not None and hi is not None:
+            delay_note = f" (with the left-out network delay added back {_x(hi)})"
+            if _classify(lo) != _classify(hi):
+                failed.append(f"Dist-DGL's network delay was left out (rate-only link) and adding it back "
+                              f"moves the ratio from {_x(lo)} to {_x(hi)}, across a threshold")
+    elif net is not None and net != "emulated":
         # unshaped veths: Dist-DGL's feature pulls cost only this machine's CPU, divided by S, so
-        # the ratio says nothing of the paper's network (this VM's kernel lacks sch_netem)
+        # the ratio says nothing of the paper's network
         failed.append(f"Dist-DGL's network not emulated (network_emulation: {net})")
     scale = testbed.get("time_scale")
-    rng = (f"{_x(r.get('median'))} [{_x(r.get('min'))}-{_x(r.get('max'))}]" if r.get("median") is not None else "n/a")
+    rng = (f"{_x(r.get('median'))} [{_x(r.get('min'))}-{_x(r.get('max'))}]{delay_note}"
+           if r.get("median") is not None else "n/a")
     proj = testbed.get("projection") or {}
     pfig = (f"; the projection at batch {proj.get('batch')}: {_x(proj.get('distdgl_vs_lsm'))}, relative error "
             + ("n/a" if proj.get("relative_error") is None else f"{100 * proj['relative_error']:.1f} %")

@@ -29,9 +29,10 @@ from pathlib import Path
 import numpy as np
 
 from lsm_gnn.config import RunConfig, config_to_dict, parse_config
-from lsm_gnn.records import (STAGES, TIMED_WINDOW, claim_record, epoch_times, measured_epochs, new_record,
-                             steady_epochs, write_record)
+from lsm_gnn.records import (STAGES, TIMED_WINDOW, claim_record, emulation_records, epoch_times, measured_epochs,
+                             new_record, steady_epochs, write_record)
 from lsm_gnn.utils.errors import ConfigError, DistributedError
+from lsm_gnn.utils.machine import cpu_time_around
 
 SYSTEMS = ("lsm", "isolated", "mmap", "direct", "memory", "distdgl")
 
@@ -90,40 +91,6 @@ def run_system(system: str, cfg: RunConfig, *, devices: int = 1, machines: int =
         if record_path is not None:
             write_record(record_path, rec)
     return rec
-
-
-@contextmanager
-def cpu_time_around():
-    """The CPU seconds (user + system) of this process and its reaped children over the block, and
-    its wall seconds: {"cpu_s", "wall_s"} filled when the block ends (every rank, server and trainer
-    of a run is a child that has ended by then)."""
-    import resource
-
-    def cpu():
-        a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
-
-    out = {"cpu_s": None, "wall_s": None}
-    c0, t0 = cpu(), time.perf_counter()
-    yield out
-    out["cpu_s"], out["wall_s"] = cpu() - c0, time.perf_counter() - t0
-
-
-def emulation_records(rec: dict, cfg: RunConfig, cpu: dict) -> None:
-    """metrics.storage (the device the run read, real or emulated, and its pacing) and
-    metrics.emulation (the time scale, every time divided back by it, the CPU share, valid or why
-    not): lsm_gnn.records.storage_block, emulation_block."""
-    from lsm_gnn.records import emulation_block, storage_block
-
-    st = cfg.storage
-    profile = None
-    if st.device == "emulated":
-        from lsm_gnn.storage.device_model import load_device_profile
-
-        profile = load_device_profile(st.device_profile).as_record(cfg.emulation.time_scale)
-    m = rec.setdefault("metrics", {})
-    m["storage"] = storage_block(rec, st.device, profile, cfg.emulation.time_scale)
-    m["emulation"] = emulation_block(rec, cfg.emulation.time_scale, cpu.get("cpu_s"), cpu.get("wall_s"))
 
 
 def _write_failed(path, system: str, cfg: RunConfig, e: Exception) -> None:

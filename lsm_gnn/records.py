@@ -452,6 +452,23 @@ def storage_block(rec: dict, device: str, profile: dict | None, time_scale: floa
     return out
 
 
+def emulation_records(rec: dict, cfg: "RunConfig", cpu: dict) -> None:
+    """metrics.storage (the device the run read, real or emulated, and its pacing) and
+    metrics.emulation (the time scale, every time divided back by it, the CPU share, valid or why
+    not) of a finished run's record, whoever ran it (`lsm-gnn train`, a rank launch, the baselines'
+    harness); `cpu`: lsm_gnn.utils.machine.cpu_time_around's figures. Written again by a caller
+    that measured a wider span (the harness: the whole run, its preprocessing included)."""
+    st = cfg.storage
+    profile = None
+    if st.device == "emulated":
+        from lsm_gnn.storage.device_model import load_device_profile
+
+        profile = load_device_profile(st.device_profile).as_record(cfg.emulation.time_scale)
+    m = rec.setdefault("metrics", {})
+    m["storage"] = storage_block(rec, st.device, profile, cfg.emulation.time_scale)
+    m["emulation"] = emulation_block(rec, cfg.emulation.time_scale, cpu.get("cpu_s"), cpu.get("wall_s"))
+
+
 def emulation_block(rec: dict, time_scale: float, cpu_s: float | None, wall_s: float | None) -> dict:
     """metrics.emulation: the time scale S, every time of the record divided back by S (epochs,
     stages per iteration, samples per second multiplied), labelled; the CPU share (the run's CPU

@@ -514,3 +514,32 @@ def test_the_training_loop_judges_the_pacing_on_its_timed_iterations(ds):
     # iterations (3 per epoch)
     assert raw["all_batches"]["batches"] == 2 * (2 + 3)
     assert emu["window"] == "timed" and emu["batches"] == 2 * 3
+    # `lsm-gnn train`'s own record (run_training, one process) says which device it read and its time
+    # scale, as the harness's records do: metrics.storage and metrics.emulation
+    m = rec["metrics"]
+    assert m["storage"]["device"] == "emulated" and m["storage"]["profile"]["profile"] == "optane"
+    assert m["storage"]["emulation"]["batches"] == 2 * 3
+    e = m["emulation"]
+    assert e["time_scale"] == 1.0 and e["label"] == "emulated at scale 1"
+    assert e["epoch_steady_s"] == pytest.approx(m["time"]["epoch_steady_s"])
+    assert e["cpu_s"] > 0 and e["wall_s"] > 0 and e["cpu_share"] == pytest.approx(e["cpu_s"] / e["wall_s"])
+    assert e["valid"] == m["storage"]["emulation"]["valid"]
+
+
+def test_a_multi_device_launch_writes_the_storage_device_and_time_scale_once_for_the_merged_record(ds, tmp_path):
+    from lsm_gnn.ranks.launch import run_multi_device
+    from lsm_gnn.records import read_record
+
+    cfg = load_config(None, {"dataset.path": str(ds.root), "storage.reader": "direct", "storage.device": "emulated",
+                             "storage.device_profile": "optane", "emulation.time_scale": 4.0,
+                             "cache.capacity_fraction": 0.2, "distributed.devices": 2,
+                             "sampler.batch_size": 32, "sampler.fanouts": [2, 2], "train.accelerator": "emulated",
+                             "train.epochs": 2, "train.warmup_iters": 1, "train.timed_iters": 2,
+                             "train.eval": False, "train.threads": 1})
+    path = tmp_path / "rec.json"
+    run_multi_device(cfg, record_path=path, progress=False)
+    m = read_record(path)["metrics"]
+    assert m["storage"]["device"] == "emulated" and m["emulation"]["time_scale"] == 4.0
+    assert m["emulation"]["label"] == "emulated at scale 4"
+    assert m["emulation"]["epoch_steady_s"] == pytest.approx(m["time"]["epoch_steady_s"] / 4.0)
+    assert m["emulation"]["cpu_s"] > 0  # both ranks' CPU: the launcher's reaped children

@@ -124,6 +124,11 @@ def _summary(rec: dict, path: Path, as_json: bool):
                    f"iterations of an epoch; the run used {clamp['used']} (metrics.source.window_clamp)")
     click.echo(f"  epoch time cold {_fmt(t.get('epoch_cold_s'))}, steady {_fmt(t.get('epoch_steady_s'))}"
                f" ({'whole epochs' if timed_window(t).get('full_epoch') else 'extrapolated from a timed window'})")
+    emu = m.get("emulation") or {}
+    if (emu.get("time_scale") or 1.0) != 1.0:  # a dilated run: its times divided back by S, labelled
+        click.echo(f"  {emu['label']}: epoch cold {_fmt(emu.get('epoch_cold_s'))}, steady "
+                   f"{_fmt(emu.get('epoch_steady_s'))}" + ("" if emu.get("valid", True) else
+                                                           f"; INVALID: {'; '.join(emu['invalid_causes'])}"))
     per = t.get("per_iteration", {})
     if per:
         click.echo("  per iteration (busy): " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in per.items() if v))

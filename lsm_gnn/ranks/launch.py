@@ -35,7 +35,8 @@ def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict
     """Run G ranks on this machine; return the merged run record (also written to the record path)."""
     from lsm_gnn.datasets.format import Dataset
 
-    from lsm_gnn.records import claim_record, write_record
+    from lsm_gnn.records import claim_record, emulation_records, write_record
+    from lsm_gnn.utils.machine import cpu_time_around
 
     G = cfg.distributed.devices
     record_path = record_path or cfg.output.record
@@ -50,8 +51,11 @@ def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict
                 write_record(record_path, failed_record(cfg, {"rank": None, "message": f"{type(e).__name__}: {e}"},
                                                         worker))
             raise
-        results, failure, wall = run_ranks(cfg, worker, worker_args or {})
+        with cpu_time_around() as cpu:  # the ranks are this process's children, reaped by the end
+            results, failure, wall = run_ranks(cfg, worker, worker_args or {})
         record = merge_records(cfg, results, worker, wall) if failure is None else failed_record(cfg, failure, worker)
+        if failure is None:
+            emulation_records(record, cfg, cpu)
         if record_path:
             write_record(record_path, record)
     if failure is not None and raise_on_failure:

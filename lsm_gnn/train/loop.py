@@ -54,8 +54,8 @@ from lsm_gnn.config import RunConfig, config_to_dict
 from lsm_gnn.datasets.format import Dataset
 from lsm_gnn.sources.contract import FeatureSource, as_source, numeric_stats
 from lsm_gnn.models import build_model
-from lsm_gnn.records import claim_record, dataset_block, epoch_window, mean_times, new_record, system_name, \
-    training_metrics, write_record
+from lsm_gnn.records import claim_record, dataset_block, emulation_records, epoch_window, mean_times, new_record, \
+    system_name, training_metrics, write_record
 from lsm_gnn.sampling import NeighborSampler
 from lsm_gnn.sources.factory import make_feature_source
 from lsm_gnn.sources.ideal import MemoryFeatureSource
@@ -65,6 +65,7 @@ from lsm_gnn.train.loader import FeatureLoader
 from lsm_gnn.train.sync import Meeting, allreduce_gradients
 from lsm_gnn.train.timers import StageTimer
 from lsm_gnn.utils.errors import ConfigError, DataError, InputError, NumericalError
+from lsm_gnn.utils.machine import cpu_time_around
 
 
 def _storage_info(source) -> dict:
@@ -146,7 +147,7 @@ def run_training(cfg: RunConfig, *, rank: int = 0, world_size: int = 1, feature_
     # the record's path is checked and locked before anything runs (lsm_gnn.records.claim_record)
     with claim_record(path if rank == 0 else None):
         try:
-            with _ctrl_c_between_iterations() as interrupted:
+            with _ctrl_c_between_iterations() as interrupted, cpu_time_around() as cpu:
                 opened["interrupted"] = interrupted
                 _train(cfg, record, rank, world_size, feature_source, progress, opened)
                 if interrupted.is_set():  # Ctrl-C during the last evaluation
@@ -170,6 +171,8 @@ def run_training(cfg: RunConfig, *, rank: int = 0, world_size: int = 1, feature_
                 opened["source"].close()
             if opened.get("eval_store") is not None:
                 opened["eval_store"].close()
+        if world_size == 1:  # one process's run: its storage device and time scale (G ranks: the merge's)
+            emulation_records(record, cfg, cpu)
         if path is not None and rank == 0:
             write_record(path, record)
     return record

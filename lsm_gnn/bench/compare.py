@@ -52,7 +52,7 @@ import click
 
 from lsm_gnn.records import bound_stage, emulation_label, timed_iterations, timed_window
 from lsm_gnn.utils.output import emit
-from lsm_gnn.utils.seeds import run_seed  # noqa: F401  (bench.run_seed: the rule's old home)
+from lsm_gnn.utils.seeds import run_seed
 
 COMPARED = ("lsm", "distdgl", "mmap", "direct")
 EMULATED = ("lsm", "isolated", "direct", "mmap", "memory", "distdgl")

@@ -44,6 +44,17 @@ emulated); `sync` the ranks' gradient all-reduce after it, i.e. the wait for the
 (lsm_gnn.train.sync). A record written before `sync` existed has none: read as 0, its all-reduce
 inside `train`."""
 FETCH_STAGES = ("fetch_cache", "fetch_victim", "fetch_storage")
+"""A fetch's stages at the cache that serves it: its lookup and the loop's work around the fetch
+(`fetch_cache`), the victim buffer, the storage reads."""
+EXCHANGE_STAGES = tuple(s for s in STAGES if s.startswith("exchange_"))
+"""The shared cache's exchange between devices (lsm_gnn.sources.shared): `exchange_ids`, the ids sent
+to their owners (the fetch's and the lookahead's), and `exchange_rows`, the rows sent back. Sources
+name them so in `stage_seconds()` (lsm_gnn.sources.contract); 0 where nothing is exchanged. Dist-DGL's
+records put their KVStore pull in `exchange_rows`."""
+FETCH_BUSY_STAGES = tuple(s for s in STAGES if s in FETCH_STAGES + EXCHANGE_STAGES)
+"""The stages one fetch's wall time splits into (lsm_gnn.train.loader.fetch_split): the exchange is
+fetch work the train step waits on like the cache's, so it counts with the loading side wherever a
+fetch or load total is taken (the exposed view, the hidden fetch fraction)."""
 ITERATION_KEYS = STAGES + ("wall", "wait")
 """One iteration's times: the stages, its wall time and how long the train step waited for inputs."""
 
@@ -190,9 +201,10 @@ def mean_times(items) -> dict:
 def exposed_times(mean: dict) -> dict:
     """Critical-path view of one iteration: train + sync + other + the wait, split over the loading
     stages in proportion to their busy time (sums to the iteration's wall time)."""
-    load = ("sample",) + FETCH_STAGES
-    busy = sum(mean[k] for k in load)
-    out = {k: (mean["wait"] * mean[k] / busy if busy > 0 else 0.0) for k in load}
+    # the exchange is loading work (FETCH_BUSY_STAGES): it gets its share of the wait like the fetch
+    load = ("sample",) + FETCH_BUSY_STAGES
+    busy = sum(mean.get(k, 0.0) for k in load)
+    out = {k: (mean["wait"] * mean.get(k, 0.0) / busy if busy > 0 else 0.0) for k in load}
     out["train"], out["sync"], out["other"] = mean["train"], mean.get("sync", 0.0), mean["other"]
     return out
 
@@ -201,7 +213,8 @@ def hidden_fetch_fraction(items) -> float | None:
     """1 - (time the train step waited for inputs) / (fetch busy time): the share of fetch time
     hidden behind compute (waits for sampling count against it: a lower bound); None without fetches."""
     items = list(items)
-    fetch = sum(sum(it[k] for k in FETCH_STAGES) for it in items)
+    # the whole fetch: the cache's stages and the exchange's (one fetch's wall time, fetch_split)
+    fetch = sum(sum(it.get(k, 0.0) for k in FETCH_BUSY_STAGES) for it in items)
     wait = sum(it["wait"] for it in items)
     return None if fetch <= 0 else max(0.0, min(1.0, 1.0 - wait / fetch))
 

@@ -21,7 +21,7 @@ import torch.multiprocessing as mp
 from conftest import _build_random_dataset
 from lsm_gnn.config import load_config
 from lsm_gnn.sources.contract import FeatureSource, STAGES, numeric_stats
-from lsm_gnn.records import STAGES as RECORD_STAGES
+from lsm_gnn.records import EXCHANGE_STAGES, STAGES as RECORD_STAGES
 from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.utils.errors import InputError
 
@@ -56,9 +56,11 @@ def host(rows) -> np.ndarray:
     return rows.cpu().numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows)
 
 
-def check_contract(src, feats: np.ndarray, batches, *, world: int, own_requests: bool = True) -> None:
+def check_contract(src, feats: np.ndarray, batches, *, world: int, own_requests: bool = True,
+                   exchanges: bool = False) -> None:
     """The contract every source keeps (lsm_gnn.sources.contract); `own_requests`: its tier counts are
-    of the rows it was asked for (False for a shared-cache rank, whose tiers are its owner's)."""
+    of the rows it was asked for (False for a shared-cache rank, whose tiers are its owner's);
+    `exchanges`: it exchanges rows with other devices, and times that as stages of its own."""
     assert isinstance(src, FeatureSource)
     reference = MemoryFeatureSource(feats)
     held, requests, distinct = [], 0, 0
@@ -104,7 +106,11 @@ def check_contract(src, feats: np.ndarray, batches, *, world: int, own_requests:
     if seconds is None:
         assert src.fetch_stage in RECORD_STAGES
     else:
-        assert set(seconds) == set(STAGES) and all(v >= 0 for v in seconds.values())
+        # a cache's stages, and the exchange's where rows travel between devices (the record's names)
+        assert set(seconds) == set(STAGES) | (set(EXCHANGE_STAGES) if exchanges else set())
+        assert all(v >= 0 for v in seconds.values())
+        if exchanges:   # 8 fetches with their lookahead went through the exchange
+            assert all(seconds[k] > 0 for k in EXCHANGE_STAGES)
     io = src.io_counters()
     assert io is None or io.as_dict()["bytes_read"] >= 0
     mem = src.memory()
@@ -157,7 +163,8 @@ def _shared_rank(rank, world, port, root, outdir):
         src = make_feature_source(config(ds, {**CACHE, "storage.reader": "buffered", "distributed.devices": world}),
                                   ds, rank, world)
         kind = type(src).__name__
-        check_contract(src, np.asarray(ds.feature_array()), batches_of(rank), world=world, own_requests=False)
+        check_contract(src, np.asarray(ds.feature_array()), batches_of(rank), world=world, own_requests=False,
+                       exchanges=True)
     except BaseException:  # noqa: BLE001 - reported to the test
         failure = traceback.format_exc()
     with open(os.path.join(outdir, f"{rank}.json"), "w") as f:

@@ -14,7 +14,10 @@ through methods, never through attributes a caller has to guess:
     counters                 rows per tier (TierCounters)
     stats() -> dict          the source's own figures (evictions, spills, exchange bytes, ...)
     stage_seconds()          cumulative seconds of the fetch stages {"cache", "victim", "storage"},
-                             or None when a fetch is one stage (`fetch_stage`)
+                             or None when a fetch is one stage (`fetch_stage`); a source that
+                             exchanges rows between devices adds "exchange_ids" and
+                             "exchange_rows" (lsm_gnn.records.EXCHANGE_STAGES: the record's stages
+                             of those names), over a cache or alone
     io_counters()            the storage I/O under the source (IOCounters), or None
     memory() -> dict         the run record's memory block (lsm_gnn.cache.budget)
     storage_info() -> dict   which storage path ran (the store's path_info)
@@ -42,6 +45,8 @@ from lsm_gnn.utils.counts import Counts
 from lsm_gnn.utils.errors import InputError
 
 STAGES = ("cache", "victim", "storage")
+"""The keys of a cache's `stage_seconds()`; the loader records them as fetch_cache, fetch_victim,
+fetch_storage (lsm_gnn.train.loader.fetch_split)."""
 
 
 @dataclass

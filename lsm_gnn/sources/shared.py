@@ -44,6 +44,7 @@ from lsm_gnn.multidevice.exchange import Exchange
 from lsm_gnn.ranks.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
 from lsm_gnn.multidevice.owners import split_valid_ids
 from lsm_gnn.ownership import check_owned
+from lsm_gnn.records import EXCHANGE_STAGES
 from lsm_gnn.utils.errors import InputError
 
 HEADER = 3  # shift, kept, new
@@ -102,8 +103,10 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         self.peer_rows = 0          # rows this rank received from other owners
         self.served_for_peers = 0   # rows this rank's cache served to other ranks
         self.coalesced = 0          # requests served by another request's row in the same fetch
+        # per fetch: split, exchange_ids, serve, exchange_rows, reorder; per advance: window, and
+        # inside it window_exchange_ids, the lookahead's exchange of ids (stage_seconds counts it)
         self.times = {"split": 0.0, "exchange_ids": 0.0, "serve": 0.0, "exchange_rows": 0.0,
-                      "reorder": 0.0, "window": 0.0}
+                      "reorder": 0.0, "window": 0.0, "window_exchange_ids": 0.0}
         self._announced: list[np.ndarray] = []              # my future batches, as announced
         self._future: list[list[np.ndarray]] = [[] for _ in range(self.world_size)]  # owner view
         self._fetches_since_advance = 0
@@ -131,8 +134,10 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         send_counts = header[:, HEADER:].sum(axis=1)
         # ids to owner o: the o-bucket of every new batch, batch after batch
         send = np.concatenate([s.bucket(o) for o in range(G) for s in splits]) if splits else np.zeros(0, np.int64)
+        t_ex = time.perf_counter()
         recv_header = self.ex.headers(header)
         recv = self.ex.ids(send, send_counts, recv_header[:, HEADER:].sum(axis=1))
+        self.times["window_exchange_ids"] += time.perf_counter() - t_ex
         self._announced = window
         self._fetches_since_advance = 0
         # owner side: rebuild each requester's window of rows I own
@@ -252,6 +257,14 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         return served if self.plane == "device" else served.astype(self.dtype, copy=False)
 
     # ---- reporting ----------------------------------------------------------------------------------
+    def stage_seconds(self) -> dict:
+        """The owner cache's stages (none when it has no timers) and the exchange's, named as the
+        record's stages (EXCHANGE_STAGES): the ids, the fetch's exchange and the lookahead's
+        (`window_exchange_ids`: only its exchange calls, not the window's bookkeeping), and the
+        rows sent back. The loader splits each fetch's wall time with them (fetch_split)."""
+        exchange = {k: self.times[k] + self.times.get(f"window_{k}", 0.0) for k in EXCHANGE_STAGES}
+        return {**(self.cache.stage_seconds() or {}), **exchange}
+
     def stats(self) -> dict:
         out = self.cache.stats()
         out.update({f"{k}_s": v for k, v in self.times.items()})

@@ -14,12 +14,13 @@ Three stages, each in its own thread when that helps:
 The window stays inside the epoch (like a per-epoch DataLoader, and like the trace replay).
 
 Each yielded batch (a 4-tuple) also carries `.labels` (tensor), `.minibatch`, `.times`: seconds of
-sample, fetch_cache, fetch_victim, fetch_storage (busy time of those stages for this batch) and
-wait (how long the consumer waited for it: the part of loading not hidden behind training), and
-`.counts`: the source's row and storage I/O counters for this batch alone (taken in the fetch
-stage, so they do not depend on how far ahead it runs), and `.h2d_bytes`: the bytes this loader
-copied to the device (0 when the source's rows are already there: a source on a CUDA device
-returns torch tensors, which are used as they are).
+sample, fetch_cache, fetch_victim, fetch_storage and, from a source that exchanges rows between
+devices, exchange_ids and exchange_rows (busy time of those stages for this batch; the fetch's
+stages sum to its wall time: `fetch_split`) and wait (how long the consumer waited for it: the
+part of loading not hidden behind training), and `.counts`: the source's row and storage I/O
+counters for this batch alone (taken in the fetch stage, so they do not depend on how far ahead
+it runs), and `.h2d_bytes`: the bytes this loader copied to the device (0 when the source's rows
+are already there: a source on a CUDA device returns torch tensors, which are used as they are).
 
 The source is anything with the FeatureSource contract (lsm_gnn.sources.contract); an object with only
 advance/fetch/counters is wrapped in a ForeignSource.
@@ -36,7 +37,7 @@ import torch
 
 from lsm_gnn.sources.contract import STAGES as SOURCE_STAGES
 from lsm_gnn.sources.contract import as_source
-from lsm_gnn.records import ROW_KEYS
+from lsm_gnn.records import EXCHANGE_STAGES, ROW_KEYS
 from lsm_gnn.sampling import Background, Lookahead, MiniBatch, NeighborSampler
 from lsm_gnn.utils.errors import InputError
 
@@ -52,17 +53,30 @@ def counts(source) -> dict:
 
 
 def fetch_split(source, seconds: float, before: dict | None, after: dict | None) -> dict:
-    """One fetch's wall time split into the record's stages fetch_cache / fetch_victim /
-    fetch_storage: from the source's per-stage timers (`stage_seconds()` before and after), or
-    all of it to the one stage the source is (`fetch_stage`) when it has none."""
+    """One fetch's wall time (`seconds`, advance included) split into the record's stages, from the
+    source's per-stage timers (`stage_seconds()` before and after): a cache's victim and storage
+    stages as fetch_victim / fetch_storage, a shared cache's exchange as exchange_ids /
+    exchange_rows, and the rest of the wall time as fetch_cache (the lookup and the work around
+    it), so that the stages sum to the wall time. Without the cache's stages the rest is the
+    source's one stage (`fetch_stage`); without timers at all, the whole fetch is."""
     if before is None or after is None:
         return {source.fetch_stage: seconds}
-    d = {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in SOURCE_STAGES}
-    victim, storage = d["victim"], d["storage"]
-    if victim + storage > seconds:  # the source's timers overlap ours; keep the sum = our wall time
-        f = seconds / (victim + storage)
-        victim, storage = victim * f, storage * f
-    return {"fetch_cache": seconds - victim - storage, "fetch_victim": victim, "fetch_storage": storage}
+
+    def delta(k):
+        return max(0.0, after.get(k, 0.0) - before.get(k, 0.0))
+
+    cache = any(k in after for k in SOURCE_STAGES)
+    # the cache's own "cache" timer is not used: fetch_cache is what the other stages leave
+    timed = {f"fetch_{k}": delta(k) for k in SOURCE_STAGES if k != "cache"} if cache else {}
+    timed.update({k: delta(k) for k in EXCHANGE_STAGES if k in after})
+    total = sum(timed.values())
+    if total > seconds:  # the source's timers overlap ours; keep the sum = our wall time
+        f = seconds / total
+        timed = {k: v * f for k, v in timed.items()}
+    rest = seconds
+    for v in timed.values():  # one at a time, in order: the numbers of a cache without exchange stay
+        rest -= v
+    return {("fetch_cache" if cache else source.fetch_stage): rest, **timed}
 
 
 class LoadedBatch(tuple):

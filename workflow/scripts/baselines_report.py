@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from lsm_gnn.records import STAGES, bound_stage, read_record, timed_iterations, timed_window  # noqa: E402
+from lsm_gnn.records import (EXCHANGE_STAGES, STAGES, bound_stage, read_record, timed_iterations,  # noqa: E402
+                             timed_window)
 from lsm_gnn.utils.atomic import write_json, write_text  # noqa: E402
 
 SPREAD_LIMIT = 0.05
@@ -75,10 +76,9 @@ def rows(paths, row_bytes_: int) -> pd.DataFrame:
             row[f"stage_{k}"] = float(per_iter.get(k, 0.0)) * iters
         # the exchange's busy time over the iteration's wall time, per run (the verdict on (e) reads its
         # min-max): an upper bound on its exposed cost, as the exchange runs in the loading thread,
-        # overlapped with the train step (the exposed view above gives it no stage of its own)
+        # overlapped with the train step (the exposed view above gives it only its share of the wait)
         busy, wall = t.get("per_iteration") or {}, t.get("per_iteration_wall")
-        row["exchange_share"] = ((float(busy.get("exchange_ids", 0.0)) + float(busy.get("exchange_rows", 0.0))) / wall
-                                 if wall else None)
+        row["exchange_share"] = (sum(float(busy.get(k, 0.0)) for k in EXCHANGE_STAGES) / wall if wall else None)
         out.append(row)
     df = pd.DataFrame(out)
     # repeats of one configuration: the median of every number, min, max and the spread of the steady

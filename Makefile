@@ -40,7 +40,8 @@ reproduce: env
 
 # The paper's testbed, emulated (workflow/rules/65-testbed.smk; docs/workflow.md, "Time"): the
 # reproduction with testbed=true. TESTBED_CONFIG: more --config values, e.g. testbed_repeats=2
-# testbed_network_emulation=real (a kernel without sch_netem, as this VM's)
+# (Dist-DGL's links: testbed_network_emulation=auto shapes the rate alone on a kernel without
+# sch_netem, as this VM's, and counts the delay it left out; docs/baselines.md)
 TESTBED_CONFIG ?=
 reproduce-testbed: env
 	bash workflow/scripts/reproduce.sh $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(CORES) \

@@ -53,7 +53,7 @@ def run(ds, trace, mode, record=None, **dist):
 def strip_times(x):
     if isinstance(x, dict):
         return {k: strip_times(v) for k, v in x.items()
-                if not (k.endswith("_s") or "seconds" in k or k == "created")}
+                if not (k.endswith("_s") or "seconds" in k or k in ("created", "cpu_share"))}
     if isinstance(x, list):
         return [strip_times(v) for v in x]
     return x

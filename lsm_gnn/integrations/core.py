@@ -28,11 +28,13 @@ import torch
 
 from lsm_gnn.sources.contract import as_source, numeric_stats
 from lsm_gnn.accelerator import batch_edges
-from lsm_gnn.records import dataset_block, epoch_window, new_record, system_name, training_metrics, write_record
+from lsm_gnn.records import (dataset_block, emulation_records, epoch_window, new_record, system_name, training_metrics,
+                             write_record)
 from lsm_gnn.sampling import deal_seeds
 from lsm_gnn.train.loader import FeatureLoader
 from lsm_gnn.train.timers import StageTimes
 from lsm_gnn.utils.errors import InputError
+from lsm_gnn.utils.machine import process_cpu_seconds
 
 
 def process_rank() -> tuple[int, int]:
@@ -130,6 +132,7 @@ class WindowedLoader:
         self.epochs: list[dict] = []
         self._next_epoch = 0
         self._current: dict | None = None
+        self._cpu0 = (process_cpu_seconds(), time.perf_counter())  # the record's CPU share: from here
 
     # ---- the user's loop ------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -188,8 +191,11 @@ class WindowedLoader:
         torch.distributed the ranks' merged (every rank must call it); rank 0 writes `path`."""
         rec = _record(self)
         rank, world = process_rank()
+        cpu_s, wall_s = process_cpu_seconds() - self._cpu0[0], time.perf_counter() - self._cpu0[1]
         if world > 1:
-            rec = _merged(self, rec, world)
+            rec, cpu_s = _merged(self, rec, world, cpu_s)
+        if self.cfg is not None:  # the storage device and time scale, as every training record has them
+            emulation_records(rec, self.cfg, {"cpu_s": cpu_s, "wall_s": wall_s})
         if path is not None and rank == 0:
             write_record(path, rec)
         return rec
@@ -253,15 +259,18 @@ def _record(loader: WindowedLoader) -> dict:
     return rec
 
 
-def _merged(loader: WindowedLoader, rec: dict, world: int) -> dict:
-    """Every rank's record and source figures gathered, merged as the torchrun entry merges them."""
+def _merged(loader: WindowedLoader, rec: dict, world: int, cpu_s: float) -> tuple[dict, float]:
+    """Every rank's record and source figures gathered, merged as the torchrun entry merges them;
+    and the ranks' CPU seconds summed (the merged record's CPU share counts every rank)."""
     from lsm_gnn.records import merge_records
     from lsm_gnn.ranks.workers import source_metrics
 
     if loader.cfg is None:
         raise InputError("record() under torch.distributed needs the run's config (cfg=...) to merge the ranks")
     gathered = [None] * world
-    torch.distributed.all_gather_object(gathered, {"record": rec, "source": source_metrics(loader.source)})
-    return merge_records(loader.cfg, gathered, "train", max(ep["time_s"] for ep in loader.epochs) if loader.epochs
-                         else 0.0)
+    torch.distributed.all_gather_object(gathered, {"record": rec, "source": source_metrics(loader.source),
+                                                   "cpu_s": cpu_s})
+    merged = merge_records(loader.cfg, gathered, "train", max(ep["time_s"] for ep in loader.epochs) if loader.epochs
+                           else 0.0)
+    return merged, sum(g["cpu_s"] for g in gathered)
 

@@ -179,13 +179,15 @@ def cpu_time_around():
     """The CPU seconds (user + system) of this process and its reaped children over the block, and
     its wall seconds: {"cpu_s", "wall_s"} filled when the block ends (every rank, server and trainer
     of a run is a child that has ended by then)."""
+    out = {"cpu_s": None, "wall_s": None}
+    c0, t0 = process_cpu_seconds(), time.perf_counter()
+    yield out
+    out["cpu_s"], out["wall_s"] = process_cpu_seconds() - c0, time.perf_counter() - t0
+
+
+def process_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and its reaped children so far."""
     import resource
 
-    def cpu():
-        a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
-
-    out = {"cpu_s": None, "wall_s": None}
-    c0, t0 = cpu(), time.perf_counter()
-    yield out
-    out["cpu_s"], out["wall_s"] = cpu() - c0, time.perf_counter() - t0
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime

@@ -95,6 +95,25 @@ def test_the_validation_flags_follow_the_three_checks_and_the_pacing():
     assert _summary(late)["batches"]["128"]["systems"]["lsm"]["valid_runs"] == 2
 
 
+def test_a_run_whose_pacing_fell_behind_is_counted_but_left_out_of_the_figures():
+    runs = _matrix()
+    # round 2 of lsm at batch 128: 3 % late and 40 % slower (the machine held its copy off the CPU)
+    i = next(k for k, r in enumerate(runs) if (r["system"], r["batch"], r["profile"], r["scale"], r["round"])
+             == ("lsm", 128, "paper", 16.0, 2))
+    good = [r["summary"]["epoch_steady_s"] for k, r in enumerate(runs) if k != i and
+            (r["system"], r["batch"], r["profile"], r["scale"]) == ("lsm", 128, "paper", 16.0)]
+    runs[i] = _run("lsm", 128, "paper", 16.0, 2, 1.4 * runs[i]["summary"]["epoch_steady_s"], late=0.03)
+    s = _summary(runs)
+    row = s["batches"]["128"]["systems"]["lsm"]
+    assert (row["runs"], row["valid_runs"]) == (3, 2) and row["late_fraction_max"] == pytest.approx(0.03)
+    assert row["median_s"] == pytest.approx(np.median(good)) and row["max_s"] == pytest.approx(max(good))
+    assert row["invalid_causes"] == ["late"]
+    assert s["validation"]["replication"]["by_system"]["lsm"] < 0.05  # the slow invalid run is not a spread
+    assert s["validation"]["pacing"]["met"] is False                   # but the pacing check still fails
+    r = s["batches"]["128"]["distdgl_vs_lsm"]
+    assert len(r["paired_by_round"]) == 2  # paired only over rounds where both runs are valid
+
+
 def test_checks_without_their_runs_are_null():
     runs = [r for r in _matrix() if r["profile"] == "paper" and r["scale"] == 16.0]
     v = _summary(runs)["validation"]

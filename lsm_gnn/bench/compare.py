@@ -122,23 +122,35 @@ def summarise_run(rec: dict) -> dict:
             "memory": m.get("memory"), "accelerator": {k: acc.get(k) for k in ("mode", "profile", "scale", "step")}}
 
 
+def valid_runs(runs: list[dict]) -> list[dict]:
+    """The runs a figure is taken from: those whose emulation held (a run whose storage pacing fell
+    behind measured the machine's other work, not the model: MLPerf Storage counts only runs that
+    pass its checks); all of them when none did, so that a figure still shows (and the record of
+    invalid runs says why)."""
+    ok = [r for r in runs if r.get("valid") is not False]
+    return ok or list(runs)
+
+
 def summarise_system(runs: list[dict]) -> dict:
-    """A system's runs: each figure's median, min, max and spread; the median run's stages."""
+    """A system's runs: each figure's median, min, max and spread over its valid runs (valid_runs);
+    the median run's stages; every run kept under `runs`, the invalid ones named."""
+    all_runs, runs = runs, valid_runs(runs)
     steady = [r["epoch_steady_s"] for r in runs]
     med = spread_of(steady)
     mid = min(runs, key=lambda r: abs((r["epoch_steady_s"] or 0) - (med["median"] or 0)))
     out = {"epoch_steady_s": med, "au": spread_of([r["au"] for r in runs]),
            "samples_per_s": spread_of([r["samples_per_s"] for r in runs]),
            "first_epoch_s": spread_of([r["first_epoch_s"] for r in runs]),
-           "runs": runs}
+           "runs": all_runs, "valid_runs": sum(1 for r in all_runs if r.get("valid") is not False)}
     for k in ("per_iteration", "per_iteration_wall", "bound", "storage_rows_per_iteration",
               "storage_io_ops_per_iteration", "storage_bytes_per_iteration", "exchange_bytes_per_iteration",
               "busy_s_per_iteration", "iterations_per_epoch", "memory", "accelerator", "preprocessing_s"):
         out[k] = mid.get(k)
     out["spread"] = med["spread"]  # the steady epoch's (max - min) / median over the runs
     out["cpu_share"] = spread_of([r.get("cpu_share") for r in runs])
-    out["lateness_fraction"] = spread_of([(r.get("storage_emulation") or {}).get("lateness_fraction") for r in runs])
-    out["invalid_runs"] = [{"run": r.get("round"), "causes": r.get("invalid_causes")} for r in runs
+    out["lateness_fraction"] = spread_of([(r.get("storage_emulation") or {}).get("lateness_fraction")
+                                          for r in all_runs])
+    out["invalid_runs"] = [{"run": r.get("round"), "causes": r.get("invalid_causes")} for r in all_runs
                            if r.get("valid") is False]
     return out
 

@@ -66,11 +66,21 @@ def compare_output(runs: list[dict], *, profile: str, scale: float, accelerator:
             "systems": {s: summarise_system(v) for s, v in by.items()}}
 
 
+def _valid(runs: list[dict]) -> list[dict]:
+    """The runs (load_runs' form) whose summaries bench compare's valid_runs keeps."""
+    from lsm_gnn.bench.compare import valid_runs
+
+    keep = [id(x) for x in valid_runs([r["summary"] for r in runs])]
+    return [r for r in runs if id(r["summary"]) in keep]
+
+
 def ratio(runs: list[dict], system: str) -> dict:
     """system's steady epoch over lsm's: the medians' ratio, and min / max over the runs paired by round.
     Where system's link lacked the profile's delay (Dist-DGL at network_emulation `rate`), the same
     with that delay added back (`*_with_delay`): the ratio lies between the two."""
-    e = {s: {r["round"]: r["summary"]["epoch_steady_s"] for r in runs if r["system"] == s} for s in (system, "lsm")}
+    # each system's valid runs (bench compare's valid_runs), paired by round where both are
+    e = {s: {r["round"]: r["summary"]["epoch_steady_s"] for r in _valid([r for r in runs if r["system"] == s])}
+         for s in (system, "lsm")}
     miss = {r["round"]: r.get("missing_delay_epoch_s") or 0.0 for r in runs if r["system"] == system}
     med = {s: statistics.median(v.values()) if v else None for s, v in e.items()}
     paired = [e[system][k] / e["lsm"][k] for k in sorted(e[system]) if e["lsm"].get(k) and e[system][k] is not None]
@@ -78,7 +88,7 @@ def ratio(runs: list[dict], system: str) -> dict:
            "min": min(paired) if paired else None, "max": max(paired) if paired else None,
            "paired_by_round": paired}
     if any(miss.values()) and out["median"] is not None:
-        plus = {k: e[system][k] + miss.get(k, 0.0) for k in e[system]}
+        plus = {k: e[system][k] + miss.get(k, 0.0) for k in e[system]}  # (e: valid rounds only)
         pd = [plus[k] / e["lsm"][k] for k in sorted(plus) if e["lsm"].get(k)]
         out.update({"missing_delay_epoch_s": statistics.median(miss.values()),
                     "median_with_delay": statistics.median(plus.values()) / med["lsm"],
@@ -97,19 +107,22 @@ def network_mode(runs: list[dict], requested: str) -> str:
 
 
 def system_row(runs: list[dict]) -> dict:
-    ep = [r["summary"]["epoch_steady_s"] for r in runs]
+    """One system's figures over its valid runs (bench compare's valid_runs: all of them if none
+    is); the counts, the worst lateness and the causes over every run."""
+    ok = _valid(runs)
+    ep = [r["summary"]["epoch_steady_s"] for r in ok]
     med = statistics.median(ep)
 
     def median_of(key):
-        v = [r["summary"].get(key) for r in runs if r["summary"].get(key) is not None]
+        v = [r["summary"].get(key) for r in ok if r["summary"].get(key) is not None]
         return statistics.median(v) if v else None
 
     return {"median_s": med, "min_s": min(ep), "max_s": max(ep), "spread": (max(ep) - min(ep)) / med if med else None,
             "runs": len(runs), "valid_runs": sum(1 for r in runs if r["summary"].get("valid") is not False),
-            "au": median_of("au"), "cpu_share": median_of("cpu_share"), "bound": runs[0]["summary"].get("bound"),
+            "au": median_of("au"), "cpu_share": median_of("cpu_share"), "bound": ok[0]["summary"].get("bound"),
             "late_fraction_max": max((r["late_fraction"] for r in runs if r["late_fraction"] is not None), default=None),
             "invalid_causes": sorted({c for r in runs for c in r["summary"].get("invalid_causes") or []}),
-            "per_iteration": runs[min(range(len(runs)), key=lambda i: abs(ep[i] - med))]["summary"].get("per_iteration")}
+            "per_iteration": ok[min(range(len(ok)), key=lambda i: abs(ep[i] - med))]["summary"].get("per_iteration")}
 
 
 def summarise(runs: list[dict], projection: dict | None, *, scale: float, accelerator: str, devices: int,
@@ -250,7 +263,9 @@ def fragment(summary: dict, network: str) -> str:
              f"{100 * summary['memory_fraction']:g} % of the features per device for every system (Dist-DGL: 2 "
              f"emulated machines x 2 trainers, every row in RAM; its network {network}); every time is divided "
              f"back by S = {S:g} (emulated time). Epochs are the steady epoch, median [min, max] over "
-             f"{v['replication']['runs_per_system']} or more runs, each round a new seed.", "",
+             f"the valid runs of {v['replication']['runs_per_system']} or more, each round a new seed (a run "
+             f"whose storage pacing fell behind measured the machine, not the model: it is counted in "
+             f"'valid runs' and left out of the figures).", "",
              "| batch | system | steady epoch s | spread | AU | CPU share | valid runs | bound | vs LSM-GNN [min, max] |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in table_rows(summary):

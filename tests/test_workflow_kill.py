@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(not (BIN / "snakemake").exists(), reason="snakem
 KILLS = int(os.environ.get("KILL_TEST_KILLS", "10"))
 SEED = int(os.environ.get("KILL_TEST_SEED", "35"))
 # synthetic-tiny with few iterations per window, two regime points and no heterogeneous graph:
-# every rule of the default run still runs (51 jobs)
+# every rule of the default run still runs (50 jobs)
 SHRUNK = [
     "size=tiny", "synthetic_dim=64", "batch_size=64", "storage_seconds=0.1", "storage_batch_sizes=[64]",
     "storage_seq_batch_sizes=[64]", "fio_seconds=0.3", "cache_windows=[8]", "cache_fractions=[0.1]",

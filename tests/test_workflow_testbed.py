@@ -156,9 +156,9 @@ def test_the_dry_run_plans_the_testbed_chain_rotated_with_its_validation_runs(tm
         capture_output=True, text=True, env=dict(os.environ, DGLBACKEND="pytorch"), timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    counts = dict(re.findall(r"^(testbed_\w+)\s+(\d+)$", out, re.M))
+    counts = dict(re.findall(r"^((?:testbed|distdgl)_\w+)\s+(\d+)$", out, re.M))
     # 4 systems x 2 batches x 2 rounds, 4 at 2 S, 3 storage systems x (vm, real)
-    assert counts == {"testbed_run": "26", "testbed_partition": "1", "testbed_vm_profile": "1",
+    assert counts == {"testbed_run": "26", "distdgl_partition": "1", "testbed_vm_profile": "1",
                       "testbed_project": "1", "testbed_report": "1"}, out
     after = dict(re.findall(r"Missing output files: (\S+?\.json); Input files updated by another job: ([^\n]+)", out))
     base = "results/tb/testbed/runs"

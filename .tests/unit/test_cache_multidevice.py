@@ -32,7 +32,7 @@ def test_cache_multidevice(conda_prefix):
                 "python",
                 "-m",
                 "snakemake",
-                "results/synthetic-2000-d8/cache/multidevice-shared.csv",
+                "results/synthetic-2000-d8/cache/multidevice-g2-shared.csv",
                 "--snakefile",
                 "workflow/Snakefile",
                 "-f",

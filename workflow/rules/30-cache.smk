@@ -3,7 +3,8 @@
 # lsm_gnn.cache.budget); the victim buffer takes the run config's host share of it unless
 # cache_victim_depth sets lines per queue (out of the same total).
 #   sweep      all policies x cache_fractions x cache_windows on one trace (batch_size, fanouts)
-#   multi      2 devices, shared vs isolated, hybrid and lru at cache_fraction, W = 8
+#   multi      G devices (scaling_devices; 2 the headline), shared vs isolated, hybrid and lru at
+#              cache_fraction per device, W = 8
 #   regime     all policies at cache_fraction over ratio_batch_sizes: the axis
 #              cache_rows_per_iteration_rows along which the policies trade places
 #   hetero     all policies on the IGBH-like graph (hetero_size, hetero_dim) at cache_fraction
@@ -114,15 +115,16 @@ rule cache_pvp:
 rule cache_multidevice:
     input:
         data=dataset_files(DS),
-        trace=f"{RES}/cache/trace-g2.npz",
+        trace=f"{RES}/cache/trace-g{{devices}}.npz",
     output:
-        csv=f"{RES}/cache/multidevice-{{mode}}.csv",
+        csv=f"{RES}/cache/multidevice-g{{devices}}-{{mode}}.csv",
     log:
-        f"{LOGS}/cache_multidevice-{{mode}}.log",
+        f"{LOGS}/cache_multidevice-g{{devices}}-{{mode}}.log",
     benchmark:
-        f"{RES}/benchmarks/cache_multidevice-{{mode}}.tsv"
+        f"{RES}/benchmarks/cache_multidevice-g{{devices}}-{{mode}}.tsv"
     wildcard_constraints:
         mode="shared|isolated",
+        devices=r"\d+",
     conda:
         "../envs/lsm-gnn.yaml"
     threads: 1
@@ -135,7 +137,7 @@ rule cache_multidevice:
         victim=CACHE_VICTIM,
         fraction=CACHE_FRACTION,
     message:
-        "Simulating 2 devices with {wildcards.mode} caches"
+        "Simulating {wildcards.devices} device(s) with {wildcards.mode} caches"
     shell:
         "{params.cli} simulate {params.data} --trace {input.trace} --mode {wildcards.mode} "
         "--policy hybrid --policy lru --cache-fraction {params.fraction} --window 8 --victim-depth {params.victim} "
@@ -267,7 +269,10 @@ if HETERO is not None:
 rule cache_report:
     input:
         sweeps=expand(f"{RES}/cache/sweep-W{{window}}.csv", window=config["cache_windows"]),
-        multi=expand(f"{RES}/cache/multidevice-{{mode}}.csv", mode=["shared", "isolated"]),
+        multi=expand(f"{RES}/cache/multidevice-g2-{{mode}}.csv", mode=["shared", "isolated"]),
+        scaling=expand(
+            f"{RES}/cache/multidevice-g{{devices}}-{{mode}}.csv", devices=SCALING_DEVICES, mode=["shared", "isolated"]
+        ),
         regime=expand(f"{RES}/cache/regime-b{{batch}}.csv", batch=REGIME_BATCHES),
         hetero=[f"{RES}/cache/hetero.csv"] if HETERO is not None else [],
         # the heterogeneous graph's row count, read beside its CSV
@@ -277,6 +282,11 @@ rule cache_report:
         figure=report(
             f"{REPORT}/figures/cache_storage_rows.png",
             caption="../report/cache_storage_rows.rst",
+            category="3. Cache policies",
+        ),
+        scaling_figure=report(
+            f"{REPORT}/figures/cache_scaling.png",
+            caption="../report/cache_scaling.rst",
             category="3. Cache policies",
         ),
         regime_figure=report(

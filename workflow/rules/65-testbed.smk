@@ -33,33 +33,6 @@ rule testbed_vm_profile:
         "../scripts/testbed_vm_profile.py"
 
 
-rule testbed_partition:
-    input:
-        data=dataset_files(DS),
-    output:
-        directory(TB_PARTITIONS),
-    log:
-        f"{LOGS}/testbed-partition.log",
-    benchmark:
-        f"{RES}/benchmarks/testbed-partition.tsv"
-    conda:
-        "../envs/lsm-gnn.yaml"
-    threads: 2
-    resources:
-        timed=1,
-        # METIS over the whole graph, as one Dist-DGL run does before its machines start
-        mem_mb=lambda w, input: scaled_mem_mb(input, 6000, 1.5),
-        runtime=lambda w, input: scaled_runtime(input, 8, 8),
-    params:
-        data=data_dir,
-        machines=TB_MACHINES,
-        trainers=TB_TRAINERS,
-    message:
-        "Dist-DGL's partitions for the testbed runs (partitioned once, reused by every run; their time is in each record)"
-    script:
-        "../scripts/testbed_partition.py"
-
-
 rule testbed_run:
     input:
         unpack(tb_inputs),

@@ -13,7 +13,10 @@ rule figures:
         data=dataset_files(DS),
         sweep=f"{RES}/cache/summary.csv",
         regime=f"{RES}/cache/regime.json",
-        multi=expand(f"{RES}/cache/multidevice-{{mode}}.csv", mode=["shared", "isolated"]),
+        multi=expand(f"{RES}/cache/multidevice-g2-{{mode}}.csv", mode=["shared", "isolated"]),
+        scaling=expand(
+            f"{RES}/cache/multidevice-g{{devices}}-{{mode}}.csv", devices=SCALING_DEVICES, mode=["shared", "isolated"]
+        ),
         pvp=f"{RES}/cache/pvp.json",
     output:
         figures=f"{REPORT}/figures.json",

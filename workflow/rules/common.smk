@@ -243,6 +243,8 @@ CACHE_FLAGS = " ".join(f"--cache-fraction {f}" for f in config["cache_fractions"
 CACHE_MAX_BATCHES = f"--max-batches {config['cache_max_batches']}" if config["cache_max_batches"] else ""
 REGIME_BATCHES = [int(b) for b in config["ratio_batch_sizes"]]
 PAPER_BATCH = int(config["paper_batch_size"])
+# the shared-vs-isolated replay's device counts (the scaling figure); 2, the paper's, always
+SCALING_DEVICES = sorted({int(g) for g in config["scaling_devices"]} | {2})
 PVP_BATCHES = sorted({int(b) for b in config["pvp_batch_sizes"]} | {BATCH, PAPER_BATCH})
 PVP_SHARES = sorted({float(h) for h in config["pvp_host_shares"] if float(h) > 0})
 PVP_WINDOWS = sorted({int(w) for w in config["pvp_windows"]} | {8})
@@ -365,6 +367,12 @@ BL_PREVIOUS = dict(zip(BL_ORDER[1:], BL_ORDER[:-1]))
 BL_RUNS = BL_ORDER
 BL_EMULATED = [p for p in BL_ORDER if BL_ACC and f"-{BL_ACC}-r" in p]
 BL_REAL = [p for p in BL_ORDER if "-real-r" in p]
+
+
+def distdgl_partitions(machines, trainers) -> str:
+    """The folder of Dist-DGL's partitions for one layout, made by the distdgl_partition job: METIS
+    runs once per layout and every Dist-DGL run of it, baseline or testbed, reuses the partitions."""
+    return f"{RES}/distdgl/partitions-m{machines}-t{trainers}"
 
 
 def bl_previous(output: str) -> list[str]:
@@ -497,7 +505,7 @@ TB_ORDER = TB_MAIN + TB_DILATION + TB_EMULATOR if TB_ON else []
 TB_PREVIOUS = dict(zip(TB_ORDER[1:], TB_ORDER[:-1]))
 TB_PROJECTED = [p for p in TB_MAIN if f"-b{max(TB_BATCHES)}-paper-" in p]
 TB_VM_PROFILE = f"{RES}/testbed/vm-measured.yaml"
-TB_PARTITIONS = f"{RES}/testbed/partitions"
+TB_PARTITIONS = distdgl_partitions(TB_MACHINES, TB_TRAINERS)
 
 
 def tb_previous(output: str) -> list[str]:

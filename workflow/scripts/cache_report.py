@@ -1,7 +1,8 @@
 """Report section 30: storage rows per epoch of every eviction policy against the bounds (MIN at
 the same total memory, MIN of the cache lines alone, optimal static, compulsory) on one trace, the
 regime sweep (the policies over batch sizes, against cache rows / distinct rows per iteration), the
-heterogeneous graph and the 2-device shared-vs-isolated comparison, from `lsm-gnn simulate` CSVs.
+heterogeneous graph, the 2-device shared-vs-isolated comparison and its scaling over 1, 2, 4 (scaling_devices)
+devices at the same memory per device, from `lsm-gnn simulate` CSVs.
 Also writes regime.json, the run's regime for the report's summary."""
 
 import json
@@ -16,7 +17,8 @@ import seaborn as sns  # noqa: E402
 
 from lsm_gnn.utils.atomic import atomic_path, write_text  # noqa: E402
 
-from wfcommon import PAPER_REGIME, RATIO_KEY, dataset_words, log_to, md_table, sim_regime  # noqa: E402
+from figtools import save_figure  # noqa: E402
+from wfcommon import PAPER_REGIME, RATIO_KEY, dataset_words, log_to, md_table, scaling_points, sim_regime  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm)
@@ -96,6 +98,33 @@ multi_view.columns = ["mode", "policy", "storage rows", "compulsory", "MIN per d
                       "rows / MIN per device"]
 iso = multi.set_index(["policy", "mode"])["storage_rows"]
 shared_vs_iso = {p: iso[(p, "shared")] / iso[(p, "isolated")] for p in multi["policy"].unique()}
+
+# ---- scaling: shared against isolated over G devices, the same memory per device ----------------
+scaling = scaling_points(pd.read_csv(p) for p in sm.input.scaling)
+sns.set_theme(style="whitegrid", context="paper")
+fig, (ax_rows, ax_hit) = plt.subplots(1, 2, figsize=(10, 3.9))
+scaling["system"] = scaling["policy"] + ", " + scaling["mode"]
+sns.lineplot(data=scaling, x="devices", y="storage_rows_per_device_iteration", hue="system", style="system",
+             markers=True, dashes=False, ax=ax_rows)
+for mode, part in scaling[scaling["policy"] == scaling["policy"].iloc[0]].groupby("mode"):
+    ax_rows.plot(part["devices"], part["min_rows_per_device_iteration"], ls="--", lw=1, color="grey" if mode == "isolated" else "black",
+                 label=f"MIN, {mode}")
+ax_rows.set_xlabel("devices G")
+ax_rows.set_ylabel("storage rows per device per iteration (rows)")
+ax_rows.legend(fontsize=7, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
+sns.lineplot(data=scaling.assign(hit_pct=lambda d: 100 * d.hit_rate), x="devices", y="hit_pct", hue="system",
+             style="system", markers=True, dashes=False, ax=ax_hit, legend=False)
+ax_hit.set_xlabel("devices G")
+ax_hit.set_ylabel("hit rate (% of rows requested)")
+for ax in (ax_rows, ax_hit):
+    ax.set_xticks(sorted(scaling["devices"].unique()))
+fig.suptitle(f"Simulated: shared vs isolated caches over G devices ({PCT} memory per device, W = 8)")
+fig.tight_layout()
+save_figure(fig, sm.output.scaling_figure, dpi=130, bbox_inches="tight")
+plt.close(fig)
+scaling_wide = scaling.pivot_table(index="devices", columns="system", values="storage_rows_per_device_iteration")
+scaling_wide.columns = [f"{c}: rows / device / iteration" for c in scaling_wide.columns]
+scaling_view = scaling_wide.reset_index().rename(columns={"devices": "G"})
 
 
 
@@ -228,5 +257,14 @@ device's total over the interleaved trace. Shared / isolated storage rows:
 {", ".join(f"{p} {r:.3f}" for p, r in shared_vs_iso.items())}.
 
 {md_table(multi_view)}
+
+**Scaling over G devices** (simulated; the same {PCT} memory per device at every G, hybrid and LRU, W = 8;
+one G-device trace per G, each device drawing its own mini-batches): storage rows read per device per
+iteration. With shared caches the G caches together hold G times one device's rows, so each device reads
+less from storage as G grows; isolated caches each hold what their own device requests.
+
+![shared vs isolated over G devices](figures/cache_scaling.png)
+
+{md_table(scaling_view)}
 """
 write_text(sm.output.fragment, text)

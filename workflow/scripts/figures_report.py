@@ -4,7 +4,7 @@ Everything here is a count of the trace simulator or of the dataset, or a ratio 
 the same seed and settings give the same file on any machine (`lsm-gnn report compare` checks that
 two reports agree on every figure): the dataset's files (topology, labels, splits, static scores:
 their sha256), storage rows and rows / MIN of every policy at every memory and window, the bounds,
-the regime sweep, the heterogeneous graph, shared / isolated, the PVP study and the verdicts on
+the regime sweep, the heterogeneous graph, shared / isolated and its scaling over G devices, the PVP study and the verdicts on
 claims (b)-(d) (workflow/scripts/verdicts.py). Floats are rounded to 9 significant digits.
 Timings (and claim (a), which rests on them) are in timings.json (rule verdicts).
 """
@@ -20,7 +20,7 @@ from lsm_gnn.datasets.pagerank import normalisation_of
 from lsm_gnn.utils.atomic import write_json
 
 import verdicts as V
-from wfcommon import RATIO_KEY, log_to, sim_regime
+from wfcommon import RATIO_KEY, log_to, scaling_points, sim_regime
 
 SCHEMA = "lsm-gnn-report-figures"
 VERSION = 1
@@ -28,7 +28,7 @@ VERSION = 1
 SETTINGS = ("dataset", "size", "seed", "synthetic_dim", "batch_size", "fanouts", "model", "cache_fraction",
             "cache_windows", "cache_fractions", "cache_max_batches", "cache_victim_depth", "ratio_batch_sizes",
             "ratio_seeds", "pvp_host_shares", "pvp_windows", "pvp_batch_sizes", "paper_batch_size", "hetero_size",
-            "hetero_dim", "hetero_max_batches")
+            "hetero_dim", "hetero_max_batches", "scaling_devices")
 
 
 def rounded(v):
@@ -73,6 +73,22 @@ def shared_isolated(paths) -> tuple[dict, dict]:
     regime = {p: sim_regime(multi[(multi.policy == p) & (multi["mode"] == "shared")].iloc[0]) for p in ratio}
     counts = {f"{p} {m}": int(v) for (p, m), v in rows.sort_index().items()}
     return {"ratio": ratio, "storage_rows": counts, RATIO_KEY: regime}, ratio
+
+
+def scaling_figures(paths) -> dict:
+    """Shared / isolated over G devices: per G, per "policy mode", the storage rows (summed over the
+    devices, an exact count), rows per device per iteration and the hit rate."""
+    frames = [pd.read_csv(p) for p in paths]
+    pts = scaling_points(frames)
+    rows = pd.concat(frames, ignore_index=True).set_index(["devices", "policy", "mode"])["storage_rows"]
+    out: dict = {}
+    for _, r in pts.iterrows():
+        out.setdefault(f"g{r['devices']}", {})[f"{r['policy']} {r['mode']}"] = {
+            "storage_rows": int(rows[(r["devices"], r["policy"], r["mode"])]),
+            "storage_rows_per_device_iteration": float(r["storage_rows_per_device_iteration"]),
+            "min_rows_per_device_iteration": float(r["min_rows_per_device_iteration"]),
+            "hit_rate": float(r["hit_rate"])}
+    return out
 
 
 def regime_points(summary: dict, sweep: pd.DataFrame, fraction: float) -> list[dict]:
@@ -158,6 +174,7 @@ def build(inputs, params) -> dict:
             "regime_sweep": regime,
             "hetero": summary.get("hetero"),
             "shared_vs_isolated": multi,
+            "scaling": scaling_figures(inputs.scaling),
             "pvp": pvp_out,
         },
         "claim_inputs": {"d_headline": head},

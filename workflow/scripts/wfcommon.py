@@ -103,3 +103,22 @@ def sim_regime(row) -> float | None:
     if not distinct:
         return None
     return float(row["capacity_rows"]) * int(row["devices"]) * int(row["batches"]) / distinct
+
+
+def scaling_points(frames) -> "pd.DataFrame":
+    """The scaling figure's points from the shared- and isolated-cache replays over G devices (one
+    `lsm-gnn simulate` CSV each): per (devices, mode, policy), storage rows per device per
+    iteration, Belady MIN's per device per iteration at the same memory (MIN summed over the
+    caches that serve the trace, as the simulator reports it), the hit rate and the regime."""
+    import pandas as pd
+
+    df = pd.concat(list(frames), ignore_index=True)
+    per = df["devices"] * df["batches"]
+    out = pd.DataFrame({
+        "devices": df["devices"].astype(int), "mode": df["mode"], "policy": df["policy"],
+        "storage_rows_per_device_iteration": df["storage_rows"] / per,
+        "min_rows_per_device_iteration": df["min_rows"] / per,
+        "hit_rate": df["hit_rate"],
+        RATIO_KEY: [sim_regime(r) for _, r in df.iterrows()],
+    })
+    return out.sort_values(["policy", "mode", "devices"], kind="stable").reset_index(drop=True)

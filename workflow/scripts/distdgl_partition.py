@@ -1,5 +1,6 @@
-"""Dist-DGL's partitions for the testbed's runs, made once (METIS as every Dist-DGL run does, at
-the harness's path under the folder: `<name>-<machines>-<method>`); each run reuses them
+"""Dist-DGL's partitions, made once per layout (machines x trainers) for every Dist-DGL run of the
+workflow, the baselines' and the testbed's (METIS as a Dist-DGL run does on its own, at the
+harness's path under the folder: `<name>-<machines>-<method>`); each run reuses them
 (baseline.partition_dir) and its record still reports the partitioning's time (lsm_partition.json)."""
 
 from pathlib import Path

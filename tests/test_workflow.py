@@ -37,7 +37,7 @@ SMALL = [
     "ratio_batch_sizes=[4,16]", "ratio_seeds=64", "hetero_size=1000", "hetero_dim=8", "hetero_max_batches=8",
     "pvp_host_shares=[0.2]", "pvp_windows=[8]", "pvp_batch_sizes=[16]", "paper_batch_size=32",
     "train_epochs=2", "train_hidden=16", "train_warmup=1", "train_timed=2",
-    "multidevice_batches=4", "multidevice_warmup=1", "multidevice_train_warmup=1", "multidevice_train_iters=2",
+    "train_repeats=1", "multidevice_batches=4", "multidevice_warmup=1",
     "baselines_warmup=1", "baselines_timed=2", "baselines_cache=[0.2]", "baselines_systems=[lsm]",
     "baselines_repeats=1", "baselines_real_runs=1",
 ]
@@ -47,7 +47,7 @@ SMALL = [
 # The timed rules claim both cores and the one `timed` unit (profiles/default: timed=1) so that
 # timed runs never overlap; here nothing is compared, so two of them may share the machine.
 ONE_THREAD = ["--set-threads", *(f"{r}=1" for r in ("storage_bench", "train_run", "multidevice_bench",
-                                                    "multidevice_train", "baselines_run", "baselines_distdgl")),
+                                                    "baselines_run", "baselines_distdgl")),
               "--resources", "timed=2"]
 
 SITECUSTOMIZE = '''
@@ -141,8 +141,8 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     paper_range = json.loads((tmp_path / "results/ogbn-papers100M/projection/paper-range.json").read_text())
     assert sorted(paper_range["batches"]) == ["16", "32"]
     assert all(len(b["variants"]) >= 5 and b["min"] <= b["base"] <= b["max"] for b in paper_range["batches"].values())
-    # no time ratio from one short run: every cell of the training table's "steady vs ideal" column
-    # is "-" (the ideal itself) or "not measured here", never a number
+    # no time ratio from one run (train_repeats=1): every cell of the training table's "steady vs
+    # ideal" column is "-" (the ideal itself) or "not measured here (...)", never a bare number
     training = report[report.index("## Training on one device"):report.index("## Multi-device")]
     lines = training.splitlines()
     at = next(i for i, line in enumerate(lines) if "steady vs ideal" in line and line.startswith("|"))
@@ -150,7 +150,9 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     rows = [line for line in lines[at + 2:] if line.startswith("|")]
     rows = rows[:next((i for i, line in enumerate(lines[at + 2:]) if not line.startswith("|")), len(rows))]
     assert rows
-    assert {[c.strip() for c in row.strip("|").split("|")][col] for row in rows} <= {"-", "not measured here"}
+    cells = {[c.strip() for c in row.strip("|").split("|")][col] for row in rows}
+    assert cells - {"-"} and all(c == "-" or c.startswith("not measured here (") for c in cells), cells
+    assert any("from one run of a system: no spread" in c for c in cells), cells
     assert "Real dataset `ogbn-papers100M`" in report and "mirror" in report
     # the regime in the summary and in every section that runs a cache
     stated = re.findall(r"cache rows / distinct rows per iteration = \**([0-9.]+)", " ".join(report.split()))
@@ -200,7 +202,7 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     grid = pd.read_csv(tmp_path / "results/ogbn-papers100M/projection/igb_full_grid.csv")
     assert set(grid.ssds_per_gpu) == {1, 2, 4, 8} and set(grid.memory_per_gpu) == {0.1, 0.2}
     assert set(grid.batch_size) == {16, 32} and grid.bottleneck.notna().all()
-    train = json.loads((tmp_path / "results/ogbn-papers100M/train/lsm.json").read_text())
+    train = json.loads((tmp_path / "results/ogbn-papers100M/train/lsm-r0.json").read_text())
     assert train["config"]["sampler"]["batch_size"] == 16 and train["config"]["sampler"]["fanouts"] == [5, 5]
     for fig in ("dataset_degree", "storage_throughput", "cache_storage_rows", "cache_regime", "cache_pvp", "train_epoch_time",
                 "multidevice", "baselines_epoch", "projection_igb_full"):
@@ -246,6 +248,28 @@ def test_each_repeat_of_the_baseline_chain_runs_with_its_own_seed_shared_by_its_
         r = int(re.search(r"-r(\d+)\.json$", run)[1])
         assert seed == run_seed(3, r), run
     assert len({seeds[k] for k in seeds if "-a100-" in k}) == 3
+
+
+def test_the_training_runs_are_chained_rotated_and_seeded_per_round(tmp_path):
+    """train_repeats rounds of both one-device systems: one chain, the systems rotated (AB, BA, AB),
+    round r of both with run_seed(seed, r); the report waits for every run."""
+    from lsm_gnn.utils.seeds import run_seed
+
+    proc = snakemake(tmp_path, "-n", "-p", "results/synthetic-tiny/train/summary.csv",
+                     config=["size=tiny", "seed=3", "train_repeats=3"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    after = {o: set(i.split(", ")) for o, i in re.findall(
+        r"Missing output files: (\S+?); Input files updated by another job: ([^\n]+)", out)}
+    base = "results/synthetic-tiny/train"
+    chain = [f"{base}/{['lsm', 'memory'][(r + i) % 2]}-r{r}.json" for r in range(3) for i in range(2)]
+    for prev, run in zip(chain, chain[1:]):
+        assert prev in after[run], f"{run} does not wait for {prev}"
+    assert set(chain) <= after[f"{base}/summary.csv"]
+    seeds = {o: int(s) for s, o in re.findall(r"--seed (\d+)[^\n]*--record (\S+)", proc.stdout)}
+    assert sorted(seeds) == sorted(chain)
+    for run, seed in seeds.items():
+        assert seed == run_seed(3, int(re.search(r"-r(\d+)\.json$", run)[1])), run
 
 
 # ---- two runs, the same hardware-independent figures -----------------------------------------------

@@ -37,7 +37,7 @@ SHRUNK = [
     "cache_max_batches=30", "ratio_batch_sizes=[64,256]", "ratio_seeds=1280", "hetero_size=null",
     "pvp_host_shares=[0.2]", "pvp_windows=[8]", "pvp_batch_sizes=[64]", "paper_batch_size=128",
     "train_warmup=2", "train_timed=3", "train_eval_nodes=256", "multidevice_batches=6", "multidevice_warmup=2",
-    "multidevice_train_warmup=2", "multidevice_train_iters=3", "baselines_warmup=2", "baselines_timed=3",
+    "train_repeats=2", "baselines_warmup=2", "baselines_timed=3",
     "baselines_systems=[lsm,memory]", "baselines_repeats=2", "baselines_real_runs=1",
 ]
 CONFIG = ["size=tiny"] if os.environ.get("KILL_TEST_FULL") == "1" else SHRUNK

@@ -1,7 +1,9 @@
 # Training on one device: the LSM-GNN configuration (O_DIRECT storage + cache_fraction of memory,
 # hybrid eviction, W=8, victim buffer) and the in-memory ideal on the same sampler, model and seed.
 # train_epochs epochs of train_warmup + train_timed iterations each, the epoch time extrapolated
-# (train_timed: null for whole epochs). Defaults on synthetic-small (batch 128): about 1.5 minutes.
+# (train_timed: null for whole epochs). train_repeats rounds, a new seed per round, the systems
+# rotated (common.smk: TRAIN_ORDER); the report takes medians and shows the min-max. Defaults on
+# synthetic-small (batch 128): about 13 s per run on an idle machine, about 2.2 minutes for the 10.
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/40-train.md")
 
@@ -9,14 +11,16 @@ REPORT_FRAGMENTS.append(f"{REPORT}/sections/40-train.md")
 rule train_run:
     input:
         data=dataset_files(DS),
+        previous=train_previous,
     output:
-        f"{RES}/train/{{system}}.json",
+        f"{RES}/train/{{system}}-r{{repeat}}.json",
     log:
-        f"{LOGS}/train_{{system}}.log",
+        f"{LOGS}/train_{{system}}-r{{repeat}}.log",
     benchmark:
-        f"{RES}/benchmarks/train_{{system}}.tsv"
+        f"{RES}/benchmarks/train_{{system}}-r{{repeat}}.tsv"
     wildcard_constraints:
         system="lsm|memory",
+        repeat=r"\d+",
     conda:
         "../envs/lsm-gnn.yaml"
     threads: 2  # alone on the machine: epoch times are compared
@@ -31,14 +35,15 @@ rule train_run:
         epochs=config["train_epochs"],
         hidden=config["train_hidden"],
         model=MODEL,
-        seed=SEED,
+        seed=train_seed,
         batch=BATCH,
         fanouts=FANOUTS,
         fraction=CACHE_FRACTION,
         window=TRAIN_WINDOW,
         eval_nodes=config["train_eval_nodes"] or "null",
     message:
-        "Training {params.model} with the {wildcards.system} configuration ({params.epochs} epochs, batch {params.batch})"
+        "Training {params.model} with the {wildcards.system} configuration ({params.epochs} epochs, batch {params.batch}, "
+        "run {wildcards.repeat})"
     shell:
         "{params.cli} train --config {wildcards.system} --dataset {params.data} --epochs {params.epochs} "
         "--model {params.model} --seed {params.seed} --batch-size {params.batch} --fanouts {params.fanouts} "
@@ -49,7 +54,7 @@ rule train_run:
 
 rule train_report:
     input:
-        records=expand(f"{RES}/train/{{system}}.json", system=TRAIN_SYSTEMS),
+        records=TRAIN_ORDER,
         meta=DATA_META,
     output:
         table=report(
@@ -81,6 +86,7 @@ rule train_report:
     params:
         dataset=DS,
         data=meta_dir,
+        seed=SEED,
     message:
         "Training section of the report"
     script:

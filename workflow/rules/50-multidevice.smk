@@ -1,9 +1,10 @@
 # Multi-device LSM-GNN: shared cache vs isolated caches vs one device with the same total memory,
 # 2 devices. The bench replays the first multidevice_batches iterations of the 2-device trace (rule
-# cache_trace) through real ranks (the first multidevice_warmup not measured), plus short 2-rank
-# training runs (multidevice_train_warmup + multidevice_train_iters iterations) for the iteration time.
-# On a cluster each of these jobs asks for the 2 GPUs its ranks use (profiles/slurm). Defaults on
-# synthetic-small: about 3 minutes.
+# cache_trace) through real ranks (the first multidevice_warmup not measured): exact counts of
+# storage rows and exchanged bytes. The 2-device epoch times are the baseline matrix's runs of lsm
+# (the shared cache) and isolated at cache_fraction (60-baselines.smk: repeated, a new seed per
+# round), read from its summary: one home for them. On a cluster each of these jobs asks for the 2
+# GPUs its ranks use (profiles/slurm). Defaults on synthetic-small: about half a minute.
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/50-multidevice.md")
 
@@ -76,51 +77,10 @@ rule multidevice_bench:
         "--output {output} > /dev/null 2> {log}"
 
 
-rule multidevice_train:
-    input:
-        data=dataset_files(DS),
-        owners=lambda w: [owners_folder(2)] if w.mode == "shared" else [],
-    output:
-        f"{RES}/multidevice/train-{{mode}}.json",
-    log:
-        f"{LOGS}/multidevice_train-{{mode}}.log",
-    benchmark:
-        f"{RES}/benchmarks/multidevice_train-{{mode}}.tsv"
-    wildcard_constraints:
-        mode="shared|isolated|one",
-    conda:
-        "../envs/lsm-gnn.yaml"
-    threads: 2
-    resources:
-        timed=1,
-        mem_mb=lambda w, input: scaled_mem_mb(input, 3000, 0.3),
-        runtime=lambda w, input: scaled_runtime(input, 4, 3),
-    params:
-        cli=CLI,
-        data=data_dir,
-        warmup=config["multidevice_train_warmup"],
-        iters=config["multidevice_train_iters"],
-        devices=lambda w: multidevice_layout(w)["devices"],
-        mode=lambda w: multidevice_layout(w)["mode"],
-        cache=lambda w: multidevice_layout(w)["cache"],
-        model=MODEL,
-        batch=BATCH,
-        fanouts=FANOUTS,
-        seed=SEED,
-        owners=owners_set,
-    message:
-        "Short 2-rank training run: {wildcards.mode}"
-    shell:
-        "{params.cli} train --dataset {params.data} --devices {params.devices} --epochs 1 --model {params.model} "
-        "--batch-size {params.batch} --fanouts {params.fanouts} --seed {params.seed} "
-        "--cache-fraction {params.cache} --set distributed.mode={params.mode} {params.owners} --set train.eval=false "
-        "--warmup {params.warmup} --timed {params.iters} --record {output} --quiet > {log} 2>&1"
-
-
 rule multidevice_report:
     input:
         bench=f"{RES}/multidevice/bench.json",
-        train=expand(f"{RES}/multidevice/train-{{mode}}.json", mode=["shared", "isolated", "one"]),
+        baselines=f"{RES}/baselines/summary.csv",
         meta=DATA_META,
     output:
         fragment=f"{REPORT}/sections/50-multidevice.md",
@@ -142,6 +102,8 @@ rule multidevice_report:
     params:
         dataset=DS,
         data=meta_dir,
+        cache=CACHE_FRACTION,
+        accelerator=BL_ACC,
     message:
         "Multi-device section of the report"
     script:

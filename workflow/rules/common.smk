@@ -307,12 +307,27 @@ TRAIN_WINDOW = (
 )
 
 
-def multidevice_layout(wildcards) -> dict:
-    """One device gets G x the per-device memory budget (cache and victim buffer split by the same
-    rule), so the total memory equals the 2-device runs'."""
-    if wildcards.mode == "one":
-        return {"devices": 1, "mode": "shared", "cache": 2 * CACHE_FRACTION}
-    return {"devices": 2, "mode": wildcards.mode, "cache": CACHE_FRACTION}
+# `train_repeats` rounds; round r runs every system with run_seed(SEED, r) (a new seed per round, the
+# systems of a round on the same batches), the systems rotated from round to round, as one chain so
+# that Snakemake cannot regroup the runs of a system (the baselines' order, below)
+TRAIN_ORDER = [
+    f"{RES}/train/{TRAIN_SYSTEMS[(r + i) % len(TRAIN_SYSTEMS)]}-r{r}.json"
+    for r in range(int(config["train_repeats"]))
+    for i in range(len(TRAIN_SYSTEMS))
+]
+TRAIN_PREVIOUS = dict(zip(TRAIN_ORDER[1:], TRAIN_ORDER[:-1]))
+
+
+def train_previous(wildcards) -> list[str]:
+    """The training run before this one in TRAIN_ORDER (none for the first)."""
+    prev = TRAIN_PREVIOUS.get(f"{RES}/train/{wildcards.system}-r{wildcards.repeat}.json")
+    return [prev] if prev else []
+
+
+def train_seed(wildcards) -> int:
+    from lsm_gnn.utils.seeds import run_seed
+
+    return run_seed(SEED, int(wildcards.repeat))
 
 
 # ---- the shared cache's per-owner feature files (rule owner_files, 50-multidevice.smk) ------------

@@ -21,9 +21,8 @@ import seaborn as sns  # noqa: E402
 
 from lsm_gnn.records import (EXCHANGE_STAGES, STAGES, bound_stage, read_record, timed_iterations,  # noqa: E402
                              timed_window)
+from lsm_gnn.bench.compare import SPREAD_LIMIT  # noqa: E402  (MLPerf Storage's replication rule)
 from lsm_gnn.utils.atomic import write_json, write_text  # noqa: E402
-
-SPREAD_LIMIT = 0.05
 
 from figtools import STAGE_NAMES, minmax_errorbars, save_figure  # noqa: E402
 from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, md_table, record_regime, row_bytes  # noqa: E402

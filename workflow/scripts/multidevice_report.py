@@ -1,6 +1,7 @@
 """Report section 50: shared cache vs isolated caches vs one device (same total cache), 2 devices:
-storage rows per epoch, bytes exchanged per iteration (bench replay of one trace) and training
-epoch time (short 2-rank training runs)."""
+storage rows per epoch and bytes exchanged per iteration (exact counts of the bench replay of one
+trace), and the 2-device steady epoch of the shared and the isolated caches from the baseline
+matrix's repeated runs (their one home: the Baselines section's summary)."""
 
 import json
 from pathlib import Path
@@ -12,9 +13,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from lsm_gnn.utils.atomic import atomic_path, write_text  # noqa: E402
+from lsm_gnn.utils.atomic import write_text  # noqa: E402
 
-from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, record_regime, row_bytes  # noqa: E402
+from figtools import minmax_errorbars, save_figure  # noqa: E402
+from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, row_bytes  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm)
@@ -34,40 +36,53 @@ for key, label in names.items():
     mem = s.get("memory") or {}
     rows.append({"system": label, "memory MiB per device": mem.get("total_bytes", float("nan")) / 2**20,
                  "storage rows / epoch": _mean(s["storage_rows_per_epoch"]),
-                 "exchange bytes / iteration": s["exchange_bytes_per_iteration"],
-                 "replay s / epoch": _mean(s["epoch_seconds"])})
-train = {}
-for path in sm.input.train:
-    rec = json.loads(Path(path).read_text())
-    mode = Path(path).stem.split("-", 1)[1]
-    t = rec.get("metrics", {}).get("time", {})
-    per_iter = t.get("per_iteration", {})
-    train[mode] = {"status": rec.get("status"), "epoch_s": t.get("epoch_steady_s") or t.get("epoch_cold_s"),
-                   "iter_s": t.get("per_iteration_wall")
-                   or sum(v for v in per_iter.values() if isinstance(v, (int, float))) or None,
-                   "storage_rows": rec.get("metrics", {}).get("rows", {}).get("storage_rows"),
-                   "regime": record_regime(rec, ROW_BYTES)["ratio"]}
+                 "exchange bytes / iteration": s["exchange_bytes_per_iteration"]})
+# the 2-device epoch times: the baseline matrix's runs of lsm (shared) and isolated at this memory
+BL_LABEL = {"shared": "lsm", "isolated": "isolated"}
+ACC = sm.params.accelerator or "real"
+bl = pd.read_csv(sm.input.baselines)
+timed = {}
+for mode, system in BL_LABEL.items():
+    sel = bl[(bl.system == system) & (bl.devices == 2) & (bl.accelerator.astype(str) == ACC)
+             & ((bl.cache_fraction - float(sm.params.cache)).abs() < 1e-9) & (bl.status == "complete")]
+    if not sel.empty:
+        timed[mode] = sel.iloc[0]
 for r, mode in zip(rows, ["shared", "isolated", "one"]):
-    r["train s / iteration"] = train.get(mode, {}).get("iter_s")  # mean wall of the timed iterations
-    r["cache rows / rows per iteration (train)"] = train.get(mode, {}).get("regime")
+    t = timed.get(mode)
+    r["steady epoch s (median)"] = None if t is None else float(t.epoch_steady_s)
+    r["min"] = None if t is None else float(t.steady_min)
+    r["max"] = None if t is None else float(t.steady_max)
+    r["runs"] = None if t is None else int(t.runs)
+    r["cache rows / rows per iteration"] = (None if t is None or pd.isna(t.cache_rows_per_iteration_rows)
+                                            else float(t.cache_rows_per_iteration_rows))
 df = pd.DataFrame(rows)
 
-long = df.melt(id_vars="system", value_vars=["storage rows / epoch", "exchange bytes / iteration",
-                                             "train s / iteration"], var_name="metric")
-g = sns.catplot(data=long, x="system", y="value", col="metric", kind="bar", sharey=False, height=3.2,
-                aspect=1.1, hue="system", legend=False)
-g.set_titles("{col_name}")
-g.set_xticklabels(rotation=20, ha="right")
-UNITS = {"storage rows / epoch": "storage rows per replayed epoch (rows)",
-         "exchange bytes / iteration": "exchanged per iteration (bytes)",
-         "train s / iteration": "time per training iteration (s, one run)"}
-for ax, metric in zip(g.axes.flat, long.metric.unique()):
-    ax.set_ylabel(UNITS[metric])
-    ax.set_xlabel("system (2 devices, equal memory)")
-g.figure.subplots_adjust(wspace=0.5)
-fig_path = Path(sm.output.figure)
-with atomic_path(fig_path, suffix=".png") as tmp:
-    g.figure.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
+sns.set_theme(style="whitegrid")
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+palette = dict(zip(df.system, sns.color_palette("tab10", len(df))))
+for ax, (metric, ylabel) in zip(axes[:2], [("storage rows / epoch", "storage rows per replayed epoch (rows)"),
+                                           ("exchange bytes / iteration", "exchanged per iteration (bytes)")]):
+    ax.bar(df.system, df[metric], color=[palette[x] for x in df.system])
+    ax.set_title(f"{metric} (count)")
+    ax.set_ylabel(ylabel)
+ep = df[df["steady epoch s (median)"].notna()]
+ax = axes[2]
+if not ep.empty:
+    ax.bar(ep.system, ep["steady epoch s (median)"], color=[palette[x] for x in ep.system])
+    minmax_errorbars(ax, range(len(ep)), ep["steady epoch s (median)"], ep["min"], ep["max"], horizontal=False)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"steady epoch ({'emulated ' + ACC if ACC != 'real' else 'CPU training'}; Baselines)")
+    ax.set_ylabel("seconds per epoch (median of the runs)")
+else:
+    ax.text(0.5, 0.5, "no 2-device lsm / isolated run\nin the baseline matrix", ha="center", va="center",
+            transform=ax.transAxes)
+    ax.set_axis_off()
+for ax in axes:
+    if ax.axison:
+        ax.set_xlabel("system (2 devices, equal memory)")
+        ax.tick_params(axis="x", labelrotation=20)
+fig.tight_layout()
+save_figure(fig, sm.output.figure, dpi=110, bbox_inches="tight")
 plt.close("all")
 
 
@@ -77,9 +92,25 @@ def _fmt(v):
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3f}"
 
 
-table = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-for rec in df.itertuples(index=False):
-    table.append("| " + " | ".join(str(rec[0]) if i == 0 else _fmt(v) for i, v in enumerate(rec)) + " |")
+def _epoch(r) -> str:
+    if r["steady epoch s (median)"] is None or r["steady epoch s (median)"] != r["steady epoch s (median)"]:
+        return "n/a (one device is not in the baseline matrix)" if r["system"] == names["one_device"] else "n/a"
+    n = int(r["runs"])
+    return f"{r['steady epoch s (median)']:.2f} [{r['min']:.2f}, {r['max']:.2f}], {n} run{'s' if n != 1 else ''}"
+
+
+table = ["| system | memory MiB per device | storage rows / epoch | exchange bytes / iteration | "
+         "steady epoch s (median [min, max], Baselines) | cache rows / rows per iteration |",
+         "|---|---|---|---|---|---|"]
+for r in df.to_dict("records"):
+    table.append(f"| {r['system']} | {_fmt(r['memory MiB per device'])} | {_fmt(r['storage rows / epoch'])} | "
+                 f"{_fmt(r['exchange bytes / iteration'])} | {_epoch(r)} | {_fmt(r['cache rows / rows per iteration'])} |")
+shared_t = timed.get("shared")
+epoch_words = (f"{'emulated `' + ACC + '` accelerators' if ACC != 'real' else 'real CPU training'}, "
+               f"{int(shared_t.runs)} run{'s' if int(shared_t.runs) != 1 else ''} of each system, a new seed per "
+               "round, rotated"
+               if shared_t is not None else "not in this run's baseline matrix (baselines_systems, "
+               "baselines_devices, baselines_cache)")
 ratio = bench["shared_vs_isolated_storage_rows"]
 verdict = "meets" if ratio <= 0.6 else "misses"
 steady = bench.get("shared_vs_isolated_storage_rows_steady")
@@ -92,7 +123,7 @@ why = ("" if ratio <= 0.6 else
        f"memory: {bench['shared_vs_one_device_storage_rows']:.3f}, so partitioning the cache by owner "
        "costs nothing. The rest is the trace's reuse at this cache size and the policy (the victim-buffer "
        "depth matters most): docs/multi-device.md, Measurements, has the small-graph figures.\n")
-text = f"""## Multi-device: shared cache vs isolated caches (2 devices; measured on this machine: real ranks replaying one trace, and short training runs)
+text = f"""## Multi-device: shared cache vs isolated caches (2 devices; exact counts from real ranks replaying one trace; epoch times measured in the baseline matrix)
 
 {dataset_words(sm.params.dataset)[0].upper()}{dataset_words(sm.params.dataset)[1:]}, {bench['devices']} devices, feature memory {bench['cache_fraction']:.0%} of the
 feature bytes per device ({bench['memory']['total_rows_per_device']:,} rows: {bench['capacity_rows_per_device']:,}
@@ -103,11 +134,11 @@ device's requests with twice one device's memory, split by the same rule (the sa
 Storage rows / Belady MIN at the same memory: shared {bench['shared_vs_min_storage_rows']:.3f}, isolated
 {bench['isolated_vs_min_storage_rows']:.3f}, one device {bench['one_device_vs_min_storage_rows']:.3f}.
 Command: `lsm-gnn bench multidevice {bench['dataset']} --devices 2 --trace ... --batches {bench['batches_per_epoch']}`.
-Training time: `lsm-gnn train --devices 2` (and `--devices 1` with 2x memory), first iterations only, one
-run each: the times show where the iteration goes, no ratio between them is a measurement (not measured
-here; the Baselines section compares the systems on repeated runs).
-Regime of the shared-cache training run (per device: its cache lines over the distinct rows it requests per
-iteration): cache rows / distinct rows per iteration = **{fmt(train.get('shared', {}).get('regime'), '.1f')}** ({PAPER_REGIME}).
+The replay's counts are exact (the same on any machine); its times are not reported (one run).
+Epoch times: the Baselines section's runs of `lsm` (the shared cache) and `isolated` on 2 devices at the same
+memory ({epoch_words}); their ratio and its verdict are read there.
+Regime of the shared-cache runs (per device: its cache lines over the distinct rows it requests per
+iteration): cache rows / distinct rows per iteration = **{fmt(timed['shared'].cache_rows_per_iteration_rows if shared_t is not None else None, '.1f')}** ({PAPER_REGIME}).
 
 {chr(10).join(table)}
 

@@ -78,15 +78,11 @@ def cell(v: dict) -> str:
 
 def comm_inputs(ratios: dict, bench: dict | None) -> dict:
     """(e)'s data: the exchange stages' share of LSM-GNN's 2-device epoch over the timed runs
-    (baselines ratios.json) and the exchange's busy time over the replay's iteration time (bench)."""
+    (baselines ratios.json) and the bytes exchanged per iteration (the bench replay's exact count;
+    its one-run times are not used)."""
     share = ratios.get("lsm_exchange_share") or {}
-    link = None
     s = ((bench or {}).get("systems") or {}).get("shared") or {}
-    secs = [x for x in s.get("epoch_seconds") or [] if x is not None]
-    n = (bench or {}).get("batches_per_epoch")
-    if s.get("exchange_seconds_per_iteration") is not None and secs and n:
-        link = s["exchange_seconds_per_iteration"] / (sum(secs) / len(secs) / n)
-    return {**share, "accelerator": ratios.get("accelerator"), "link_share": link,
+    return {**share, "accelerator": ratios.get("accelerator"),
             "exchange_bytes_per_iteration": s.get("exchange_bytes_per_iteration")}
 
 

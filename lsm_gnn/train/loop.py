@@ -49,11 +49,12 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from lsm_gnn.accelerator import EmulatedAccelerator, batch_edges, load_accelerator, step_scale
+from lsm_gnn.accelerator import EmulatedAccelerator, load_accelerator, step_scale
 from lsm_gnn.config import RunConfig, config_to_dict
 from lsm_gnn.datasets.format import Dataset
 from lsm_gnn.sources.contract import FeatureSource, as_source, numeric_stats
 from lsm_gnn.models import build_model
+from lsm_gnn.models.blocks import batch_edges
 from lsm_gnn.records import claim_record, dataset_block, emulation_records, epoch_window, mean_times, new_record, \
     system_name, training_metrics, write_record
 from lsm_gnn.sampling import NeighborSampler

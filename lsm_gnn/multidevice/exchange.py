@@ -32,6 +32,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from lsm_gnn.ownership import reorder_blocks
 from lsm_gnn.ranks.health import NULL_HEARTBEAT, Heartbeat
 from lsm_gnn.utils.errors import DistributedError, InputError
 
@@ -66,8 +67,6 @@ class ReceivedRows:
 
     def reorder(self, positions: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """The rows in the requester's order: out[positions[k]] = k-th row received."""
-        from lsm_gnn.multidevice.owners import reorder_blocks
-
         if out is None:
             out = np.empty((len(self), self.dim), dtype=self.dtype)
         return reorder_blocks(self.blocks, positions, out)

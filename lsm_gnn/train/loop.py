@@ -62,9 +62,8 @@ from lsm_gnn.sources.factory import make_feature_source
 from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.storage.emulated import timed_window_begin, timed_window_end, timed_windows_reset
 from lsm_gnn.train.evaluate import evaluate
-from lsm_gnn.train.loader import FeatureLoader
+from lsm_gnn.train.loader import FeatureLoader, StageTimer
 from lsm_gnn.train.sync import Meeting, allreduce_gradients
-from lsm_gnn.train.timers import StageTimer
 from lsm_gnn.utils.errors import ConfigError, DataError, InputError, NumericalError
 from lsm_gnn.utils.machine import cpu_time_around
 

@@ -3,7 +3,7 @@ mini-batch's input ids (150k ids, the paper's 1024 x 10 x 15) for G = 2 and 4.""
 
 import numpy as np
 
-from lsm_gnn.multidevice.owners import reorder, split_by_owner
+from lsm_gnn.ownership import reorder, split_by_owner
 
 from ._timing import Timed
 

@@ -1,4 +1,4 @@
-// Owner split for the shared cache (GPU engine of lsm_gnn/multidevice/owners.py).
+// Owner split for the shared cache (GPU engine of lsm_gnn/ownership.py: split_by_owner).
 // Node v belongs to owner v % G. The split is a stable counting sort: each thread owns a
 // contiguous chunk of the input, counts its ids per owner (pass 1), the host side turns the
 // owner-major table counts[o * n_chunks + c] into exclusive offsets (cupy.cumsum), and each

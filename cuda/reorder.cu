@@ -1,4 +1,4 @@
-// Reorder for the shared cache (GPU engine of lsm_gnn/multidevice/owners.py:reorder).
+// Reorder for the shared cache (GPU engine of lsm_gnn/ownership.py:reorder).
 // Rows arrive grouped by owner; row k goes back to the requester's position positions[k]:
 // out[positions[k]] = rows[k], in units of 16, 8, 4 or 1 bytes with several rows per block
 // (row_copy.cuh, prepended; lsm_gnn/utils/rowcopy.py chooses the unit and the shape).

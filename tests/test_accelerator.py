@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import yaml
 
-from lsm_gnn.accelerator import (PACKAGED, EmulatedAccelerator, StepModel, batch_edges, fit_step_model,
-                                 load_accelerator, utilisation)
+from lsm_gnn.accelerator import (PACKAGED, EmulatedAccelerator, StepModel, fit_step_model, load_accelerator,
+                                 utilisation)
 from lsm_gnn.models import Block
+from lsm_gnn.models.blocks import batch_edges
 from lsm_gnn.utils.errors import ConfigError
 
 

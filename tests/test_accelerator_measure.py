@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lsm_gnn.accelerator import batch_edges, load_accelerator
+from lsm_gnn.accelerator import load_accelerator
+from lsm_gnn.models.blocks import batch_edges
 from lsm_gnn.accelerator.measure import layer_sizes, measure_step, reference_model, synthetic_blocks
 from lsm_gnn.utils.errors import ConfigError
 

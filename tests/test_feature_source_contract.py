@@ -190,8 +190,8 @@ def test_a_shared_fetch_checks_its_ids_once_and_bad_ids_get_the_field_expected_a
     import torch.distributed as dist
 
     from lsm_gnn.cache import geometry
-    from lsm_gnn.multidevice import owners
     from lsm_gnn.multidevice.exchange import Exchange
+    from lsm_gnn import ownership
     from lsm_gnn.sources import contract
     from lsm_gnn.sources.factory import make_feature_source
     from lsm_gnn.sources.shared import SharedCacheFeatureSource
@@ -202,7 +202,7 @@ def test_a_shared_fetch_checks_its_ids_once_and_bad_ids_get_the_field_expected_a
         calls.append(what)
         return real(ids, num_rows, what)
 
-    for module in (contract, geometry, owners):   # every place that imports the id check
+    for module in (contract, geometry, ownership):   # every place that imports the id check
         monkeypatch.setattr(module, "check_feature_ids", counted)
     feats = np.asarray(dataset.feature_array())
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)

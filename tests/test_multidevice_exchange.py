@@ -99,14 +99,14 @@ def two_ranks(tmp_path_factory):
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_two_ranks_rows_windows_and_bytes(two_ranks, transport):
-    from lsm_gnn.multidevice.shm import PREFIX, SHM_DIR
+    from lsm_gnn.multidevice.exchange import SHM_DIR, SHM_PREFIX
 
     G = 2
     res = [json.loads((two_ranks / transport / f"{r}.json").read_text()) for r in range(G)]
     assert all(r["ok"] for r in res)  # every row received equals the file's row
     assert [r["transport"] for r in res] == [transport] * G
     # a closed source leaves no shared-memory segment behind
-    left = [n for n in os.listdir(SHM_DIR) for r in res if n.startswith(f"{PREFIX}{r['pid']}-")]
+    left = [n for n in os.listdir(SHM_DIR) for r in res if n.startswith(f"{SHM_PREFIX}{r['pid']}-")]
     assert left == []
     reqs = [batches_of(r) for r in range(G)]
     for o in range(G):
@@ -274,7 +274,7 @@ def test_device_plane_over_nccl_two_gpus(tmp_path):
 
 # ---- the shared-memory transport's outboxes, in one process -------------------------------------
 def test_an_outbox_grows_into_a_new_segment_and_a_peer_reads_the_rows_it_was_written(tmp_path):
-    from lsm_gnn.multidevice.shm import Outboxes
+    from lsm_gnn.multidevice.exchange import Outboxes
 
     a, b = Outboxes(0, 2), Outboxes(1, 2)
     try:
@@ -292,7 +292,7 @@ def test_an_outbox_grows_into_a_new_segment_and_a_peer_reads_the_rows_it_was_wri
 
 
 def test_a_probe_answers_false_for_a_token_that_is_not_the_peers_memory():
-    from lsm_gnn.multidevice.shm import Outboxes
+    from lsm_gnn.multidevice.exchange import Outboxes
 
     a, b = Outboxes(0, 2), Outboxes(1, 2)
     try:
@@ -309,11 +309,11 @@ def test_the_segments_of_a_process_that_no_longer_exists_are_removed(tmp_path):
     import subprocess
     import sys
 
-    from lsm_gnn.multidevice.shm import PREFIX, sweep_stale
+    from lsm_gnn.multidevice.exchange import SHM_PREFIX, sweep_stale
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True).stdout.strip()
-    stale, live = tmp_path / f"{PREFIX}{dead}-0-1", tmp_path / f"{PREFIX}{os.getpid()}-0-1"
+    stale, live = tmp_path / f"{SHM_PREFIX}{dead}-0-1", tmp_path / f"{SHM_PREFIX}{os.getpid()}-0-1"
     stale.write_bytes(b"x")
     live.write_bytes(b"x")
     assert sweep_stale(str(tmp_path)) == [str(stale)]

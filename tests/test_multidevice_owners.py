@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lsm_gnn.multidevice.owner_files import ensure_owner_files, owner_num_rows, read_owner_rows
-from lsm_gnn.multidevice.owners import reorder, split_by_owner
+from lsm_gnn.ownership import reorder, split_by_owner
 from lsm_gnn.utils.errors import InputError
 
 

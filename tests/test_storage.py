@@ -10,7 +10,7 @@ from lsm_gnn.config import StorageConfig
 from lsm_gnn.datasets.format import Dataset
 from lsm_gnn.storage import open_feature_store, open_from_config, owner_row_map
 from lsm_gnn.storage.aio import aio_status
-from lsm_gnn.storage.plan import distinct_blocks, plan_reads
+from lsm_gnn.storage.base import distinct_blocks, plan_reads
 
 READERS = ["direct", "buffered", "mmap", "memory"]
 ROWS = 700

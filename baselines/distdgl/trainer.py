@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from lsm_gnn.accelerator import batch_edges
+from lsm_gnn.models.blocks import batch_edges
 from lsm_gnn.utils.threads import THREAD_VARS
 
 if os.environ.get("FAKE_MACHINE_ID") is not None:

@@ -151,18 +151,6 @@ def load_accelerator(name_or_path: str | os.PathLike) -> AcceleratorProfile:
     return load_model(AcceleratorProfile, name_or_path, PROFILE_DIR, PACKAGED, what="accelerator profile")
 
 
-def batch_edges(blocks) -> int:
-    """Edges of a batch's blocks: lsm-gnn's index blocks (`.edges` by relation) or DGL blocks."""
-    total = 0
-    for b in blocks:
-        edges = getattr(b, "edges", None)
-        if isinstance(edges, dict):
-            total += sum(int(src.shape[0]) for src, _ in edges.values())
-        else:
-            total += int(b.num_edges())
-    return total
-
-
 class EmulatedAccelerator:
     """Waits the profile's step time for each batch and keeps the busy time for AU.
 

@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from lsm_gnn.accelerator import AcceleratorProfile, ReferenceBatch, batch_edges, fit_step_model, load_accelerator
+from lsm_gnn.accelerator import AcceleratorProfile, ReferenceBatch, fit_step_model, load_accelerator
+from lsm_gnn.models.blocks import batch_edges
 
 REFERENCE_PROFILE = "h200"      # its reference batch: the sizes the shapes are calibrated to
 REFERENCE_BATCH_SIZE = 1024     # the batch of that reference ("batch 1024, fan-outs 10,15")

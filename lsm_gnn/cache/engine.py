@@ -7,7 +7,7 @@ the policy's hooks without knowing what they are. A 16-byte record per owner-loc
 (window.ROW_*: slot or -1, dedupe position, landing-buffer position, window mask) makes every
 lookup O(1) on the CPU and touches one cache line per id; the decisions are the same as a 32-way
 tag scan (the GPU engine's way). A long-lookahead policy (horizon) also keeps its lookahead ring
-(policies.horizon.LookaheadRing).
+(window.LookaheadRing).
 
 One iteration = `step(batch)` then `end_iteration()`; `replay(flat, offsets)` runs a whole trace
 inside one kernel. The semantics are in docs/cache-semantics.md; the pure-Python reference
@@ -25,11 +25,10 @@ from lsm_gnn.cache.memhint import PREFETCH_DISTANCE, prefetch_record
 from lsm_gnn.cache.geometry import cache_geometry, check_owner_args
 from lsm_gnn.cache.policies import STATE_ORDER, get_policy, lookahead_horizon, resolve_policy, state_arrays
 from lsm_gnn.cache.policies import kernels as hooks
-from lsm_gnn.cache.policies.horizon import LookaheadRing, batch_records, ingest, ring_capacity
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues, prefetch_queue
 from lsm_gnn.cache.window import (FRESH, MASK_WINDOW_MAX, NO_REUSE, TAG_DTYPE, ROW_DPOS, ROW_FIELDS, ROW_LAND,
-                                  ROW_MASK, ROW_SLOT, first_reuse, mask_update, refresh_tags, retag_fresh,
-                                  retag_pending, retag_rows)
+                                  ROW_MASK, ROW_SLOT, LookaheadRing, batch_records, first_reuse, ingest, mask_update,
+                                  refresh_tags, retag_fresh, retag_pending, retag_rows, ring_capacity)
 from lsm_gnn.ownership import local_row, local_row_of_id, local_rows
 from lsm_gnn.utils.errors import InputError, StateError
 

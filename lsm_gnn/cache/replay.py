@@ -20,8 +20,7 @@ from lsm_gnn.cache.engines import ENGINES, make_engine
 from lsm_gnn.cache.geometry import cache_geometry, check_owned_ids, check_owner_args
 from lsm_gnn.ownership import local_rows
 from lsm_gnn.cache.policies import get_policy, lookahead_horizon, resolve_policy
-from lsm_gnn.cache.policies.horizon import ring_capacity
-from lsm_gnn.cache.window import MAX_ITERATIONS
+from lsm_gnn.cache.window import MAX_ITERATIONS, ring_capacity
 from lsm_gnn.records import distinct_hit_rate
 from lsm_gnn.utils.errors import InputError
 

@@ -9,6 +9,9 @@ or one of two special values (docs/cache-semantics.md, "Reuse tags"):
 Tags are recomputed every ``refresh_every`` iterations, at the start of the iteration, from the
 window ``batches[t+1 : t+1+W]``. Between refreshes a known tag that is ``<= t`` has expired (the
 reuse it announced has happened) and is read as ``NO_REUSE`` by every rule.
+
+A long-lookahead policy (horizon) reads K future batches instead; the CPU engine keeps them as
+a ring of occurrence records (`LookaheadRing`, at the end of this module), the window's other form.
 """
 
 from __future__ import annotations
@@ -178,3 +181,106 @@ def retag_pending(pending, tag, dirty, in_dirty, dirty_n):
         tag[s] = pending[s]
         in_dirty[s] = 0
     dirty_n[0] = 0
+
+
+# ---- the CPU engine's lookahead ring ------------------------------------------------------------
+# meta: [batches ingested (the next batch to ingest), first live record, next record] (absolute
+# record numbers; record n lives at n % capacity)
+INGESTED, LO, HI = 0, 1, 2
+
+
+class LookaheadRing:
+    """Occurrence records of the batches in the lookahead (and the batch being served).
+
+    Record n (absolute; stored at n % capacity): `row` (owner-local row of a distinct id of its
+    batch, batches in order, ids in order of first occurrence) and `next` (the batch of that row's
+    next occurrence among the batches ingested so far, NO_REUSE if none yet). Per row, `last`: its
+    latest record (-1: none). `base[b % (K + 2)]`: the first record of batch b.
+    """
+
+    def __init__(self, lookahead: int, local_rows: int, capacity: int = 1024):
+        self.K = int(lookahead)
+        cap = max(int(capacity), 1)
+        self.row = np.zeros(cap, np.int32)
+        self.next = np.full(cap, NO_REUSE, np.int32)
+        self.base = np.zeros(self.K + 2, np.int64)
+        self.last = np.full(int(local_rows), -1, np.int64)
+        self.meta = np.zeros(3, np.int64)
+
+    @property
+    def arrays(self) -> tuple:
+        return (self.row, self.next, self.base, self.last, self.meta)
+
+    @property
+    def capacity(self) -> int:
+        return len(self.row)
+
+    def live(self) -> int:
+        return int(self.meta[HI] - self.meta[LO])
+
+    def ensure(self, extra: int) -> None:
+        """Room for `extra` more records; grows (doubling) keeping every live record at n % cap."""
+        need = self.live() + int(extra)
+        if need <= self.capacity:
+            return
+        cap = max(need, 2 * self.capacity)
+        lo, hi = int(self.meta[LO]), int(self.meta[HI])
+        n = np.arange(lo, hi, dtype=np.int64)
+        row, nxt = np.zeros(cap, np.int32), np.full(cap, NO_REUSE, np.int32)
+        row[n % cap], nxt[n % cap] = self.row[n % self.capacity], self.next[n % self.capacity]
+        self.row, self.next = row, nxt
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of lookahead state the engine holds (records, batch starts, per-row last record)."""
+        return int(self.row.nbytes + self.next.nbytes + self.base.nbytes + self.last.nbytes + self.meta.nbytes)
+
+
+def ring_capacity(offsets: np.ndarray, lookahead: int) -> int:
+    """Records a replay needs: the most ids in K + 1 consecutive batches (duplicates counted)."""
+    offsets = np.asarray(offsets, np.int64)
+    nb = len(offsets) - 1
+    if nb <= 0:
+        return 1
+    ends = offsets[np.minimum(np.arange(nb) + lookahead + 1, nb)]
+    return int(max((ends - offsets[:-1]).max(), 1))
+
+
+@njit(cache=True, nogil=True)
+def ingest(ids, e, G, K, ring, rows, tag):
+    """Batch e enters the lookahead (batches enter in increasing order; skipped ones hold no
+    records). Each distinct id gets a record; the row's previous live record learns that its next
+    occurrence is e; a resident line without a known next use gets tag e. The caller has made
+    room for len(ids) records (LookaheadRing.ensure)."""
+    row, nxt, base, last, meta = ring
+    cap = len(row)
+    lo, hi = meta[LO], meta[HI]
+    for b in range(meta[INGESTED], e + 1):
+        base[b % (K + 2)] = hi
+    start = hi
+    for v in ids:
+        r = local_row_of_id(v, G)
+        p = last[r]
+        if p >= start:
+            continue  # a duplicate inside batch e
+        if p >= lo:
+            nxt[p % cap] = e
+        n = hi % cap
+        row[n] = r
+        nxt[n] = NO_REUSE
+        last[r] = hi
+        hi += 1
+        s = rows[r, ROW_SLOT]
+        if s >= 0 and tag[s] == NO_REUSE:
+            tag[s] = e
+    meta[HI] = hi
+    meta[INGESTED] = e + 1
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def batch_records(ring, t, K):
+    """(first record, number of records) of batch t, which has been ingested."""
+    row, nxt, base, last, meta = ring
+    start = base[t % (K + 2)]
+    end = base[(t + 1) % (K + 2)] if meta[INGESTED] > t + 1 else meta[HI]
+    return start, end - start

@@ -27,12 +27,11 @@ import numpy as np
 import torch
 
 from lsm_gnn.sources.contract import as_source, numeric_stats
-from lsm_gnn.accelerator import batch_edges
+from lsm_gnn.models.blocks import batch_edges
 from lsm_gnn.records import (dataset_block, emulation_records, epoch_window, new_record, system_name, training_metrics,
                              write_record)
 from lsm_gnn.sampling import deal_seeds
-from lsm_gnn.train.loader import FeatureLoader
-from lsm_gnn.train.timers import StageTimes
+from lsm_gnn.train.loader import FeatureLoader, StageTimes
 from lsm_gnn.utils.errors import InputError
 from lsm_gnn.utils.machine import process_cpu_seconds
 

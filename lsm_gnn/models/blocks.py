@@ -125,3 +125,15 @@ class Block:
     def __repr__(self) -> str:
         return (f"Block(src={self.src_counts}, dst={self.dst_counts}, edges="
                 f"{ {k: int(s.numel()) for k, (s, _) in self.edges.items()} })")
+
+
+def batch_edges(blocks) -> int:
+    """Edges of a batch's blocks: lsm-gnn's index blocks (`.edges` by relation) or DGL blocks."""
+    total = 0
+    for b in blocks:
+        edges = getattr(b, "edges", None)
+        if isinstance(edges, dict):
+            total += sum(int(src.shape[0]) for src, _ in edges.values())
+        else:
+            total += int(b.num_edges())
+    return total

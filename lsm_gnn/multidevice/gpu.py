@@ -1,7 +1,7 @@
 """GPU engine of the owner split and the reorder (CuPy RawModule over `cuda/owner_split.cu`, `cuda/reorder.cu`).
 
 Import-safe without CuPy or a GPU: `available()` says whether the engine can run, and the
-functions raise `InputError` when it cannot. Decisions are identical to `lsm_gnn.multidevice.owners`:
+functions raise `InputError` when it cannot. Decisions are identical to `lsm_gnn.ownership`'s:
 a stable split (bucket order = input order) and `out[positions[k]] = rows[k]`.
 
 `split_by_owner_tensor` and `reorder_tensor` run the same kernels on torch tensors without a copy
@@ -64,7 +64,7 @@ def _require():
 
 
 def split_by_owner_gpu(ids, num_owners: int):
-    """(send_ids, positions, counts) as CuPy int64 arrays; same result as owners.split_by_owner."""
+    """(send_ids, positions, counts) as CuPy int64 arrays; same result as ownership.split_by_owner."""
     cp = _require()
     if not 1 <= num_owners <= MAX_OWNERS:
         raise InputError(f"num_owners must be in [1, {MAX_OWNERS}], found {num_owners}")
@@ -137,7 +137,7 @@ def _on_torch_stream(cp, device):
 
 def split_by_owner_tensor(ids, num_owners: int):
     """(send_ids, positions, counts) as int64 tensors on the device of `ids` (a 1-D int64
-    tensor): the stable owner split of owners.split_by_owner, by cuda/owner_split.cu."""
+    tensor): the stable owner split of ownership.split_by_owner, by cuda/owner_split.cu."""
     import torch
 
     cp = _require()

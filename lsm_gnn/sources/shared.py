@@ -7,7 +7,7 @@ serves the ids it received through the local source (one call, so the same row a
 ranks is read once), sends the rows back and reorders them into the requester's order.
 
 Two data planes, chosen by where the local source's rows live (`plane="auto"`):
-- host (rows in host memory, numpy): the numba split and memcpy reorder of owners.py; the
+- host (rows in host memory, numpy): the numba split and memcpy reorder of ownership.py; the
   exchange over gloo wraps the arrays without a copy (with NCCL it copies them to the device
   and back);
 - device (the local source's `device` is CUDA: lsm_gnn.sources.cached_device's
@@ -42,8 +42,7 @@ from lsm_gnn.cache.rowpool import OutputRows
 from lsm_gnn.sources.contract import FeatureSource, TierCounters, as_source
 from lsm_gnn.multidevice.exchange import Exchange
 from lsm_gnn.ranks.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
-from lsm_gnn.multidevice.owners import split_valid_ids
-from lsm_gnn.ownership import check_owned
+from lsm_gnn.ownership import check_owned, split_valid_ids
 from lsm_gnn.records import EXCHANGE_STAGES
 from lsm_gnn.utils.errors import InputError
 

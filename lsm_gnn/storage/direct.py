@@ -5,7 +5,7 @@ into the caller's `out` when `out` is block-aligned (`FeatureStore.empty_rows` a
 buffers; any C-contiguous `out` for the buffered reader): the same 1 MiB reads, no staging buffer,
 no copy. Sequential scans then cost the CPUs almost nothing besides the system calls.
 
-For every other batch the distinct rows are turned into a read plan (`plan.py`: one read per
+For every other batch the distinct rows are turned into a read plan (`base.plan_reads`: one read per
 distinct block, adjacent blocks merged), the reads land in one page-aligned staging buffer
 (anonymous mmap, as O_DIRECT requires), and the rows are gathered out of it in the order asked for.
 
@@ -36,8 +36,7 @@ import numba
 import numpy as np
 
 from lsm_gnn.storage.aio import AioContext, aio_reads, aio_status
-from lsm_gnn.storage.base import FeatureStore
-from lsm_gnn.storage.plan import ReadPlan, plan_reads
+from lsm_gnn.storage.base import FeatureStore, ReadPlan, plan_reads
 from lsm_gnn.utils.errors import DataError, InputError
 from lsm_gnn.utils.native import copy_rows as _copy_rows
 

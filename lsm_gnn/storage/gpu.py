@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lsm_gnn.storage.base import FeatureStore
-from lsm_gnn.storage.plan import plan_reads
+from lsm_gnn.storage.base import FeatureStore, plan_reads
 from lsm_gnn.utils.errors import InputError
 
 

@@ -13,8 +13,7 @@ import os
 
 import numpy as np
 
-from lsm_gnn.storage.base import FeatureStore
-from lsm_gnn.storage.plan import distinct_blocks
+from lsm_gnn.storage.base import FeatureStore, distinct_blocks
 from lsm_gnn.utils.errors import DataError
 
 PAGE = mmap.PAGESIZE

@@ -24,10 +24,17 @@ are already there: a source on a CUDA device returns torch tensors, which are us
 
 The source is anything with the FeatureSource contract (lsm_gnn.sources.contract); an object with only
 advance/fetch/counters is wrapped in a ForeignSource.
+
+Whoever consumes the batches adds their `.times` up per iteration with the stage timers at the end
+of this module, in the run-record vocabulary (`lsm_gnn.records.STAGES`): `StageTimes` is a plain
+dict-like accumulator; `StageTimer.stage(name)` times a `with` block into it (the loop's `train` and
+`sync`). Each iteration's times are kept so a run can report means over any window (the timed
+window after warm-up) and epoch totals.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from typing import Iterator
@@ -37,7 +44,7 @@ import torch
 
 from lsm_gnn.sources.contract import STAGES as SOURCE_STAGES
 from lsm_gnn.sources.contract import as_source
-from lsm_gnn.records import EXCHANGE_STAGES, ROW_KEYS
+from lsm_gnn.records import EXCHANGE_STAGES, ITERATION_KEYS, ROW_KEYS, mean_times
 from lsm_gnn.sampling import Background, Lookahead, MiniBatch, NeighborSampler
 from lsm_gnn.utils.errors import InputError
 
@@ -195,3 +202,53 @@ class FeatureLoader:
 
     def __iter__(self):
         return self.epoch(0)
+
+
+# ---- stage timers: seconds per stage accumulated per iteration ----------------------------------
+class StageTimes(dict):
+    def __init__(self, *args, **kw):
+        super().__init__(dict.fromkeys(ITERATION_KEYS, 0.0))
+        self.update(*args, **kw)
+
+    def add(self, other: dict) -> "StageTimes":
+        for k, v in other.items():
+            self[k] = self.get(k, 0.0) + float(v)
+        return self
+
+    def scaled(self, f: float) -> "StageTimes":
+        return StageTimes({k: v * f for k, v in self.items()})
+
+
+class StageTimer:
+    """Collects one `StageTimes` per iteration."""
+
+    def __init__(self):
+        self.iterations: list[StageTimes] = []
+        self.current = StageTimes()
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.current[name] = self.current.get(name, 0.0) + time.perf_counter() - t0
+
+    def add(self, times: dict) -> None:
+        self.current.add(times)
+
+    def end_iteration(self) -> StageTimes:
+        done, self.current = self.current, StageTimes()
+        self.iterations.append(done)
+        return done
+
+    @staticmethod
+    def total(items) -> StageTimes:
+        out = StageTimes()
+        for it in items:
+            out.add(it)
+        return out
+
+    @staticmethod
+    def mean(items) -> StageTimes:
+        return StageTimes(mean_times(items))

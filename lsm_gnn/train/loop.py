@@ -49,11 +49,12 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from lsm_gnn.accelerator import EmulatedAccelerator, batch_edges, load_accelerator, step_scale
+from lsm_gnn.accelerator import EmulatedAccelerator, load_accelerator, step_scale
 from lsm_gnn.config import RunConfig, config_to_dict
 from lsm_gnn.datasets.format import Dataset
 from lsm_gnn.sources.contract import FeatureSource, as_source, numeric_stats
 from lsm_gnn.models import build_model
+from lsm_gnn.models.blocks import batch_edges
 from lsm_gnn.records import claim_record, dataset_block, emulation_records, epoch_window, mean_times, new_record, \
     system_name, training_metrics, write_record
 from lsm_gnn.sampling import NeighborSampler
@@ -61,9 +62,8 @@ from lsm_gnn.sources.factory import make_feature_source
 from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.storage.emulated import timed_window_begin, timed_window_end, timed_windows_reset
 from lsm_gnn.train.evaluate import evaluate
-from lsm_gnn.train.loader import FeatureLoader
+from lsm_gnn.train.loader import FeatureLoader, StageTimer
 from lsm_gnn.train.sync import Meeting, allreduce_gradients
-from lsm_gnn.train.timers import StageTimer
 from lsm_gnn.utils.errors import ConfigError, DataError, InputError, NumericalError
 from lsm_gnn.utils.machine import cpu_time_around
 

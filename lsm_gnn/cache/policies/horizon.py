@@ -16,11 +16,11 @@ request is within the W victim queues' reach is spilled, everything else is drop
 the policy gives the host tier no memory (host_fraction 0: the whole budget is cache lines),
 because the lines it evicts rarely come back within W batches (measured in docs/cache.md).
 
-The CPU engine keeps the lookahead as a ring of occurrence records (`LookaheadRing`: for every
-distinct id of every batch ingested, its owner-local row and the batch of its next occurrence),
-so that a batch entering the lookahead costs O(its ids) and the serve of batch t reads each id's
-next use in O(1); the GPU engine and the reference recompute the same tags from the K window
-batches every iteration. Both give the tags of docs/cache-semantics.md §2.
+The CPU engine keeps the lookahead as a ring of occurrence records (`cache.window.LookaheadRing`:
+for every distinct id of every batch ingested, its owner-local row and the batch of its next
+occurrence), so that a batch entering the lookahead costs O(its ids) and the serve of batch t reads
+each id's next use in O(1); the GPU engine and the reference recompute the same tags from the K
+window batches every iteration. Both give the tags of docs/cache-semantics.md §2.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ import numpy as np
 from numba import njit
 
 from lsm_gnn.cache.policies.base import EvictionPolicy, effective
-from lsm_gnn.cache.window import FRESH, NO_REUSE, ROW_SLOT
-from lsm_gnn.ownership import local_row_of_id
+from lsm_gnn.cache.window import FRESH, NO_REUSE
 
 def rank(line, t: int) -> int:
     """Eviction rank (the lowest goes first): PageRank byte without a request in the lookahead,
@@ -75,106 +74,3 @@ class Horizon(EvictionPolicy):
 
     def admit(self, state, lines, way, incoming, t):
         return rank(incoming, t) > rank(lines[way], t)
-
-
-# ---- the CPU engine's lookahead ring ------------------------------------------------------------
-# meta: [batches ingested (the next batch to ingest), first live record, next record] (absolute
-# record numbers; record n lives at n % capacity)
-INGESTED, LO, HI = 0, 1, 2
-
-
-class LookaheadRing:
-    """Occurrence records of the batches in the lookahead (and the batch being served).
-
-    Record n (absolute; stored at n % capacity): `row` (owner-local row of a distinct id of its
-    batch, batches in order, ids in order of first occurrence) and `next` (the batch of that row's
-    next occurrence among the batches ingested so far, NO_REUSE if none yet). Per row, `last`: its
-    latest record (-1: none). `base[b % (K + 2)]`: the first record of batch b.
-    """
-
-    def __init__(self, lookahead: int, local_rows: int, capacity: int = 1024):
-        self.K = int(lookahead)
-        cap = max(int(capacity), 1)
-        self.row = np.zeros(cap, np.int32)
-        self.next = np.full(cap, NO_REUSE, np.int32)
-        self.base = np.zeros(self.K + 2, np.int64)
-        self.last = np.full(int(local_rows), -1, np.int64)
-        self.meta = np.zeros(3, np.int64)
-
-    @property
-    def arrays(self) -> tuple:
-        return (self.row, self.next, self.base, self.last, self.meta)
-
-    @property
-    def capacity(self) -> int:
-        return len(self.row)
-
-    def live(self) -> int:
-        return int(self.meta[HI] - self.meta[LO])
-
-    def ensure(self, extra: int) -> None:
-        """Room for `extra` more records; grows (doubling) keeping every live record at n % cap."""
-        need = self.live() + int(extra)
-        if need <= self.capacity:
-            return
-        cap = max(need, 2 * self.capacity)
-        lo, hi = int(self.meta[LO]), int(self.meta[HI])
-        n = np.arange(lo, hi, dtype=np.int64)
-        row, nxt = np.zeros(cap, np.int32), np.full(cap, NO_REUSE, np.int32)
-        row[n % cap], nxt[n % cap] = self.row[n % self.capacity], self.next[n % self.capacity]
-        self.row, self.next = row, nxt
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of lookahead state the engine holds (records, batch starts, per-row last record)."""
-        return int(self.row.nbytes + self.next.nbytes + self.base.nbytes + self.last.nbytes + self.meta.nbytes)
-
-
-def ring_capacity(offsets: np.ndarray, lookahead: int) -> int:
-    """Records a replay needs: the most ids in K + 1 consecutive batches (duplicates counted)."""
-    offsets = np.asarray(offsets, np.int64)
-    nb = len(offsets) - 1
-    if nb <= 0:
-        return 1
-    ends = offsets[np.minimum(np.arange(nb) + lookahead + 1, nb)]
-    return int(max((ends - offsets[:-1]).max(), 1))
-
-
-@njit(cache=True, nogil=True)
-def ingest(ids, e, G, K, ring, rows, tag):
-    """Batch e enters the lookahead (batches enter in increasing order; skipped ones hold no
-    records). Each distinct id gets a record; the row's previous live record learns that its next
-    occurrence is e; a resident line without a known next use gets tag e. The caller has made
-    room for len(ids) records (LookaheadRing.ensure)."""
-    row, nxt, base, last, meta = ring
-    cap = len(row)
-    lo, hi = meta[LO], meta[HI]
-    for b in range(meta[INGESTED], e + 1):
-        base[b % (K + 2)] = hi
-    start = hi
-    for v in ids:
-        r = local_row_of_id(v, G)
-        p = last[r]
-        if p >= start:
-            continue  # a duplicate inside batch e
-        if p >= lo:
-            nxt[p % cap] = e
-        n = hi % cap
-        row[n] = r
-        nxt[n] = NO_REUSE
-        last[r] = hi
-        hi += 1
-        s = rows[r, ROW_SLOT]
-        if s >= 0 and tag[s] == NO_REUSE:
-            tag[s] = e
-    meta[HI] = hi
-    meta[INGESTED] = e + 1
-
-
-@njit(cache=True, forceinline=True, _nrt=False)
-def batch_records(ring, t, K):
-    """(first record, number of records) of batch t, which has been ingested."""
-    row, nxt, base, last, meta = ring
-    start = base[t % (K + 2)]
-    end = base[(t + 1) % (K + 2)] if meta[INGESTED] > t + 1 else meta[HI]
-    return start, end - start

@@ -40,12 +40,18 @@ _DISPATCH_DIGEST = hashlib.sha1(b"".join(
 
 
 class PolicyTable:
-    """What the CPU kernels receive for "which policies exist": only its numba type matters."""
+    """What the CPU kernels receive for "which policies exist": only its numba type matters.
 
-    __slots__ = ("keys",)
+    The type is built once, with the token, and held as `_numba_type_`: numba's dispatcher reads
+    that attribute in C (_typeof.cpp, `_typecode_fallback`) when it types an argument it has no
+    fingerprint for, so a kernel call types the token without a Python call (a `typeof_impl`
+    alone is a call into Python, and a new PolicyTableType with its digest, on every dispatch)."""
+
+    __slots__ = ("keys", "_numba_type_")
 
     def __init__(self, keys: tuple[tuple[int, str], ...]):
         self.keys = keys
+        self._numba_type_ = PolicyTableType(keys)
 
     def __repr__(self) -> str:
         return f"PolicyTable({[k for _, k in self.keys]})"
@@ -61,8 +67,8 @@ class PolicyTableType(types.Opaque):
 
 
 @typeof_impl.register(PolicyTable)
-def _typeof_table(val, c):
-    return PolicyTableType(val.keys)
+def _typeof_table(val, c):  # numba.typeof() from Python; the dispatcher reads _numba_type_ itself
+    return val._numba_type_
 
 
 register_model(PolicyTableType)(models.OpaqueModel)
@@ -73,9 +79,17 @@ def _unbox_table(typ, obj, c):
     return NativeValue(c.context.get_dummy_value())
 
 
+_TABLES: dict[tuple[tuple[int, str], ...], PolicyTable] = {}
+
+
 def table() -> PolicyTable:
-    """The token of the registry as it is now (every policy with numba hooks)."""
-    return PolicyTable(tuple((cls.code, cls.kernel_key) for cls in REGISTRY.values() if cls.kernels))
+    """The token of the registry as it is now (every policy with numba hooks): one per registry
+    state, built once; a policy registered since is a new state, so a new token and type."""
+    keys = tuple((cls.code, cls.kernel_key) for cls in REGISTRY.values() if cls.kernels)
+    tab = _TABLES.get(keys)
+    if tab is None:
+        tab = _TABLES[keys] = PolicyTable(keys)
+    return tab
 
 
 def check_kernels(policy: str) -> None:

@@ -98,12 +98,12 @@ def _batches(pattern: str, batch: int, num_rows: int, rng: np.random.Generator):
         start += batch
 
 
-def measure(store, pattern: str, batch: int, seconds: float, seed: int, drop, min_batches: int = 2) -> dict:
-    """Read batches for about `seconds` (at least `min_batches`) after a warm-up batch; report rates."""
+def measure(store, pattern: str, batch: int, seconds: float, seed: int, drop) -> dict:
+    """Read batches for about `seconds` (at least 2 batches) after a warm-up batch; report rates."""
     gen = _batches(pattern, batch, store.num_rows, np.random.default_rng(seed))
     warm = next(gen)
-    if store.reader_name == "mmap":  # no threads or staging buffer to warm: a whole batch of faults
-        warm = warm[:8]              # (about 1 s of random ones on a VM disk) would only be dropped
+    if store.reader_name == "mmap":  # nothing to warm but its pages, which stay mapped (fadvise does not
+        warm = warm[:8]              # drop mapped pages) into the timed batches: 8 rows, not a batch
     store.read_rows(warm)  # warm-up: compiled code, threads, staging buffer
     if drop is not None:
         drop()
@@ -111,7 +111,7 @@ def measure(store, pattern: str, batch: int, seconds: float, seed: int, drop, mi
     in_place0 = getattr(store, "in_place_batches", 0)
     t0, k = time.perf_counter(), 0
     out = None
-    while k < min_batches or time.perf_counter() - t0 < seconds:
+    while k < 2 or time.perf_counter() - t0 < seconds:
         ids = next(gen)
         if out is None or out.shape[0] != len(ids):
             out = store.empty_rows(len(ids))  # page-aligned, so the direct reader can read into it
@@ -324,9 +324,6 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
     rounds, fio_rounds = [], {"fio random": [], "fio sequential": []}
     bar = tqdm(total=repeats * (len(points) + 2) + len(FIO_LATENCY),
                desc="bench storage", disable=not progress or as_json or not sys.stderr.isatty())
-    # at least 2 timed batches behind every figure: per point in one run, per round over several
-    # (the median of >= 2 rounds of >= 1 batch each; an mmap random batch takes about 1 s on the VM)
-    min_batches = 2 if repeats == 1 else 1
     unit_seconds = []
     with contextlib.ExitStack() as keep:
         # the in-RAM ideal reads the whole file to load (4 GB: seconds): once, kept over the rounds
@@ -351,8 +348,7 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
                             continue
                         for size in ss:
                             got[(i, pattern, size)] = measure(store, pattern, min(size, lay.num_rows), seconds,
-                                                              seeds[r], None if name == "memory" else drop,
-                                                              min_batches=min_batches)
+                                                              seeds[r], None if name == "memory" else drop)
                             bar.update()
                 took[unit] = time.perf_counter() - t0
             rounds.append([got[k] for k in points])
@@ -381,8 +377,7 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
            "row_bytes": lay.row_bytes, "row_stride": lay.row_stride, "file_bytes": lay.file_bytes,
            "seconds_per_point": seconds, "repeats": repeats, "order": order, "spread_limit": SPREAD_LIMIT,
            "seeds": {"base": seed, "by_round": seeds, "rule": "numpy SeedSequence([base, round])"},
-           "measured_once": list(MEASURED_ONCE), "min_batches_per_point": min_batches,
-           "unit_seconds": unit_seconds,
+           "measured_once": list(MEASURED_ONCE), "unit_seconds": unit_seconds,
            "fio": {"random": fio_random, "sequential": fio_seq, **latency},
            "fault": fault_costs(latency, capped), "capped_mmap": capped, "checksums": sums, "results": results, **r,
            "ratio_rounds": per_round, "targets": TARGETS, "meets_targets": meets}

@@ -2,7 +2,7 @@
 # storage_repeats rounds (a new seed each, the order rotated) of storage_seconds per reader x pattern
 # x batch size (storage_batch_sizes, storage_seq_batch_sizes) and fio's QD32 random and sequential
 # jobs (fio_seconds each); then, once, three QD1 latency jobs, the capped-mmap fault and the checksum
-# cost: about three minutes with the defaults (one round: 75 s).
+# cost: about three minutes with the defaults (190 s on the 2-core VM; one round alone: 75 s).
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/20-storage.md")
 

@@ -47,7 +47,7 @@ for ax, pattern in zip(axes, ("random", "sequential")):
     ax.set_xlabel("batch size (rows per read call)")
     ax.set_ylabel("achieved IOPS (4 KiB blocks read / s, log)" if pattern == "random" else "rows read per second (log)")
     ax.set_title(f"Measured on this machine: {pattern} batches ({row_kib:g} KiB rows)\n"
-                 f"median of {runs} run(s), bars min-max" if runs > 1 else
+                 f"median of {runs} runs, bars min-max" if runs > 1 else
                  f"Measured on this machine: {pattern} batches ({row_kib:g} KiB rows, one run each)", fontsize=9)
     fio = obj["fio"]["random" if pattern == "random" else "sequential"]
     if fio["available"]:
@@ -59,7 +59,7 @@ for ax, pattern in zip(axes, ("random", "sequential")):
         ax.axhline(fio[key] * scale, color="black", linestyle="--", label=label)
         vals = (fio.get("per_round") or {}).get(key) or []
         if len(vals) > 1:  # fio's own min-max over the rounds
-            ax.axhspan(min(vals) * scale, max(vals) * scale, color="grey", alpha=0.25, label="fio min-max")
+            ax.axhspan(min(vals) * scale, max(vals) * scale, color="grey", alpha=0.25, zorder=0, label="fio min-max")
     ax.legend(fontsize=7)
 fig.tight_layout()
 save_figure(fig, sm.output.figure)

@@ -11,9 +11,11 @@ from click.testing import CliRunner
 
 from conftest import _build_random_dataset
 from lsm_gnn.cli import cli
-from lsm_gnn.bench.storage import fault_costs, measure, ratios
+from lsm_gnn.bench.compare import rotated_order
+from lsm_gnn.bench.storage import fault_costs, measure, median_fio, median_point, ratios, round_ratios
 from lsm_gnn.storage import open_feature_store
 from lsm_gnn.storage.aio import aio_status
+from lsm_gnn.utils.seeds import run_seed
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +55,22 @@ def test_json_without_fio(ds):
 def test_with_fio_prints_ratios(ds, tmp_path):
     out_file = tmp_path / "bench.json"
     text = _run([str(ds.root), "--seconds", "0.05", "--batch-sizes", "4096", "--seq-batch-sizes", "4096",
-                 "--readers", "direct", "--fio-seconds", "0.5", "--seq-depth", "8", "--output", str(out_file)])
+                 "--readers", "direct", "--fio-seconds", "0.5", "--seq-depth", "8", "--repeats", "2",
+                 "--output", str(out_file)])
     assert "fio (" in text and "direct random 4K IOPS / fio" in text and "direct sequential bandwidth / fio" in text
     obj = json.loads(out_file.read_text())
     assert obj["fio"]["random"]["iops"] > 0 and obj["fio"]["sequential"]["bw_bytes_per_s"] > 0
     assert obj["random_iops_vs_fio"] > 0 and obj["seq_bw_vs_fio"] > 0
+    # two rounds of fio's random and sequential jobs; the ratios: the median of each round's ratio
+    for job, key in (("random", "iops"), ("sequential", "bw_bytes_per_s")):
+        f = obj["fio"][job]
+        assert len(f["per_round"][key]) == 2 and f[key] == pytest.approx(np.median(f["per_round"][key]))
+    for key in ("random_iops_vs_fio", "seq_bw_vs_fio"):
+        rr = obj["ratio_rounds"][key]
+        assert rr["runs"] == 2 and all(v > 0 for v in rr["per_round"]) and obj[key] == rr["median"]
+    assert "median of 2 rounds [" in text
+    assert obj["measured_once"] == ["fio.qd1", "fio.qd1_jobs2", "fio.mmap_qd1", "capped_mmap", "checksums"]
+    assert "per_round" not in obj["fio"]["qd1"]  # the latency jobs run once
     assert "sequential 1 MiB QD8" in text and obj["fio"]["sequential"]["iodepth"] == 8  # the same depth
     seq = [r for r in obj["results"] if r["pattern"] == "sequential"]
     assert seq and all(r["path_info"]["queue_depth"] == 8 for r in seq)
@@ -76,6 +89,51 @@ def test_with_fio_prints_ratios(ds, tmp_path):
     assert cm["processes"] == 2 and obj["fault"]["capped_processes"] == 2
     assert obj["fault"]["capped_mmap_s"] == cm["fault_s"] and (cm["fault_s"] is None) == (cm["faults"] == 0)
     assert ("processes at once:" in text) == (cm["faults"] > 0)
+
+
+def test_rounds_rotated_with_a_new_seed_each(ds):
+    out = _run([str(ds.root), "--json", "--seconds", "0.02", "--batch-sizes", "64,4096", "--seq-batch-sizes", "512",
+                "--readers", "direct,memory", "--fio", "/nonexistent/fio", "--threads", "4", "--repeats", "3",
+                "--seed", "7", "--checksum-repeats", "0", "--fault-processes", "0"])
+    obj = json.loads(out)
+    units = ["direct random", "direct sequential", "memory", "fio random", "fio sequential"]
+    assert obj["repeats"] == 3 and obj["order"] == rotated_order(units, 3)
+    assert obj["order"][1] == units[1:] + units[:1]  # round 1 starts at the second unit
+    assert obj["seeds"]["by_round"] == [run_seed(7, r) for r in range(3)]
+    assert [(r["reader"], r["pattern"], r["batch_size"]) for r in obj["results"]] == [
+        ("direct", "random", 64), ("direct", "random", 2048), ("direct", "sequential", 512),
+        ("memory", "random", 64), ("memory", "random", 2048), ("memory", "sequential", 512)]
+    for r in obj["results"]:  # the headline: each rate's median over the rounds, which are kept
+        for key in ("rows_per_s", "block_iops", "storage_gb_per_s"):
+            assert len(r["per_round"][key]) == 3 and r[key] == pytest.approx(np.median(r["per_round"][key]))
+            sp = r["spread"][key]
+            assert (sp["min"], sp["max"], sp["runs"]) == (min(r["per_round"][key]), max(r["per_round"][key]), 3)
+        assert r["batches"] >= 2
+    # no fio: no ratio in any round
+    assert obj["ratio_rounds"]["random_iops_vs_fio"]["per_round"] == [None] * 3
+    assert obj["random_iops_vs_fio"] is None and obj["fio"]["random"]["available"] is False
+
+
+def test_medians_and_paired_ratios_over_rounds():
+    def pt(rate):
+        return {"reader": "direct", "pattern": "random", "batch_size": 4096, "batches": 2, "rows": 8192,
+                "seconds": 0.5, "rows_per_s": rate, "gb_per_s": 1.0, "storage_gb_per_s": rate / 1e3, "iops": rate,
+                "block_iops": rate, "read_amplification": 1.0, "path_info": {"reader": "direct"}}
+
+    rates, fio_iops = [80.0, 120.0, 95.0], [100.0, 150.0, 100.0]
+    rounds = [[pt(r)] for r in rates]
+    m = median_point([rnd[0] for rnd in rounds])
+    assert m["rows_per_s"] == 95.0 and m["per_round"]["rows_per_s"] == rates and m["path_info"] == {"reader": "direct"}
+    assert m["spread"]["rows_per_s"]["spread"] == pytest.approx(40 / 95) and m["spread"]["rows_per_s"]["flagged"]
+    fio = [{"available": True, "iops": f, "bw_bytes_per_s": f * 1e9, "lat_s": 1e-4, "engine": "psync"} for f in fio_iops]
+    mf = median_fio(fio)
+    assert (mf["iops"], mf["runs"], mf["per_round"]["iops"]) == (100.0, 3, fio_iops)
+    assert median_fio([{"available": False, "reason": "no fio"}] * 2) == {"available": False, "reason": "no fio"}
+    rr = round_ratios(rounds, fio, fio)["random_iops_vs_fio"]
+    # paired: each round against its own fio (0.8, 0.8, 0.95), not the medians' 95 / 100
+    assert rr["per_round"] == pytest.approx([0.8, 0.8, 0.95])
+    assert rr["median"] == pytest.approx(0.8) and rr["min"] == pytest.approx(0.8) and rr["max"] == pytest.approx(0.95)
+    assert rr["spread"] == pytest.approx(0.15 / 0.8) and rr["flagged"]
 
 
 def test_ratio_arithmetic():

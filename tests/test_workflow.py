@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(not SNAKEMAKE.exists(), reason="snakemake is not
 SMALL = [
     "batch_size=16", "fanouts=5,5", "cache_fraction=0.2",
     "storage_seconds=0.1", "storage_batch_sizes=[16,64]", "storage_seq_batch_sizes=[32]", "fio_seconds=0.3",
-    "cache_windows=[4]", "cache_fractions=[0.1,0.2]", "cache_max_batches=null",
+    "storage_repeats=2", "cache_windows=[4]", "cache_fractions=[0.1,0.2]", "cache_max_batches=null",
     "ratio_batch_sizes=[4,16]", "ratio_seeds=64", "hetero_size=1000", "hetero_dim=8", "hetero_max_batches=8",
     "pvp_host_shares=[0.2]", "pvp_windows=[8]", "pvp_batch_sizes=[16]", "paper_batch_size=32",
     "train_epochs=2", "train_hidden=16", "train_warmup=1", "train_timed=2",

@@ -10,10 +10,20 @@ over fio's IOPS; the lowest over random batches of 4096 rows or more) and `seq_b
 (storage bytes per second over fio's bandwidth; the lowest over sequential batches of 4096 rows
 or more). Every storage reader starts each measurement with
 the file's pages dropped from the page cache.
+
+`--repeats N` runs N rounds of every reader x pattern x batch point and fio's random and
+sequential jobs (the two ratios' limits), round r with the seed `run_seed(seed, r)`
+(lsm_gnn.utils.seeds) and the order rotated (round r starts at unit r mod U, as `bench compare`
+interleaves; a unit is one reader's store, or one fio job). Every headline figure (a point's
+rates, fio's, the two ratios) is the median over the rounds; each point and fio job also carries
+its per-round values and their spread (`bench compare`'s `spread_of`), and each ratio its
+per-round ratios (each round's points against the same round's fio). fio's QD1 latency jobs, the
+capped-mmap fault cost and the checksum cost run once (`measured_once`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -23,8 +33,10 @@ import time
 import click
 import numpy as np
 
+from lsm_gnn.bench.compare import SPREAD_LIMIT, rotated_order, spread_of
 from lsm_gnn.storage.faults import capped_fault_seconds
 from lsm_gnn.utils.output import emit
+from lsm_gnn.utils.seeds import run_seed
 
 TARGETS = {"random_iops_vs_fio": 0.80, "seq_bw_vs_fio": 0.90}
 RATIO_MIN_BATCH = 4096
@@ -39,6 +51,9 @@ FIO_LATENCY = {
 }
 BLOCK_READERS = ("direct", "buffered")
 CHECKSUM_COST_TARGET = 0.05  # row checksums verified on read: at most 5 % of the random-read rate
+RATES = ("rows_per_s", "gb_per_s", "storage_gb_per_s", "iops", "block_iops")  # a point's spreads
+FIO_RATES = ("iops", "bw_bytes_per_s", "lat_s")
+MEASURED_ONCE = ("fio.qd1", "fio.qd1_jobs2", "fio.mmap_qd1", "capped_mmap", "checksums")
 
 
 def run_fio(fio: str, path: str, size: int, seconds: float, job: dict) -> dict:
@@ -86,7 +101,10 @@ def _batches(pattern: str, batch: int, num_rows: int, rng: np.random.Generator):
 def measure(store, pattern: str, batch: int, seconds: float, seed: int, drop) -> dict:
     """Read batches for about `seconds` (at least 2 batches) after a warm-up batch; report rates."""
     gen = _batches(pattern, batch, store.num_rows, np.random.default_rng(seed))
-    store.read_rows(next(gen))  # warm-up: compiled code, threads, staging buffer
+    warm = next(gen)
+    if store.reader_name == "mmap":  # nothing to warm but its pages, which stay mapped (fadvise does not
+        warm = warm[:8]              # drop mapped pages) into the timed batches: 8 rows, not a batch
+    store.read_rows(warm)  # warm-up: compiled code, threads, staging buffer
     if drop is not None:
         drop()
     before = store.counters.snapshot()
@@ -130,6 +148,44 @@ def ratios(results: list[dict], fio_random: dict, fio_seq: dict, num_rows: int |
     seq = lowest("sequential", lambda r: r["storage_gb_per_s"] * 1e9,
                  fio_seq.get("bw_bytes_per_s") if fio_seq["available"] else None)
     return {"random_iops_vs_fio": rnd, "seq_bw_vs_fio": seq}
+
+
+def _median(values):
+    import statistics
+
+    return statistics.median(values)
+
+
+def median_point(runs: list[dict]) -> dict:
+    """One point over its rounds: every number the median of the rounds' (so `rows_per_s` is the
+    median of the rounds' rates, not rows over seconds), the rest from the first round; with
+    `per_round` (the rates, batches and seconds of each round) and `spread` (`spread_of` per rate)."""
+    first = runs[0]
+    out = {k: (_median([r[k] for r in runs]) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+           for k, v in first.items()}
+    out["per_round"] = {k: [r[k] for r in runs] for k in (*RATES, "batches", "seconds")}
+    out["spread"] = {k: spread_of([r[k] for r in runs]) for k in RATES}
+    return out
+
+
+def median_fio(runs: list[dict]) -> dict:
+    """One fio job over its rounds: iops, bandwidth and latency the medians, with `per_round` and
+    `spread`; as the first round's when that one did not run."""
+    ok = [r for r in runs if r.get("available")]
+    if not ok:
+        return dict(runs[0])
+    out = {**ok[0], **{k: _median([r[k] for r in ok]) for k in FIO_RATES}, "runs": len(ok)}
+    out["per_round"] = {k: [r[k] for r in ok] for k in FIO_RATES}
+    out["spread"] = {k: spread_of(out["per_round"][k]) for k in FIO_RATES}
+    return out
+
+
+def round_ratios(rounds: list[list[dict]], fio_random: list[dict], fio_seq: list[dict],
+                 num_rows: int | None = None) -> dict:
+    """Each ratio per round (the round's direct points against the same round's fio jobs), with
+    their median, min, max and spread (`spread_of`); `median` is the headline ratio."""
+    per = [ratios(res, fr, fs, num_rows) for res, fr, fs in zip(rounds, fio_random, fio_seq)]
+    return {k: {"per_round": [p[k] for p in per], **spread_of([p[k] for p in per])} for k in TARGETS}
 
 
 def checksum_cost(lay, sizes: list[int], seconds: float, seed: int, repeats: int, threads: int, drop) -> dict:
@@ -214,12 +270,16 @@ def _parse_ints(text: str, what: str) -> list[int]:
 @click.option("--checksum-repeats", default=3, show_default=True, type=click.IntRange(min=0),
               help="Interleaved pairs (row checksums verified / not) of the direct reader's random batches of "
                    f"{RATIO_MIN_BATCH} rows or more, for the checksums' cost; 0 skips it.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Rounds of every point and of fio's random and sequential jobs, each with a new seed and "
+                   "the order rotated; the figures are the medians, with each one's spread over the rounds.")
+@click.option("--seed", default=0, show_default=True, type=int,
+              help="Base seed; round r draws its random batches with run_seed(seed, r).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON object here.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
 def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threads, seq_depth, fio_path,
-                  fio_seconds, fault_processes, fault_batch, checksum_repeats, seed, as_json, output, progress):
+                  fio_seconds, fault_processes, fault_batch, checksum_repeats, repeats, seed, as_json, output, progress):
     """Random and sequential row-read throughput of every reader vs fio's raw device limit."""
     from tqdm import tqdm
 
@@ -234,43 +294,69 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
         name, _, backend = spec.partition(":")
         if name not in READERS or name == "gpu":
             raise click.BadParameter(f"unknown reader {name!r} (choose from direct, buffered, mmap, memory)")
-        specs.append((name, backend or None))
+        if (name, backend or None) not in specs:  # each reader once: one point per round
+            specs.append((name, backend or None))
     lay = Dataset(dataset).features()
     path = str(lay.path)
 
     def drop():
         drop_file_cache(path)
 
-    points = [(n, b, p, s) for n, b in specs for p, ss in (("random", sizes), ("sequential", seq_sizes))
-              for s in ss]
-    results = []
-    bar = tqdm(total=len(points) + 2 + len(FIO_LATENCY), desc="bench storage", disable=not progress or as_json or not sys.stderr.isatty())
+    groups = [("random", sizes, threads), ("sequential", seq_sizes, seq_depth)]
+    units = []  # (name, reader, backend, patterns, store options): one store each, or a fio job
     for name, backend in specs:
         if backend and name not in BLOCK_READERS:
             raise click.BadParameter(f"reader {name!r} has no backend choice")
-        groups = [("random", sizes, threads), ("sequential", seq_sizes, seq_depth)]
+        label = name + (f":{backend}" if backend else "")
         if name in BLOCK_READERS:  # one store per pattern: sequential batches run at fio's sequential depth
-            stores = [((pattern, ss), dict(threads=depth, queue_depth=depth, backend=backend or "auto"))
+            units += [(f"{label} {pattern}", name, backend, (pattern,),
+                       dict(threads=depth, queue_depth=depth, backend=backend or "auto"))
                       for pattern, ss, depth in groups if ss]
         else:
-            stores = [(None, {})]
-        for which, opts in stores:
-            with open_feature_store(lay, name, drop_page_cache=True, **opts) as store:
-                for pattern, ss, _ in groups:
-                    if which is not None and which[0] != pattern:
-                        continue
-                    for size in ss:
-                        results.append(measure(store, pattern, min(size, lay.num_rows), seconds, seed,
-                                               None if name == "memory" else drop))
-                        bar.update()
+            units.append((label, name, backend, ("random", "sequential"), {}))
+    units += [("fio random", None, None, (), {}), ("fio sequential", None, None, (), {})]
+    by_name = {u[0]: u for u in units}
+    # the points in the order of the output: readers as given, random then sequential, by batch size
+    points = [(i, p, s) for i, _ in enumerate(specs) for p, ss in (("random", sizes), ("sequential", seq_sizes))
+              for s in ss]
+    order = rotated_order([u[0] for u in units], repeats)
+    seeds = [run_seed(seed, r) for r in range(repeats)]
+    rounds, fio_rounds = [], {"fio random": [], "fio sequential": []}
+    bar = tqdm(total=repeats * (len(points) + 2) + len(FIO_LATENCY),
+               desc="bench storage", disable=not progress or as_json or not sys.stderr.isatty())
+    unit_seconds = []
+    with contextlib.ExitStack() as keep:
+        # the in-RAM ideal reads the whole file to load (4 GB: seconds): once, kept over the rounds
+        loaded = {spec: keep.enter_context(open_feature_store(lay, spec[0])) for spec in specs if spec[0] == "memory"}
+        for r, names in enumerate(order):
+            got, took = {}, {}
+            for unit in names:
+                _, name, backend, patterns, opts = by_name[unit]
+                t0 = time.perf_counter()
+                if name is None:  # fio: the device's limit in this round
+                    drop()
+                    job = FIO_RANDOM if unit == "fio random" else dict(FIO_SEQ, iodepth=seq_depth)
+                    fio_rounds[unit].append(run_fio(fio_path, path, lay.file_bytes, fio_seconds, job))
+                    took[unit] = time.perf_counter() - t0
+                    bar.update()
+                    continue
+                i = specs.index((name, backend))
+                with (contextlib.nullcontext(loaded[(name, backend)]) if (name, backend) in loaded
+                      else open_feature_store(lay, name, drop_page_cache=True, **opts)) as store:
+                    for pattern, ss, _ in groups:
+                        if pattern not in patterns:
+                            continue
+                        for size in ss:
+                            got[(i, pattern, size)] = measure(store, pattern, min(size, lay.num_rows), seconds,
+                                                              seeds[r], None if name == "memory" else drop)
+                            bar.update()
+                took[unit] = time.perf_counter() - t0
+            rounds.append([got[k] for k in points])
+            unit_seconds.append(took)
+    results = [median_point([rnd[j] for rnd in rounds]) for j in range(len(points))]
+    fio_random, fio_seq = median_fio(fio_rounds["fio random"]), median_fio(fio_rounds["fio sequential"])
     sums = (checksum_cost(lay, sizes, seconds, seed, checksum_repeats, threads, drop) if checksum_repeats
             else {"available": False, "reason": "--checksum-repeats 0"})
-    drop()
-    fio_random = run_fio(fio_path, path, lay.file_bytes, fio_seconds, FIO_RANDOM)
-    bar.update()
-    fio_seq = (run_fio(fio_path, path, lay.file_bytes, fio_seconds, dict(FIO_SEQ, iodepth=seq_depth))
-               if fio_random["available"] else dict(fio_random))
-    bar.update()
     latency = {}
     for name, job in FIO_LATENCY.items():
         drop()  # the mmap job reads through the page cache: start it empty
@@ -284,12 +370,17 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
         capped = capped_fault_seconds(dataset, processes=fault_processes, batch=fault_batch, seed=seed)
         drop()
     bar.close()
-    r = ratios(results, fio_random, fio_seq, lay.num_rows)
+    per_round = round_ratios(rounds, fio_rounds["fio random"], fio_rounds["fio sequential"], lay.num_rows)
+    r = {k: v["median"] for k, v in per_round.items()}
     meets = {k: (None if v is None else v >= TARGETS[k]) for k, v in r.items()}
     obj = {"benchmark": "storage", "dataset": str(dataset), "file": path, "num_rows": lay.num_rows,
            "row_bytes": lay.row_bytes, "row_stride": lay.row_stride, "file_bytes": lay.file_bytes,
-           "seconds_per_point": seconds, "fio": {"random": fio_random, "sequential": fio_seq, **latency},
-           "fault": fault_costs(latency, capped), "capped_mmap": capped, "checksums": sums, "results": results, **r, "targets": TARGETS, "meets_targets": meets}
+           "seconds_per_point": seconds, "repeats": repeats, "order": order, "spread_limit": SPREAD_LIMIT,
+           "seeds": {"base": seed, "by_round": seeds, "rule": "numpy SeedSequence([base, round])"},
+           "measured_once": list(MEASURED_ONCE), "unit_seconds": unit_seconds,
+           "fio": {"random": fio_random, "sequential": fio_seq, **latency},
+           "fault": fault_costs(latency, capped), "capped_mmap": capped, "checksums": sums, "results": results, **r,
+           "ratio_rounds": per_round, "targets": TARGETS, "meets_targets": meets}
     if emit(obj, output, as_json):
         return
     _print_table(obj)
@@ -298,7 +389,8 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
 def _print_table(obj: dict) -> None:
     echo = click.echo
     echo(f"storage benchmark: {obj['file']} ({obj['num_rows']} rows of {obj['row_bytes']} B, "
-         f"stride {obj['row_stride']} B, {obj['file_bytes'] / 1e9:.2f} GB)")
+         f"stride {obj['row_stride']} B, {obj['file_bytes'] / 1e9:.2f} GB); medians of {obj.get('repeats', 1)} "
+         "round(s)")
     echo(f"{'reader':<10}{'backend':<12}{'pattern':<12}{'batch':>7}{'rows/s':>12}{'GB/s':>8}"
          f"{'storage GB/s':>14}{'IOPS':>10}{'4K IOPS':>10}{'ampl':>6}")
     for r in obj["results"]:
@@ -337,4 +429,7 @@ def _print_table(obj: dict) -> None:
             echo(f"{label}: n/a (no direct batches of {RATIO_MIN_BATCH} rows or more, or no fio figure)")
         else:
             verdict = "meets" if v >= TARGETS[key] else "BELOW"
-            echo(f"{label}: {v:.2f} ({verdict} the {TARGETS[key]:.0%} target)")
+            rr = (obj.get("ratio_rounds") or {}).get(key) or {}
+            over = "" if (rr.get("runs") or 0) < 2 else \
+                f" median of {rr['runs']} rounds [{rr['min']:.2f}, {rr['max']:.2f}], spread {rr['spread']:.1%}"
+            echo(f"{label}: {v:.2f}{over} ({verdict} the {TARGETS[key]:.0%} target)")

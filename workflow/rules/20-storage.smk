@@ -1,7 +1,8 @@
 # Storage readers against the raw device limit (lsm-gnn bench storage, fio in the same run).
-# storage_seconds per reader x pattern x batch size (storage_batch_sizes, storage_seq_batch_sizes)
-# plus five fio jobs of fio_seconds each (QD32 random, sequential, three QD1 latency jobs): about a
-# minute with the defaults.
+# storage_repeats rounds (a new seed each, the order rotated) of storage_seconds per reader x pattern
+# x batch size (storage_batch_sizes, storage_seq_batch_sizes) and fio's QD32 random and sequential
+# jobs (fio_seconds each); then, once, three QD1 latency jobs, the capped-mmap fault and the checksum
+# cost: about three minutes with the defaults (190 s on the 2-core VM; one round alone: 75 s).
 
 REPORT_FRAGMENTS.append(f"{REPORT}/sections/20-storage.md")
 
@@ -29,12 +30,13 @@ rule storage_bench:
         batches=csv_list(config["storage_batch_sizes"]),
         seq=csv_list(config["storage_seq_batch_sizes"]),
         fio=config["fio_seconds"],
+        repeats=config["storage_repeats"],
     message:
-        "Storage readers vs fio on {params.data} ({params.seconds} s per point)"
+        "Storage readers vs fio on {params.data} ({params.seconds} s per point, {params.repeats} rounds)"
     shell:
         "{params.cli} bench storage {params.data} --json --no-progress --seconds {params.seconds} "
         "--batch-sizes {params.batches} --seq-batch-sizes {params.seq} --fio-seconds {params.fio} "
-        "--output {output} > {log} 2>&1"
+        "--repeats {params.repeats} --output {output} > {log} 2>&1"
 
 
 rule storage_report:

@@ -457,9 +457,11 @@ def synthetic_nodes(spec: dict) -> int:
 
 
 def storage_runtime() -> int:
-    """Minutes: every reader x pattern x batch point for storage_seconds plus five fio jobs."""
+    """Minutes: storage_repeats rounds of every reader x pattern x batch point for storage_seconds
+    and two fio jobs, plus three fio jobs once."""
     points = 4 * (len(config["storage_batch_sizes"]) + len(config["storage_seq_batch_sizes"]))
-    seconds = points * float(config["storage_seconds"]) + 5 * float(config["fio_seconds"])
+    rnd = points * float(config["storage_seconds"]) + 2 * float(config["fio_seconds"])
+    seconds = int(config["storage_repeats"]) * rnd + 3 * float(config["fio_seconds"])
     return int(5 + 3 * seconds / 60) + 1
 
 

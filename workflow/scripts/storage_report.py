@@ -11,61 +11,104 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from lsm_gnn.utils.atomic import atomic_path, write_text  # noqa: E402
+from lsm_gnn.utils.atomic import write_text  # noqa: E402
 
+from figtools import save_figure  # noqa: E402
 from wfcommon import log_to  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 log_to(sm)
 obj = json.loads(Path(sm.input[0]).read_text())
-df = pd.DataFrame(obj["results"])
+df = pd.DataFrame([{k: v for k, v in r.items() if k not in ("per_round", "spread", "path_info")}
+                   for r in obj["results"]])
 row_kib = obj["row_bytes"] / 1024
+
+runs = obj.get("repeats", 1)
+spread_limit = obj.get("spread_limit", 0.05)
+
+
+def per_round(r, key):
+    """A point's value in every round (older outputs: the one run)."""
+    return (r.get("per_round") or {}).get(key) or [r[key]]
+
 
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 for ax, pattern in zip(axes, ("random", "sequential")):
-    sub = df[df["pattern"] == pattern]
-    if sub.empty:
+    y = "block_iops" if pattern == "random" else "rows_per_s"
+    long = pd.DataFrame([{"reader": r["reader"], "batch_size": r["batch_size"], y: v}
+                         for r in obj["results"] if r["pattern"] == pattern for v in per_round(r, y)])
+    if long.empty:
         ax.set_visible(False)
         continue
-    y = "block_iops" if pattern == "random" else "rows_per_s"
-    sns.barplot(data=sub, x="batch_size", y=y, hue="reader", ax=ax)
+    # bars: the median over the rounds; error bars: min to max (the 0-100 percentile interval)
+    sns.barplot(data=long, x="batch_size", y=y, hue="reader", estimator="median", errorbar=("pi", 100),
+                err_kws={"color": "black", "linewidth": 1.2}, capsize=0.15, ax=ax)
     ax.set_yscale("log")
     ax.set_xlabel("batch size (rows per read call)")
     ax.set_ylabel("achieved IOPS (4 KiB blocks read / s, log)" if pattern == "random" else "rows read per second (log)")
-    ax.set_title(f"Measured on this machine: {pattern} batches ({row_kib:g} KiB rows, one point each)")
+    ax.set_title(f"Measured on this machine: {pattern} batches ({row_kib:g} KiB rows)\n"
+                 f"median of {runs} runs, bars min-max" if runs > 1 else
+                 f"Measured on this machine: {pattern} batches ({row_kib:g} KiB rows, one run each)", fontsize=9)
     fio = obj["fio"]["random" if pattern == "random" else "sequential"]
     if fio["available"]:
         # random: the device's limit in IOPS (fio's 4 KiB random reads); sequential: its bandwidth in rows
-        limit = fio["iops"] if pattern == "random" else fio["bw_bytes_per_s"] / obj["row_stride"]
+        scale = 1.0 if pattern == "random" else 1.0 / obj["row_stride"]
+        key = "iops" if pattern == "random" else "bw_bytes_per_s"
         label = (f"device limit: fio random 4 KiB QD{fio['iodepth']} ({fio['iops']:,.0f} IOPS)" if pattern == "random"
                  else f"fio sequential 1 MiB QD{fio['iodepth']} ({fio['bw_bytes_per_s'] / 1e9:.2f} GB/s)")
-        ax.axhline(limit, color="black", linestyle="--", label=label)
+        ax.axhline(fio[key] * scale, color="black", linestyle="--", label=label)
+        vals = (fio.get("per_round") or {}).get(key) or []
+        if len(vals) > 1:  # fio's own min-max over the rounds
+            ax.axhspan(min(vals) * scale, max(vals) * scale, color="grey", alpha=0.25, zorder=0, label="fio min-max")
     ax.legend(fontsize=7)
 fig.tight_layout()
-with atomic_path(sm.output.figure, suffix=".png") as tmp:
-    fig.savefig(tmp, dpi=120, format="png")
+save_figure(fig, sm.output.figure)
 
 
 def ratio_text(key):
-    """A rate ratio of one point against one fio run: no repeats, no spread, so not a measurement
-    (the report's rule: a time ratio comes from repeated runs whose spread is under 5 %)."""
+    """A rate ratio over the rounds (each round's direct points against the same round's fio): the
+    report's rule, a ratio is measured when it comes from repeated runs whose spread is within
+    SPREAD_LIMIT (5 %); one run, or a wider spread, is not a measurement."""
     v = obj[key]
     if v is None:
         return "not measured"
-    return (f"not measured here ({v:.2f} from one {obj['seconds_per_point']:g} s point against one fio run, no "
-            f"repeats; {'at or above' if v >= obj['targets'][key] else 'below'} the {obj['targets'][key]:.0%} target)")
+    target = obj["targets"][key]
+    side = "at or above" if v >= target else "below"
+    rr = (obj.get("ratio_rounds") or {}).get(key) or {}
+    n = rr.get("runs") or 0
+    if n < 2:
+        return (f"not measured here ({v:.2f} from one {obj['seconds_per_point']:g} s point against one fio run, no "
+                f"repeats; {side} the {target:.0%} target)")
+    span = f"{v:.2f} [{rr['min']:.2f}, {rr['max']:.2f}], median [min, max] of {n} runs"
+    if rr["spread"] is not None and rr["spread"] <= spread_limit:
+        return f"measured: {span} ({side} the {target:.0%} target; spread {rr['spread']:.1%})"
+    sp = "n/a" if rr["spread"] is None else f"{rr['spread']:.1%}"
+    return (f"not measured here ({span}: spread {sp} over {n} runs, above the {spread_limit:.0%} limit; "
+            f"{side} the {target:.0%} target)")
 
 
 fr, fs = obj["fio"]["random"], obj["fio"]["sequential"]
 lines = ["## Storage: feature-row reads against the raw device limit (measured on this machine)\n",
          f"`lsm-gnn bench storage` over `{obj['file']}` ({obj['num_rows']:,} rows of {obj['row_bytes']} B, "
-         f"{obj['file_bytes'] / 1e9:.2f} GB), {obj['seconds_per_point']:g} s per point; every storage reader "
-         "starts each point with the file dropped from the page cache (the VM host may still cache).\n",
+         f"{obj['file_bytes'] / 1e9:.2f} GB), {obj['seconds_per_point']:g} s per point, "
+         + (f"{runs} rounds (a new seed each, the order rotated; figures and table: medians, error bars min-max; "
+            "fio's QD1 jobs, the mmap fault and the checksum cost once)" if runs > 1 else "one run")
+         + "; every storage reader starts each point with the file dropped from the page cache (the VM host "
+         "may still cache).\n",
          "![storage throughput](figures/storage_throughput.png)\n"]
+
+
+def fio_spread(job, key):
+    sp = (job.get("spread") or {}).get(key) or {}
+    return f" (spread {sp['spread']:.1%} over {sp['runs']} runs)" if (sp.get("runs") or 0) > 1 else ""
+
+
 if fr["available"]:
     lines.append(f"- Raw device limit (fio, {fr['engine']}, same file, same run): random 4 KiB O_DIRECT at QD"
-                 f"{fr['iodepth']}: **{fr['iops']:,.0f} IOPS**; sequential 1 MiB at QD{fs.get('iodepth')}: "
-                 + (f"**{fs['bw_bytes_per_s'] / 1e9:.2f} GB/s**." if fs["available"] else "not measured."))
+                 f"{fr['iodepth']}: **{fr['iops']:,.0f} IOPS**{fio_spread(fr, 'iops')}; sequential 1 MiB at "
+                 f"QD{fs.get('iodepth')}: "
+                 + (f"**{fs['bw_bytes_per_s'] / 1e9:.2f} GB/s**{fio_spread(fs, 'bw_bytes_per_s')}."
+                    if fs["available"] else "not measured."))
 else:
     lines.append(f"- Raw device limit: **not measured** ({fr['reason']}).")
 lines.append(f"- Direct reader, random batches of 4096 rows or more, 4 KiB blocks/s over fio IOPS "

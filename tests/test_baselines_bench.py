@@ -7,20 +7,21 @@ from __future__ import annotations
 import pytest
 
 from lsm_gnn.bench import compare as bench
+from lsm_gnn.bench import replicate
 from lsm_gnn.config import load_config
 from lsm_gnn.utils.seeds import run_seed
 
 
 def test_rounds_rotate_so_that_every_system_takes_every_place():
-    assert bench.rotated_order(["a", "b", "c"], 4) == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"],
+    assert replicate.rotated_order(["a", "b", "c"], 4) == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"],
                                                        ["a", "b", "c"]]
 
 
 def test_a_spread_above_five_percent_of_the_median_is_flagged():
-    ok = bench.spread_of([100, 102, 104, 101, 103])
+    ok = replicate.spread_of([100, 102, 104, 101, 103])
     assert ok["median"] == 102 and ok["spread"] == pytest.approx(4 / 102) and not ok["flagged"]
-    assert bench.spread_of([100, 106, 103])["flagged"]
-    assert bench.spread_of([None])["median"] is None
+    assert replicate.spread_of([100, 106, 103])["flagged"]
+    assert replicate.spread_of([None])["median"] is None
 
 
 def _record(system, steady, au, *, storage_ops=0, exchange=None, busy=0.01):
@@ -139,9 +140,9 @@ def test_the_floor_takes_fios_best_moment_of_the_run():
 
 
 def test_a_correlation_needs_three_known_pairs():
-    assert bench.correlation([1, 2, None, 4], [2, 4, 5, 8]) == pytest.approx(1.0)
-    assert bench.correlation([1, 2], [1, 2]) is None
-    assert bench.correlation([1, 1, 1], [1, 2, 3]) is None
+    assert replicate.correlation([1, 2, None, 4], [2, 4, 5, 8]) == pytest.approx(1.0)
+    assert replicate.correlation([1, 2], [1, 2]) is None
+    assert replicate.correlation([1, 1, 1], [1, 2, 3]) is None
 
 
 def test_each_round_draws_a_new_seed_from_the_base_seed_and_every_system_of_a_round_shares_it(monkeypatch, tmp_path):

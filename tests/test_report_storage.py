@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lsm_gnn.bench.compare import SPREAD_LIMIT
+from lsm_gnn.bench.replicate import SPREAD_LIMIT
 from lsm_gnn.bench.storage import TARGETS, median_fio, median_point, round_ratios
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from conftest import _build_random_dataset
-from lsm_gnn.bench.compare import SPREAD_LIMIT
+from lsm_gnn.bench.replicate import SPREAD_LIMIT
 from lsm_gnn.config import load_config
 from lsm_gnn.train.loop import run_training
 

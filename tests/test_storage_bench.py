@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from conftest import _build_random_dataset
 from lsm_gnn.cli import cli
-from lsm_gnn.bench.compare import rotated_order
+from lsm_gnn.bench.replicate import rotated_order
 from lsm_gnn.bench.storage import fault_costs, measure, median_fio, median_point, ratios, round_ratios
 from lsm_gnn.storage import open_feature_store
 from lsm_gnn.storage.aio import aio_status

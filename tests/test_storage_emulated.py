@@ -373,7 +373,7 @@ def _record_at(S, steady, per_it, samples):
 
 
 def test_a_dilated_runs_times_are_divided_back_by_its_scale_and_labelled():
-    from lsm_gnn.bench.compare import summarise_run
+    from lsm_gnn.bench.replicate import summarise_run
 
     rec = _record_at(4.0, 400.0, {"train": 0.08, "fetch_storage": 0.04}, 250.0)
     e = rec["metrics"]["emulation"]
@@ -411,7 +411,7 @@ def _output(device, profile, S, medians, spread=0.01):
 def test_the_validation_checks_replication_dilation_and_the_emulator_against_the_real_disk(tmp_path):
     import json
 
-    from lsm_gnn.bench.compare import load_outputs, validation
+    from lsm_gnn.bench.validate import load_outputs, validation
 
     paper1 = _output("emulated", "paper", 1.0, {"lsm": 100.0, "direct": 200.0})
     paper2 = _output("emulated", "paper", 2.0, {"lsm": 104.0, "direct": 188.0}, spread=0.07)

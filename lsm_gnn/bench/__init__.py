@@ -9,7 +9,10 @@ its command from here. Each prints ratios against a baseline measured in the sam
   multidevice  shared cache vs isolated caches vs one device, on one trace
   train        LSM-GNN's steady epoch against the in-memory ideal
   loader       the DGL and PyG loaders against lsm-gnn's FeatureLoader
-  compare      every system of the harness (baselines/) at equal memory; `validate` of its outputs
+  compare      every system of the harness (baselines/) at equal memory, replicated and interleaved
+  validate     the emulated testbed's checks over compare's outputs
+  replicate    (no verb) the rule of replicated runs every benchmark and report uses: the 5 %
+               limit, median / min / max / spread, rotated rounds, a run's summary
 
 The benchmarks stand above the engines they measure (tests/test_import_graph.py): they import
 them, and no engine imports a benchmark. `compare` is the one library module that imports the

@@ -50,7 +50,10 @@ from pathlib import Path
 
 import click
 
-from lsm_gnn.records import bound_stage, emulation_label, timed_iterations, timed_window
+from lsm_gnn.bench.replicate import (SPREAD_LIMIT, correlation, per_round_ratios, rotated_order, spread_of,
+                                     summarise_run, summarise_system, with_seed)
+from lsm_gnn.bench.validate import load_outputs, print_validation, validation
+from lsm_gnn.records import emulation_label
 from lsm_gnn.utils.output import emit
 from lsm_gnn.utils.seeds import run_seed
 
@@ -58,101 +61,7 @@ COMPARED = ("lsm", "distdgl", "mmap", "direct")
 EMULATED = ("lsm", "isolated", "direct", "mmap", "memory", "distdgl")
 EMULATED_STORAGE = ("lsm", "isolated", "direct")
 """The systems whose reads go through an emulated storage device (mmap's faults stay real)."""
-SPREAD_LIMIT = 0.05
-"""MLPerf Storage: replicated results must agree within 5 %."""
 FIO_DEPTHS = (32, 64, 128)
-
-
-def spread_of(values: list[float]) -> dict:
-    """Median, min, max, (max - min) / median and whether that exceeds SPREAD_LIMIT."""
-    vals = [float(v) for v in values if v is not None]
-    if not vals:
-        return {"median": None, "min": None, "max": None, "spread": None, "flagged": None, "runs": 0}
-    med = statistics.median(vals)
-    sp = (max(vals) - min(vals)) / med if med else None
-    return {"median": med, "min": min(vals), "max": max(vals), "spread": sp,
-            "flagged": bool(sp is not None and sp > SPREAD_LIMIT), "runs": len(vals)}
-
-
-def with_seed(cfg, seed: int):
-    """`cfg` with train.seed = `seed` (the sampler's shuffle and the model's initialisation)."""
-    return cfg.model_copy(update={"train": cfg.train.model_copy(update={"seed": int(seed)})})
-
-
-def rotated_order(systems: list[str], repeats: int) -> list[list[str]]:
-    """Round r runs the systems starting at r mod S: every system takes every place in turn."""
-    S = len(systems)
-    return [[systems[(r + i) % S] for i in range(S)] for r in range(repeats)]
-
-
-def summarise_run(rec: dict) -> dict:
-    """One run's figures: steady epoch, AU, samples/s, stages, storage rows and reads per iteration
-    (all devices together), the accelerator's busy time per step."""
-    m = rec["metrics"]
-    t = m.get("time") or {}
-    acc = m.get("accelerator") or {}
-    its = timed_iterations(rec)
-    rows, traffic = m.get("rows") or {}, m.get("traffic") or {}
-    emu = m.get("emulation") or {}
-    S = float(emu.get("time_scale") or 1.0)  # every time below divided back by the run's time scale
-
-    def div(v):
-        return None if v is None else v / S
-
-    return {"epoch_steady_s": div(t.get("epoch_steady_s")), "epoch_cold_s": div(t.get("epoch_cold_s")),
-            "first_epoch_s": div(t.get("first_epoch_s")), "preprocessing_s": t.get("preprocessing_s"),
-            "au": acc.get("au"), "au_min": acc.get("au_min", acc.get("au")),
-            "samples_per_s": None if (m.get("throughput") or {}).get("samples_per_s") is None
-            else m["throughput"]["samples_per_s"] * S,
-            "per_iteration": None if t.get("per_iteration") is None
-            else {k: div(v) for k, v in t["per_iteration"].items()},
-            "per_iteration_wall": div(t.get("per_iteration_wall")),
-            "bound": bound_stage(rec),
-            "busy_s_per_iteration": (acc.get("busy_s") or 0.0) / max(1, int(acc.get("iterations") or 0)) / S,
-            "time_scale": S, "cpu_share": emu.get("cpu_share"), "valid": emu.get("valid", True),
-            "invalid_causes": emu.get("invalid_causes") or [],
-            "storage_emulation": {k: v for k, v in (((m.get("storage") or {}).get("emulation")) or {}).items()
-                                  if k != "raw"} or None,
-            "storage_bytes_per_iteration": (traffic.get("storage_bytes") or 0) / its,
-            "storage_rows_per_iteration": rows.get("storage_rows", 0) / its,
-            "storage_io_ops_per_iteration": traffic.get("storage_io_ops", 0) / its,
-            "exchange_bytes_per_iteration": (m.get("multidevice") or {}).get("exchange_bytes_per_iteration"),
-            "storage_bytes": traffic.get("storage_bytes"), "network_bytes": traffic.get("network_bytes"),
-            "iterations_per_epoch": (timed_window(t).get("iterations_per_epoch")),
-            "memory": m.get("memory"), "accelerator": {k: acc.get(k) for k in ("mode", "profile", "scale", "step")}}
-
-
-def valid_runs(runs: list[dict]) -> list[dict]:
-    """The runs a figure is taken from: those whose emulation held (a run whose storage pacing fell
-    behind measured the machine's other work, not the model: MLPerf Storage counts only runs that
-    pass its checks); all of them when none did, so that a figure still shows (and the record of
-    invalid runs says why)."""
-    ok = [r for r in runs if r.get("valid") is not False]
-    return ok or list(runs)
-
-
-def summarise_system(runs: list[dict]) -> dict:
-    """A system's runs: each figure's median, min, max and spread over its valid runs (valid_runs);
-    the median run's stages; every run kept under `runs`, the invalid ones named."""
-    all_runs, runs = runs, valid_runs(runs)
-    steady = [r["epoch_steady_s"] for r in runs]
-    med = spread_of(steady)
-    mid = min(runs, key=lambda r: abs((r["epoch_steady_s"] or 0) - (med["median"] or 0)))
-    out = {"epoch_steady_s": med, "au": spread_of([r["au"] for r in runs]),
-           "samples_per_s": spread_of([r["samples_per_s"] for r in runs]),
-           "first_epoch_s": spread_of([r["first_epoch_s"] for r in runs]),
-           "runs": all_runs, "valid_runs": sum(1 for r in all_runs if r.get("valid") is not False)}
-    for k in ("per_iteration", "per_iteration_wall", "bound", "storage_rows_per_iteration",
-              "storage_io_ops_per_iteration", "storage_bytes_per_iteration", "exchange_bytes_per_iteration",
-              "busy_s_per_iteration", "iterations_per_epoch", "memory", "accelerator", "preprocessing_s"):
-        out[k] = mid.get(k)
-    out["spread"] = med["spread"]  # the steady epoch's (max - min) / median over the runs
-    out["cpu_share"] = spread_of([r.get("cpu_share") for r in runs])
-    out["lateness_fraction"] = spread_of([(r.get("storage_emulation") or {}).get("lateness_fraction")
-                                          for r in all_runs])
-    out["invalid_runs"] = [{"run": r.get("round"), "causes": r.get("invalid_causes")} for r in all_runs
-                           if r.get("valid") is False]
-    return out
 
 
 def _fio_random(cfg, fio: str, seconds: float, depth: int) -> dict:
@@ -211,31 +120,6 @@ def disk_probe(cfg, *, fio: str = "fio", seconds: float = 2.0) -> float | None:
     run's storage-bound stages will find; None without fio."""
     res = _fio_random(cfg, fio, seconds, max(FIO_DEPTHS))
     return res["iops"] if res["available"] else None
-
-
-def correlation(xs: list, ys: list) -> float | None:
-    """Pearson's r of the pairs where both are known (None under 3 pairs or no variation)."""
-    pairs = [(float(x), float(y)) for x, y in zip(xs, ys) if x is not None and y is not None]
-    if len(pairs) < 3:
-        return None
-    try:
-        return statistics.correlation([p[0] for p in pairs], [p[1] for p in pairs])
-    except statistics.StatisticsError:
-        return None
-
-
-def per_round_ratios(runs: dict[str, list[dict]]) -> dict:
-    """Each system's steady epoch over LSM-GNN's in the same round (the runs' `round`; a round's
-    runs follow one another within minutes, so the VM's drift between rounds cancels): spread_of
-    per system, with the ratios in round order."""
-    lsm = {r["round"]: r["epoch_steady_s"] for r in runs.get("lsm", [])}
-    out = {}
-    for s, v in runs.items():
-        vals = [r["epoch_steady_s"] / lsm[r["round"]] for r in v
-                if s != "lsm" and r["epoch_steady_s"] and lsm.get(r["round"])]
-        if vals:
-            out[s] = {**spread_of(vals), "values": vals}
-    return out
 
 
 def lsm_floor(lsm: dict, limits: dict, devices: int, *, device=None, queue_depth: int | None = None,
@@ -323,85 +207,6 @@ def measure_vm_profile(cfg, prof, *, fio: str = "fio", fio_seconds: float = 3.0,
     path = folder / "vm-measured.yaml"
     write_text(path, yaml.safe_dump(data, sort_keys=False))
     return {"path": str(path), "ssd": data["ssd"], "measured": measured}
-
-
-DILATION_LIMIT = 0.05
-"""Dilation invariance: one profile at two time scales gives epochs within 5 %."""
-EMULATOR_LIMIT = 0.10
-"""The emulator against the real disk: the `vm` profile at time scale 1 within 10 % per system."""
-
-
-def _medians(out: dict) -> dict:
-    return {s: v["epoch_steady_s"]["median"] for s, v in (out.get("systems") or {}).items()}
-
-
-def _differences(a: dict, b: dict) -> dict:
-    """Each system's median epoch in `a` over its median in `b`, minus 1 (systems in both)."""
-    ma, mb = _medians(a), _medians(b)
-    return {s: ma[s] / mb[s] - 1.0 for s in ma if ma.get(s) and mb.get(s)}
-
-
-def validation(outputs: list[dict]) -> dict:
-    """The three checks of the emulated testbed, from one or more bench compare outputs (the first is
-    this run; the others: --validate-against FILE, or `lsm-gnn bench validate A.json B.json ...`):
-
-    - replication: every system's spread (max - min) / median over the runs of each output, <= 5 %;
-    - dilation: two outputs on the same emulated storage profile and accelerator at different time
-      scales (their epochs divided back by the scale): each system's epochs within 5 %;
-    - emulator_vs_real: an output on the emulated `vm` profile (fio-measured) at time scale 1 and one
-      on the real disk: each system's median epoch within 10 %.
-    A check whose outputs are missing is None. Each names the outputs it used (`source`)."""
-    def src(o, i):
-        return o.get("source") or ("this run" if i == 0 else f"output {i}")
-
-    rep = {}
-    for i, o in enumerate(outputs):
-        sp = {s: v.get("spread", v["epoch_steady_s"].get("spread")) for s, v in (o.get("systems") or {}).items()}
-        if sp:
-            rep[src(o, i)] = {"spread": sp, "runs": {s: v["epoch_steady_s"]["runs"] for s, v in o["systems"].items()},
-                              "ok": all(x is not None and x <= SPREAD_LIMIT for x in sp.values())}
-    out = {"replication": {"limit": SPREAD_LIMIT, "outputs": rep, "ok": all(r["ok"] for r in rep.values())}
-           if rep else None, "dilation": None, "emulator_vs_real": None}
-    emu = [(i, o) for i, o in enumerate(outputs) if o.get("storage_device") == "emulated"]
-    for a_i, (i, a) in enumerate(emu):
-        for j, b in emu[a_i + 1:]:
-            if (a.get("storage_profile") == b.get("storage_profile") and a.get("accelerator") == b.get("accelerator")
-                    and a.get("time_scale") != b.get("time_scale")):
-                (i, a), (j, b) = sorted(((i, a), (j, b)), key=lambda x: x[1].get("time_scale") or 1.0)
-                d = _differences(b, a)  # the epoch at the larger scale over the one at the smaller, - 1
-                out["dilation"] = {"limit": DILATION_LIMIT, "profile": a.get("storage_profile"),
-                                   "time_scales": [a.get("time_scale"), b.get("time_scale")],
-                                   "source": [src(a, i), src(b, j)], "difference": d,
-                                   "ok": bool(d) and all(abs(x) <= DILATION_LIMIT for x in d.values())}
-                break
-        if out["dilation"]:
-            break
-    vm = next(((i, o) for i, o in emu if o.get("storage_profile") == "vm" and (o.get("time_scale") or 1) == 1), None)
-    real = next(((i, o) for i, o in enumerate(outputs) if o.get("storage_device", "real") == "real"
-                 and o.get("systems")), None)
-    if vm and real:
-        d = _differences(vm[1], real[1])
-        out["emulator_vs_real"] = {"limit": EMULATOR_LIMIT, "source": [src(vm[1], vm[0]), src(real[1], real[0])],
-                                   "error": d, "ok": bool(d) and all(abs(x) <= EMULATOR_LIMIT for x in d.values())}
-    return out
-
-
-def load_outputs(paths) -> list[dict]:
-    """bench compare outputs (JSON files), each tagged with its path as `source`."""
-    import json
-
-    from lsm_gnn.utils.errors import InputError
-
-    outs = []
-    for p in paths:
-        try:
-            o = json.loads(Path(p).read_text())
-        except (OSError, ValueError) as e:
-            raise InputError(f"{p}: not a readable bench compare output ({e})") from None
-        if not isinstance(o, dict) or o.get("benchmark") != "compare":
-            raise InputError(f"{p}: not a bench compare output (expected \"benchmark\": \"compare\")")
-        outs.append({**o, "source": str(p)})
-    return outs
 
 
 def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, systems=COMPARED, repeats: int = 1,
@@ -617,32 +422,6 @@ def print_compare(res: dict) -> None:
                                           for k, v in res["targets"].items()))
 
 
-def print_validation(v: dict | None) -> None:
-    if not v:
-        return
-
-    def ok(x):
-        return "n/a" if x is None else ("met" if x else "NOT met")
-
-    rep = v.get("replication")
-    if rep:
-        for src, r in rep["outputs"].items():
-            click.echo(f"validation, replication ({src}): spread "
-                       + ", ".join(f"{s} {_fmt(x and 100 * x, '.1f')} %" for s, x in r["spread"].items())
-                       + f" (limit {100 * rep['limit']:g} %): {ok(r['ok'])}")
-    d = v.get("dilation")
-    click.echo("validation, dilation invariance: " + ("needs two outputs of one emulated profile at two time scales "
-                                                      "(--validate-against)" if not d else
-               f"{d['profile']} at scales {d['time_scales'][0]:g} and {d['time_scales'][1]:g}: "
-               + ", ".join(f"{s} {100 * x:+.1f} %" for s, x in d["difference"].items())
-               + f" (limit {100 * d['limit']:g} %): {ok(d['ok'])}"))
-    e = v.get("emulator_vs_real")
-    click.echo("validation, emulator vs real disk: " + ("needs a vm-profile output at scale 1 and a real-disk output "
-                                                        "(--validate-against)" if not e else
-               ", ".join(f"{s} {100 * x:+.1f} %" for s, x in e["error"].items())
-               + f" (limit {100 * e['limit']:g} %): {ok(e['ok'])}"))
-
-
 def _systems(text: str | None, emulated: bool) -> tuple[str, ...]:
     from baselines.harness import SYSTEMS
 
@@ -736,13 +515,3 @@ def bench_compare(config_path, dataset, devices, machines, trainers, warmup, tim
     print_compare(res)
 
 
-@click.command("validate")
-@click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_validate(outputs, as_json):
-    """The emulated testbed's three checks (replication, dilation invariance, emulator vs real disk)
-    from bench compare outputs already written (--output / --json files)."""
-    res = validation(load_outputs(outputs))
-    if emit(res, None, as_json):
-        return
-    print_validation(res)

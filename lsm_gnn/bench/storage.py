@@ -33,7 +33,7 @@ import time
 import click
 import numpy as np
 
-from lsm_gnn.bench.compare import SPREAD_LIMIT, rotated_order, spread_of
+from lsm_gnn.bench.replicate import SPREAD_LIMIT, rotated_order, spread_of
 from lsm_gnn.storage.faults import capped_fault_seconds
 from lsm_gnn.utils.output import emit
 from lsm_gnn.utils.seeds import run_seed

@@ -12,7 +12,7 @@ BENCHES = {
     "multidevice": "lsm_gnn.bench.multidevice:bench_multidevice",
     "exchange": "lsm_gnn.bench.exchange:bench_exchange",
     "compare": "lsm_gnn.bench.compare:bench_compare",
-    "validate": "lsm_gnn.bench.compare:bench_validate",
+    "validate": "lsm_gnn.bench.validate:bench_validate",
     "device": "lsm_gnn.bench.device:bench_device",
     "loader": "lsm_gnn.bench.loader:bench_loader",
 }

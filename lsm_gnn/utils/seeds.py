@@ -1,6 +1,6 @@
 """The seed of each repeated run (MLPerf Storage draws a new seed per run), in one place: `lsm-gnn
-bench compare` (lsm_gnn/bench/compare.py) and the workflow's baseline chain (workflow/rules/common.smk)
-both call `run_seed`."""
+bench compare` (lsm_gnn/bench/compare.py), `bench storage`'s rounds and the workflow's chains of
+repeated runs (workflow/rules/common.smk) all call `run_seed`."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import seaborn as sns  # noqa: E402
 
 from lsm_gnn.records import (EXCHANGE_STAGES, STAGES, bound_stage, read_record, timed_iterations,  # noqa: E402
                              timed_window)
-from lsm_gnn.bench.compare import SPREAD_LIMIT  # noqa: E402  (MLPerf Storage's replication rule)
+from lsm_gnn.bench.replicate import SPREAD_LIMIT  # noqa: E402  (MLPerf Storage's replication rule)
 from lsm_gnn.utils.atomic import write_json, write_text  # noqa: E402
 
 from figtools import STAGE_NAMES, minmax_errorbars, save_figure  # noqa: E402

@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from lsm_gnn.bench.compare import SPREAD_LIMIT  # noqa: E402  (a measured time counts when its runs spread less)
+from lsm_gnn.bench.replicate import SPREAD_LIMIT  # noqa: E402  (a measured time counts when its runs spread less)
 from lsm_gnn.project.cli import run_projection  # noqa: E402
 from lsm_gnn.records import read_record  # noqa: E402
 from lsm_gnn.utils.atomic import atomic_path, write_json, write_text  # noqa: E402

@@ -33,7 +33,7 @@ NETWORK_WORDS = {
 def load_runs(paths) -> list[dict]:
     """Each record with its point (system, batch, profile, scale, round) from its file name, and
     bench compare's summary of it (summarise_run: times divided back by the run's scale)."""
-    from lsm_gnn.bench.compare import summarise_run
+    from lsm_gnn.bench.replicate import summarise_run
     from lsm_gnn.records import read_record
 
     out = []
@@ -55,7 +55,7 @@ def load_runs(paths) -> list[dict]:
 
 def compare_output(runs: list[dict], *, profile: str, scale: float, accelerator: str, source: str) -> dict:
     """The runs of one (batch, profile, scale) point as a bench compare output (what its validation reads)."""
-    from lsm_gnn.bench.compare import summarise_system
+    from lsm_gnn.bench.replicate import summarise_system
 
     by = {}
     for r in sorted(runs, key=lambda r: r["round"]):
@@ -68,7 +68,7 @@ def compare_output(runs: list[dict], *, profile: str, scale: float, accelerator:
 
 def _valid(runs: list[dict]) -> list[dict]:
     """The runs (load_runs' form) whose summaries bench compare's valid_runs keeps."""
-    from lsm_gnn.bench.compare import valid_runs
+    from lsm_gnn.bench.replicate import valid_runs
 
     keep = [id(x) for x in valid_runs([r["summary"] for r in runs])]
     return [r for r in runs if id(r["summary"]) in keep]
@@ -128,7 +128,7 @@ def system_row(runs: list[dict]) -> dict:
 def summarise(runs: list[dict], projection: dict | None, *, scale: float, accelerator: str, devices: int,
               fraction: float, dataset: str, batches: list[int], validation_batch: int) -> dict:
     """summary.json (the schema the verdicts read; docs/workflow.md, "The paper testbed")."""
-    from lsm_gnn.bench.compare import validation
+    from lsm_gnn.bench.validate import validation
 
     main = [r for r in runs if r["profile"] == "paper" and r["scale"] == scale]
     out = {"kind": "emulated", "storage_profile": "paper", "time_scale": scale, "accelerator": accelerator,
@@ -161,7 +161,8 @@ def summarise(runs: list[dict], projection: dict | None, *, scale: float, accele
         for s, x in o["systems"].items():
             sp = x.get("spread")
             by_sys[s] = max(by_sys.get(s, 0.0), sp) if sp is not None else by_sys.get(s)
-    from lsm_gnn.bench.compare import DILATION_LIMIT, EMULATOR_LIMIT, SPREAD_LIMIT
+    from lsm_gnn.bench.replicate import SPREAD_LIMIT
+    from lsm_gnn.bench.validate import DILATION_LIMIT, EMULATOR_LIMIT
 
     d, e = v.get("dilation"), v.get("emulator_vs_real")
     late = [r["late_fraction"] for r in runs if r["profile"] != "real" and r["late_fraction"] is not None]

@@ -24,7 +24,7 @@ No verdict rests on a failed validation.
 
 from __future__ import annotations
 
-from lsm_gnn.bench.compare import SPREAD_LIMIT  # a timed figure counts when its runs spread less
+from lsm_gnn.bench.replicate import SPREAD_LIMIT  # a timed figure counts when its runs spread less
 
 HOLDS = "holds"
 PARTLY = "holds only when"

@@ -1,0 +1,135 @@
+"""`lsm-gnn bench validate`: the emulated testbed's three checks (replication, dilation invariance,
+the emulator against the real disk) over `bench compare` outputs, the ones `bench compare
+--validate-against` runs on its own output too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lsm_gnn.bench.replicate import SPREAD_LIMIT
+from lsm_gnn.utils.output import emit
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}"
+
+
+DILATION_LIMIT = 0.05
+"""Dilation invariance: one profile at two time scales gives epochs within 5 %."""
+
+
+EMULATOR_LIMIT = 0.10
+"""The emulator against the real disk: the `vm` profile at time scale 1 within 10 % per system."""
+
+
+def _medians(out: dict) -> dict:
+    return {s: v["epoch_steady_s"]["median"] for s, v in (out.get("systems") or {}).items()}
+
+
+def _differences(a: dict, b: dict) -> dict:
+    """Each system's median epoch in `a` over its median in `b`, minus 1 (systems in both)."""
+    ma, mb = _medians(a), _medians(b)
+    return {s: ma[s] / mb[s] - 1.0 for s in ma if ma.get(s) and mb.get(s)}
+
+
+def validation(outputs: list[dict]) -> dict:
+    """The three checks of the emulated testbed, from one or more bench compare outputs (the first is
+    this run; the others: --validate-against FILE, or `lsm-gnn bench validate A.json B.json ...`):
+
+    - replication: every system's spread (max - min) / median over the runs of each output, <= 5 %;
+    - dilation: two outputs on the same emulated storage profile and accelerator at different time
+      scales (their epochs divided back by the scale): each system's epochs within 5 %;
+    - emulator_vs_real: an output on the emulated `vm` profile (fio-measured) at time scale 1 and one
+      on the real disk: each system's median epoch within 10 %.
+    A check whose outputs are missing is None. Each names the outputs it used (`source`)."""
+    def src(o, i):
+        return o.get("source") or ("this run" if i == 0 else f"output {i}")
+
+    rep = {}
+    for i, o in enumerate(outputs):
+        sp = {s: v.get("spread", v["epoch_steady_s"].get("spread")) for s, v in (o.get("systems") or {}).items()}
+        if sp:
+            rep[src(o, i)] = {"spread": sp, "runs": {s: v["epoch_steady_s"]["runs"] for s, v in o["systems"].items()},
+                              "ok": all(x is not None and x <= SPREAD_LIMIT for x in sp.values())}
+    out = {"replication": {"limit": SPREAD_LIMIT, "outputs": rep, "ok": all(r["ok"] for r in rep.values())}
+           if rep else None, "dilation": None, "emulator_vs_real": None}
+    emu = [(i, o) for i, o in enumerate(outputs) if o.get("storage_device") == "emulated"]
+    for a_i, (i, a) in enumerate(emu):
+        for j, b in emu[a_i + 1:]:
+            if (a.get("storage_profile") == b.get("storage_profile") and a.get("accelerator") == b.get("accelerator")
+                    and a.get("time_scale") != b.get("time_scale")):
+                (i, a), (j, b) = sorted(((i, a), (j, b)), key=lambda x: x[1].get("time_scale") or 1.0)
+                d = _differences(b, a)  # the epoch at the larger scale over the one at the smaller, - 1
+                out["dilation"] = {"limit": DILATION_LIMIT, "profile": a.get("storage_profile"),
+                                   "time_scales": [a.get("time_scale"), b.get("time_scale")],
+                                   "source": [src(a, i), src(b, j)], "difference": d,
+                                   "ok": bool(d) and all(abs(x) <= DILATION_LIMIT for x in d.values())}
+                break
+        if out["dilation"]:
+            break
+    vm = next(((i, o) for i, o in emu if o.get("storage_profile") == "vm" and (o.get("time_scale") or 1) == 1), None)
+    real = next(((i, o) for i, o in enumerate(outputs) if o.get("storage_device", "real") == "real"
+                 and o.get("systems")), None)
+    if vm and real:
+        d = _differences(vm[1], real[1])
+        out["emulator_vs_real"] = {"limit": EMULATOR_LIMIT, "source": [src(vm[1], vm[0]), src(real[1], real[0])],
+                                   "error": d, "ok": bool(d) and all(abs(x) <= EMULATOR_LIMIT for x in d.values())}
+    return out
+
+
+def load_outputs(paths) -> list[dict]:
+    """bench compare outputs (JSON files), each tagged with its path as `source`."""
+    import json
+
+    from lsm_gnn.utils.errors import InputError
+
+    outs = []
+    for p in paths:
+        try:
+            o = json.loads(Path(p).read_text())
+        except (OSError, ValueError) as e:
+            raise InputError(f"{p}: not a readable bench compare output ({e})") from None
+        if not isinstance(o, dict) or o.get("benchmark") != "compare":
+            raise InputError(f"{p}: not a bench compare output (expected \"benchmark\": \"compare\")")
+        outs.append({**o, "source": str(p)})
+    return outs
+
+
+def print_validation(v: dict | None) -> None:
+    if not v:
+        return
+
+    def ok(x):
+        return "n/a" if x is None else ("met" if x else "NOT met")
+
+    rep = v.get("replication")
+    if rep:
+        for src, r in rep["outputs"].items():
+            click.echo(f"validation, replication ({src}): spread "
+                       + ", ".join(f"{s} {_pct(x)} %" for s, x in r["spread"].items())
+                       + f" (limit {100 * rep['limit']:g} %): {ok(r['ok'])}")
+    d = v.get("dilation")
+    click.echo("validation, dilation invariance: " + ("needs two outputs of one emulated profile at two time scales "
+                                                      "(--validate-against)" if not d else
+               f"{d['profile']} at scales {d['time_scales'][0]:g} and {d['time_scales'][1]:g}: "
+               + ", ".join(f"{s} {100 * x:+.1f} %" for s, x in d["difference"].items())
+               + f" (limit {100 * d['limit']:g} %): {ok(d['ok'])}"))
+    e = v.get("emulator_vs_real")
+    click.echo("validation, emulator vs real disk: " + ("needs a vm-profile output at scale 1 and a real-disk output "
+                                                        "(--validate-against)" if not e else
+               ", ".join(f"{s} {100 * x:+.1f} %" for s, x in e["error"].items())
+               + f" (limit {100 * e['limit']:g} %): {ok(e['ok'])}"))
+
+
+@click.command("validate")
+@click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_validate(outputs, as_json):
+    """The emulated testbed's three checks (replication, dilation invariance, emulator vs real disk)
+    from bench compare outputs already written (--output / --json files)."""
+    res = validation(load_outputs(outputs))
+    if emit(res, None, as_json):
+        return
+    print_validation(res)

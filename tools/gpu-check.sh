@@ -15,8 +15,8 @@
 # missed), or 1 when the check wrote no gpu_check.json.
 #
 # Environment: PYTHON (default: the GPU image's /opt/torch/.venv/bin/python3, else python3),
-# GPU_CARRY (default .gpu-carry), GPU_CHECK_BUDGET (seconds, default 480: the device call's 600 s
-# limit less two minutes for the machine's start and the transfers), GPU_CHECK_ARGS (more options
+# GPU_CARRY (default .gpu-carry), GPU_CHECK_BUDGET (seconds, default 330: the whole call under 6 minutes,
+# 30 s under its timeout_s of 360; the first call on an H200, 2026-12-04, ended after 199 s), GPU_CHECK_ARGS (more options
 # for lsm-gnn check gpu, e.g. --quick). Needs no dgl and no network.
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +27,7 @@ if [ -z "${PYTHON:-}" ]; then
   if [ -x /opt/torch/.venv/bin/python3 ]; then PYTHON=/opt/torch/.venv/bin/python3; else PYTHON=python3; fi
 fi
 CARRY=${GPU_CARRY:-$REPO/.gpu-carry}
-BUDGET=${GPU_CHECK_BUDGET:-480}
+BUDGET=${GPU_CHECK_BUDGET:-330}
 PACK_S=20                           # kept back for packing the logs
 T0=$(date +%s)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/lsm-gnn-gpu-check.XXXXXX")

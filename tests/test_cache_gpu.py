@@ -511,3 +511,29 @@ def test_make_engine_builds_the_engine_the_config_names_with_its_settings():
     assert isinstance(make_engine(cfg, budget, 100, static, kind="reference"), ReferenceCache)
     with pytest.raises(InputError, match="unknown cache engine"):
         make_engine(cfg, budget, 100, static, kind="tpu")
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_the_gpu_checks_engine_steps_report_equal_counts_and_every_batch_size(backend, monkeypatch):
+    """`check gpu`'s engine and engine_sweep steps (lsm_gnn.bench.cache), on a small trace: every
+    case's counts equal the CPU engine's, and the sweep has one point per batch size."""
+    import sys
+    from types import SimpleNamespace
+
+    from lsm_gnn.bench import cache as bench_cache
+
+    if backend == "emulated":  # the steps import cupy themselves: the stand-in, with a no-op sync
+        fake = SimpleNamespace(asarray=np.asarray,
+                               cuda=SimpleNamespace(Device=lambda: SimpleNamespace(synchronize=lambda: None)))
+        monkeypatch.setitem(sys.modules, "cupy", fake)
+    size = SIZES[backend]
+    one = bench_cache.gpu_engine_vs_cpu(num_rows=size["num_rows"], batches=3, batch=size["batch"],
+                                        cases=(("hybrid", True), ("lru", False)))
+    assert "error" not in one and one["counts_equal"]
+    assert [c["policy"] for c in one["cases"]] == ["hybrid_pvp", "lru"] and one["headline_case"] == "hybrid_pvp"
+    assert all(c["requests_per_batch"] * 3 == one["trace"]["requests"] for c in one["cases"])
+    sweep = bench_cache.gpu_engine_sweep(batch_sizes=(size["batch"] // 4, size["batch"]), rows_per_request=6,
+                                         batches=2)
+    assert "error" not in sweep and sweep["counts_equal"]
+    assert [p["batch"] for p in sweep["points"]] == [size["batch"] // 4, size["batch"]]
+    assert all(p["rows"] == 6 * p["batch"] and p["gpu_ms_per_batch"] > 0 for p in sweep["points"])

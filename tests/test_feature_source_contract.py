@@ -32,6 +32,7 @@ CACHE = {"cache.enabled": True, "cache.capacity_fraction": 0.2, "cache.window": 
 # kind: (config overrides, rank, world, the source's class name)
 KINDS = {
     "ideal": ({"storage.reader": "memory"}, 0, 1, "MemoryFeatureSource"),
+    "device-ideal": ({"storage.reader": "memory", "train.device": "cuda"}, 0, 1, "MemoryFeatureSource"),
     "store": ({"storage.reader": "buffered"}, 0, 1, "StoreFeatureSource"),
     "cache": ({**CACHE, "storage.reader": "buffered"}, 0, 1, "CachedFeatureSource"),
     "device-cache": ({**CACHE, "storage.reader": "buffered", "train.device": "cuda"}, 0, 1,
@@ -131,11 +132,14 @@ def dataset(tmp_path_factory):
 
 @pytest.fixture
 def on_the_cpu(monkeypatch):
-    """The factory's GPU cache with its rows on the CPU: the same torch data plane, no GPU."""
+    """The factory's GPU cache and GPU ideal with their rows on the CPU: the same torch code, no GPU."""
     from lsm_gnn.sources import factory
 
     real = factory.DeviceCachedFeatureSource
     monkeypatch.setattr(factory, "DeviceCachedFeatureSource", lambda *a, **kw: real(*a, **{**kw, "device": "cpu"}))
+    ideal = factory.MemoryFeatureSource
+    monkeypatch.setattr(factory, "MemoryFeatureSource",
+                        lambda *a, **kw: ideal(*a, **{**kw, "device": "cpu" if kw.get("device") else None}))
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

@@ -299,6 +299,10 @@ def test_the_dataset_train_and_multidevice_steps_run_on_the_cpu(tmp_path):
     assert "error" not in ds and ds["nodes"] == 6000
     tr = on_device(ds["path"], device="cpu", warmup=1, timed=2, threads=1)
     assert tr["device"] == "cpu" and tr["steady_epoch_vs_memory"] > 0 and tr["reader"] in ("direct", "buffered")
+    # train_in_memory and train_gpu_engine's plumbing: a reader and more overrides reach both runs
+    mem = on_device(ds["path"], device="cpu", warmup=1, timed=2, threads=1, reader="memory", sets=["cache.window=4"])
+    assert mem["reader"] == "memory" and mem["sets"] == ["cache.window=4"] and mem["steady_epoch_vs_memory"] > 0
+    assert mem["argv"][-2:] == ["--set", "cache.window=4"] and "cache.window=4" in mem["bench"]["overrides"]
     md = two_ranks_one_gpu(ds["path"], warmup=1, timed=2, device="cpu")
     assert "error" not in md, md.get("error")
     assert md["status"] == "complete" and md["backend"] == "gloo" and md["devices"] == 2

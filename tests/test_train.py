@@ -399,6 +399,42 @@ def _device_cache_on_the_cpu(monkeypatch):
     return made
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_the_ideal_on_a_device_holds_every_row_there_and_trains_like_the_host_ideal(random_dataset, monkeypatch,
+                                                                                   device):
+    """train.device=cuda without the cache: the factory's ideal keeps every row on the device and
+    returns tensors there, so the loader uploads nothing (h2d 0); its losses are the host ideal's.
+    On the CPU the same torch code runs with device="cpu"."""
+    from lsm_gnn.sources import factory
+
+    real, made = factory.MemoryFeatureSource, []
+
+    def placed(*args, **kw):   # the ideal a train.device=cuda run asks for, on `device`
+        if kw.get("device") != "cuda":
+            return real(*args, **kw)
+        made.append(real(*args, **{**kw, "device": device}))
+        return made[-1]
+
+    monkeypatch.setattr(factory, "MemoryFeatureSource", placed)
+    ds = random_dataset(num_nodes=600, dim=16, num_classes=4)
+    feats = np.asarray(ds.feature_array())
+    src = make_feature_source(_cfg(ds, **{"train.device": "cuda"}), ds)
+    assert len(made) == 1 and src is made[0] and src.rows.device.type == device
+    ids = np.array([5, 1, 5, 599, 0], dtype=np.int64)
+    rows = src.fetch(ids)
+    assert isinstance(rows, torch.Tensor) and rows.device.type == device
+    np.testing.assert_array_equal(rows.cpu().numpy(), feats[ids])
+    assert src.counters.requests == 5 and src.counters.distinct == 4
+    host = run_training(_cfg(ds), progress=False)
+    on_device = run_training(_cfg(ds, **{"train.device": device}),
+                             feature_source=make_feature_source(_cfg(ds, **{"train.device": "cuda"}), ds), progress=False)
+    a = [loss for ep in host["epochs"] for loss in ep["losses"]]
+    b = [loss for ep in on_device["epochs"] for loss in ep["losses"]]
+    # the same rows and batches; on a GPU the model's arithmetic differs from the CPU's in the last digits
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6 if device == "cpu" else 1e-3)
+    assert len(made) == 2 and on_device["metrics"]["traffic"]["host_to_device_bytes"] == 0
+
+
 def test_cuda_with_the_cache_gets_the_device_cache_and_its_tensors_train(random_dataset, monkeypatch):
     """train.device=cuda and the cache on: the factory gives the GPU cache (DeviceCachedFeatureSource); its
     fetch returns tensors, which the loader hands to the model as they are (no host copy); the

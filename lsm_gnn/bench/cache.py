@@ -153,69 +153,110 @@ def bench_cache(trace_path, device, static_path, rows, batches, batch_size, skew
 ENGINE_CASES = (("hybrid", True), ("hybrid", False), ("lru", False), ("sieve", False), ("horizon", False))
 
 
+def _engine_case(cp, policy: str, pvp: bool, trace, static, warm_up) -> dict:
+    """One policy case: the CPU engine, then the GPU engine, replaying the same trace (10 % capacity)
+    after a warm-up replay of `warm_up` (a small trace, its number of rows) on each (numba's and
+    NVRTC's compilation, CuPy's scan and sort kernels); their per-batch counts must be equal."""
+    from lsm_gnn.cache.budget import budget_for_cache_rows
+    from lsm_gnn.cache.engine import COUNT_NAMES
+    from lsm_gnn.cache.engines import make_engine
+    from lsm_gnn.config import CacheConfig
+
+    def flat_offsets(batches):
+        return (np.concatenate(batches),
+                np.concatenate([[0], np.cumsum([len(b) for b in batches])]).astype(np.int64))
+
+    flat, offsets = flat_offsets(trace)
+    small_flat, small_off = flat_offsets(warm_up[0])
+    num_rows, warm, nb = len(static), warm_up[1], len(trace)
+    # the config's settings, with the paper scripts' absolute victim-buffer depth
+    cfg = CacheConfig(policy=policy, victim_buffer={"enabled": pvp, "depth": 32768})
+    budget = budget_for_cache_rows(cfg, num_rows // 10, num_rows)
+    small_budget = budget_for_cache_rows(cfg, warm // 10, warm)
+    for kind in ("cpu", "gpu"):
+        make_engine(cfg, small_budget, warm, static[:warm], kind=kind).replay(small_flat, small_off)
+    t0 = time.perf_counter()
+    out_c = make_engine(cfg, budget, num_rows, static, kind="cpu").replay(flat, offsets)
+    t_cpu = time.perf_counter() - t0
+    gpu = make_engine(cfg, budget, num_rows, static, kind="gpu")
+    flat_dev = cp.asarray(flat)
+    cp.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    out_g = gpu.replay(flat_dev, offsets)
+    cp.cuda.Device().synchronize()
+    t_gpu = time.perf_counter() - t0
+    same = bool(np.array_equal(out_c, out_g))
+    tot = dict(zip(COUNT_NAMES, out_c.sum(axis=0).tolist()))
+    c = {"policy": gpu.policy_name, "pvp": pvp, "cpu_requests_per_s": len(flat) / t_cpu,
+         "gpu_requests_per_s": len(flat) / t_gpu, "gpu_vs_cpu_requests_ratio": t_cpu / t_gpu,
+         "gpu_ms_per_batch": 1e3 * t_gpu / nb, "cpu_ms_per_batch": 1e3 * t_cpu / nb,
+         "requests_per_batch": len(flat) / nb, "distinct_hit_rate": distinct_hit_rate(tot), "counts_equal": same}
+    if not same:
+        bad = int(np.flatnonzero((out_c != out_g).any(axis=1))[0])
+        c.update(first_differing_batch=bad, cpu_counts=dict(zip(COUNT_NAMES, out_c[bad].tolist())),
+                 gpu_counts=dict(zip(COUNT_NAMES, out_g[bad].tolist())))
+    return c
+
+
+def _warm_trace(num_rows: int) -> tuple[list[np.ndarray], int]:
+    """A small trace (and its number of rows) to warm both engines up with."""
+    warm = min(5000, num_rows)
+    return synthetic_trace(warm, 3, warm // 10, seed=1)[0], warm
+
+
 def gpu_engine_vs_cpu(num_rows: int = 4_000_000, batches: int = 40, batch: int = 200_000,
                       cases=ENGINE_CASES) -> dict:
     """GpuCacheEngine vs CpuCacheEngine (numba, one core) replaying the same generated trace (10 %
     capacity); their per-batch counts must be equal. Headline: hybrid + PVP (LSM-GNN's)."""
     import cupy as cp
 
-    from lsm_gnn.cache.budget import budget_for_cache_rows
-    from lsm_gnn.cache.engine import COUNT_NAMES
-    from lsm_gnn.cache.engines import make_engine
-    from lsm_gnn.config import CacheConfig
-
     trace, static = synthetic_trace(num_rows, batches, batch)
-    flat = np.concatenate(trace)
-    offsets = np.concatenate([[0], np.cumsum([len(b) for b in trace])]).astype(np.int64)
-    capacity = num_rows // 10
-    warm = min(5000, num_rows)
-    small, _ = synthetic_trace(warm, 3, warm // 10, seed=1)
-    small_flat = np.concatenate(small)
-    small_off = np.concatenate([[0], np.cumsum([len(b) for b in small])]).astype(np.int64)
-    flat_dev = cp.asarray(flat)
+    warm = _warm_trace(num_rows)
     rows = []
     for policy, pvp in cases:
-        # the config's settings, with the paper scripts' absolute victim-buffer depth
-        cfg = CacheConfig(policy=policy, victim_buffer={"enabled": pvp, "depth": 32768})
-        budget, small_budget = budget_for_cache_rows(cfg, capacity, num_rows), budget_for_cache_rows(cfg, warm // 10, warm)
-        # warm-up: numba compilation, NVRTC compilation, CuPy's scan/sort kernels
-        for kind in ("cpu", "gpu"):
-            make_engine(cfg, small_budget, warm, static[:warm], kind=kind).replay(small_flat, small_off)
-        t0 = time.perf_counter()
-        out_c = make_engine(cfg, budget, num_rows, static, kind="cpu").replay(flat, offsets)
-        t_cpu = time.perf_counter() - t0
-        gpu = make_engine(cfg, budget, num_rows, static, kind="gpu")
-        cp.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        out_g = gpu.replay(flat_dev, offsets)
-        cp.cuda.Device().synchronize()
-        t_gpu = time.perf_counter() - t0
-        same = bool(np.array_equal(out_c, out_g))
-        tot = dict(zip(COUNT_NAMES, out_c.sum(axis=0).tolist()))
-        c = {"policy": gpu.policy_name, "pvp": pvp, "cpu_requests_per_s": len(flat) / t_cpu,
-             "gpu_requests_per_s": len(flat) / t_gpu, "gpu_vs_cpu_requests_ratio": t_cpu / t_gpu,
-             "gpu_ms_per_batch": 1e3 * t_gpu / batches, "cpu_ms_per_batch": 1e3 * t_cpu / batches,
-             "distinct_hit_rate": distinct_hit_rate(tot), "counts_equal": same}
-        if not same:
-            bad = int(np.flatnonzero((out_c != out_g).any(axis=1))[0])
-            c.update(first_differing_batch=bad, cpu_counts=dict(zip(COUNT_NAMES, out_c[bad].tolist())),
-                     gpu_counts=dict(zip(COUNT_NAMES, out_g[bad].tolist())))
+        c = _engine_case(cp, policy, pvp, trace, static, warm)
         rows.append(c)
         print(f"[engine] {c['policy']:<10} cpu {c['cpu_requests_per_s'] / 1e6:8.2f} M req/s  gpu "
               f"{c['gpu_requests_per_s'] / 1e6:8.2f} M req/s  ratio {c['gpu_vs_cpu_requests_ratio']:6.1f}x  "
-              f"counts {'equal' if same else 'DIFFER'}", flush=True)
+              f"counts {'equal' if c['counts_equal'] else 'DIFFER'}", flush=True)
     head = rows[0]
     out = {"gpu_requests_per_s": head["gpu_requests_per_s"], "cpu_requests_per_s": head["cpu_requests_per_s"],
            "gpu_vs_cpu_requests_ratio": head["gpu_vs_cpu_requests_ratio"], "headline_case": head["policy"],
            "min_gpu_vs_cpu_requests_ratio": min(c["gpu_vs_cpu_requests_ratio"] for c in rows),
            "counts_equal": all(c["counts_equal"] for c in rows),
-           "trace": {"rows": num_rows, "batches": batches, "batch": batch, "requests": int(len(flat)),
+           "trace": {"rows": num_rows, "batches": batches, "batch": batch,
+                     "requests": int(sum(len(b) for b in trace)),
                      "generated": "synthetic_trace (distinct ids per batch, Zipf 0.9)",
-                     "capacity_lines": capacity, "ways": 32, "window": 8, "victim_depth": 32768},
+                     "capacity_lines": num_rows // 10, "ways": 32, "window": 8, "victim_depth": 32768},
            "cases": rows}
     if not out["counts_equal"]:
         out["error"] = "GPU and CPU engines' per-batch counts differ: " + ", ".join(
             c["policy"] for c in rows if not c["counts_equal"])
+    return out
+
+
+def gpu_engine_sweep(batch_sizes=(25_000, 100_000, 400_000), rows_per_request: int = 20, batches: int = 10,
+                     policy: str = "hybrid", pvp: bool = True) -> dict:
+    """The headline case (hybrid + PVP) at several batch sizes, `rows_per_request` x the batch rows,
+    10 % capacity: where the GPU engine's time per batch stops being fixed (launches, the three reads
+    back to the host per batch) and grows with the requests, its ratio over the CPU engine rises."""
+    import cupy as cp
+
+    points = []
+    for b in batch_sizes:
+        trace, static = synthetic_trace(rows_per_request * int(b), batches, int(b))
+        c = _engine_case(cp, policy, pvp, trace, static, _warm_trace(len(static)))
+        points.append({"batch": int(b), "rows": len(static), **c})
+        print(f"[engine_sweep] batch {b:>9,}: gpu {c['gpu_ms_per_batch']:8.3f} ms  cpu {c['cpu_ms_per_batch']:9.3f} ms"
+              f"  ratio {c['gpu_vs_cpu_requests_ratio']:6.1f}x  counts {'equal' if c['counts_equal'] else 'DIFFER'}",
+              flush=True)
+    out = {"policy": policy, "pvp": pvp, "batches": batches, "points": points,
+           "gpu_ms_per_batch": [p["gpu_ms_per_batch"] for p in points],
+           "ratios": [p["gpu_vs_cpu_requests_ratio"] for p in points],
+           "counts_equal": all(p["counts_equal"] for p in points)}
+    if not out["counts_equal"]:
+        out["error"] = "GPU and CPU engines' per-batch counts differ at batch " + ", ".join(
+            str(p["batch"]) for p in points if not p["counts_equal"])
     return out
 
 

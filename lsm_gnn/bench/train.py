@@ -160,10 +160,12 @@ def _thread_counts(text: str) -> list[int]:
 
 
 def on_device(dataset: str, device: str = "cuda", cache_fraction: float = 0.10, reader: str = "auto",
-              warmup: int = 20, timed: int = 40, threads: int | None = None) -> dict:
+              warmup: int = 20, timed: int = 40, threads: int | None = None, sets=()) -> dict:
     """`bench train --json` with train.device=`device` (a step of `lsm-gnn check gpu`): LSM-GNN at
     `cache_fraction` of the feature memory vs the in-memory ideal. reader "auto": O_DIRECT where the
-    filesystem allows it, else the page cache (said in `notes`)."""
+    filesystem allows it, else the page cache (said in `notes`); "memory": the cached run's misses
+    read from memory, LSM-GNN's own cost over the ideal without a disk. `sets`: more KEY=VALUE
+    overrides of both runs (e.g. cache.engine=gpu)."""
     import contextlib
     import io
 
@@ -171,16 +173,19 @@ def on_device(dataset: str, device: str = "cuda", cache_fraction: float = 0.10, 
     threads = threads or max(1, min(16, (os.cpu_count() or 2) - 1))
     argv = [str(dataset), "--cache-fraction", str(cache_fraction), "--reader", reader, "--warmup", str(warmup),
             "--timed", str(timed), "--threads", str(threads), "--set", f"train.device={device}", "--json", "--quiet"]
+    for kv in sets:
+        argv += ["--set", str(kv)]
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         bench_train.main(argv, standalone_mode=False)
     res = json.loads(buf.getvalue())
     keys = ("steady_epoch_vs_memory", "hidden_fetch_fraction", "memory_epoch_steady_s", "lsm_epoch_steady_s",
             "lsm_hit_rate", "lsm_memory", "lsm_storage_bytes_per_iter")
-    out = {"dataset": str(dataset), "device": device, "reader": reader, "cache_fraction": cache_fraction,
-           "threads": threads, "warmup_iters": warmup, "timed_iters": timed, "notes": notes, "argv": argv,
+    out = {"dataset": str(dataset), "device": device, "reader": reader, "sets": list(sets),
+           "cache_fraction": cache_fraction, "threads": threads, "warmup_iters": warmup, "timed_iters": timed, "notes": notes, "argv": argv,
            **{k: res.get(k) for k in keys}, "bench": res}
-    print(f"[train] steady_epoch_vs_memory {out['steady_epoch_vs_memory']:.3f}, "
+    print(f"[train{' ' + ' '.join(sets) if sets else ''}{' reader ' + reader if reader == 'memory' else ''}] "
+          f"steady_epoch_vs_memory {out['steady_epoch_vs_memory']:.3f}, "
           f"hidden_fetch_fraction {out['hidden_fetch_fraction']}", flush=True)
     return out
 

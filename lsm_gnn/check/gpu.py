@@ -21,7 +21,10 @@ records {"error": ...} and the later steps still run):
    gather       lsm_gnn.bench.cache.gather_vs_copy: the hit path vs a contiguous device copy;
    dataset      a synthetic graph under --data-dir (removed at the end unless --keep-data);
    train        lsm_gnn.bench.train.on_device: `bench train` with train.device=cuda;
-   multidevice  lsm_gnn.bench.multidevice.two_ranks_one_gpu: 2 ranks sharing one cache (gloo).
+   multidevice  lsm_gnn.bench.multidevice.two_ranks_one_gpu: 2 ranks sharing one cache (gloo);
+   engine_sweep lsm_gnn.bench.cache.gpu_engine_sweep: the engine's headline case at 3 batch sizes;
+   train_gpu_engine, train_in_memory: `bench train` again with cache.engine=gpu, and with the
+                cached run's misses read from memory (LSM-GNN's cost over the ideal without a disk).
 
 DIR/gpu_check.json (rewritten atomically after every step, so a killed run still leaves one): ok,
 complete, exit_status, versions, environment, tests, benchmarks (each with its `seconds`), targets,
@@ -61,6 +64,7 @@ OPTIONAL_TEST_PACKAGES = ("dgl",)
 ENV_LIMIT_S = 60
 MIN_STEP_S = 10                            # a step is not started with less time left than this
 CACHE_FRACTION = 0.10
+TRAIN_NEEDS = ("torch", "numba", "pydantic", "yaml", "tqdm", "jsonschema", "psutil")   # the train steps' modules
 
 
 @dataclass(frozen=True)
@@ -87,12 +91,25 @@ STEPS = {
                     {"full": dict(nodes=150_000), "quick": dict(nodes=50_000)}, needs=("numba", "tqdm")),
     "train": Step("lsm_gnn.bench.train:on_device", {"full": 120, "quick": 75},
                   {"full": dict(warmup=15, timed=30), "quick": dict(warmup=8, timed=16)},
-                  needs=("torch", "numba", "pydantic", "yaml", "tqdm", "jsonschema", "psutil"), dataset=True,
+                  needs=TRAIN_NEEDS, dataset=True,
                   extra={"device": "cuda", "cache_fraction": CACHE_FRACTION}),
     "multidevice": Step("lsm_gnn.bench.multidevice:two_ranks_one_gpu", {"full": 100, "quick": 60},
                         {"full": dict(warmup=6, timed=12), "quick": dict(warmup=4, timed=6)},
-                        needs=("torch", "numba", "pydantic", "yaml", "tqdm", "jsonschema", "psutil"), dataset=True,
+                        needs=TRAIN_NEEDS, dataset=True,
                         extra={"device": "cuda", "cache_fraction": CACHE_FRACTION}),
+    # what the first call (2026-12-04) could not tell apart, after the steps above: the engine's time
+    # per batch against the batch size, LSM-GNN with the GPU engine, and LSM-GNN without a disk
+    "engine_sweep": Step("lsm_gnn.bench.cache:gpu_engine_sweep", {"full": 45, "quick": 30},
+                         {"full": dict(batch_sizes=[25_000, 100_000, 400_000]),
+                          "quick": dict(batch_sizes=[20_000, 80_000], batches=5)}, needs=("numba", "cupy")),
+    "train_gpu_engine": Step("lsm_gnn.bench.train:on_device", {"full": 60, "quick": 45},
+                             {"full": dict(warmup=15, timed=30), "quick": dict(warmup=8, timed=16)},
+                             needs=TRAIN_NEEDS, dataset=True,
+                             extra={"device": "cuda", "cache_fraction": CACHE_FRACTION, "sets": ["cache.engine=gpu"]}),
+    "train_in_memory": Step("lsm_gnn.bench.train:on_device", {"full": 60, "quick": 45},
+                            {"full": dict(warmup=15, timed=30), "quick": dict(warmup=8, timed=16)},
+                            needs=TRAIN_NEEDS, dataset=True,
+                            extra={"device": "cuda", "cache_fraction": CACHE_FRACTION, "reader": "memory"}),
 }
 # headline numbers: field -> (step, op, target)
 TARGETS = {

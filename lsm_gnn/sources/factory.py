@@ -47,7 +47,8 @@ def make_feature_source(cfg, dataset, rank: int = 0, world: int = 1, *, heartbea
 
     One device's source (world 1 without a heartbeat; inside a rank, see below):
       cache off, storage.reader memory  MemoryFeatureSource (the ideal: every row loaded up front,
-                                        reported as preprocessing, not epoch time)
+                                        reported as preprocessing, not epoch time; with train.device
+                                        cuda, every row in the GPU's memory)
       cache off                         StoreFeatureSource (direct / buffered / mmap / gpu reader)
       cache on                          CachedFeatureSource over the configured store (over an
                                         in-memory store with reader memory: the cache's decisions
@@ -67,7 +68,8 @@ def make_feature_source(cfg, dataset, rank: int = 0, world: int = 1, *, heartbea
     if world > 1 and cfg.distributed.mode == "shared":
         return _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_layouts)
     if not cfg.cache.enabled and cfg.storage.reader == "memory":
-        local = MemoryFeatureSource(lay.load_rows(verify=cfg.storage.verify_checksums))
+        local = MemoryFeatureSource(lay.load_rows(verify=cfg.storage.verify_checksums),
+                                    device="cuda" if cfg.train.device == "cuda" else None)
     else:
         local = _over_store(cfg, open_from_config(lay, cfg.storage, time_scale=cfg.emulation.time_scale), lay, dataset.static_scores(),
                             num_owners=1, owner=0)

@@ -160,14 +160,11 @@ def _engine_case(cp, policy: str, pvp: bool, trace, static, warm_up) -> dict:
     from lsm_gnn.cache.budget import budget_for_cache_rows
     from lsm_gnn.cache.engine import COUNT_NAMES
     from lsm_gnn.cache.engines import make_engine
+    from lsm_gnn.cache.replay import flatten_batches
     from lsm_gnn.config import CacheConfig
 
-    def flat_offsets(batches):
-        return (np.concatenate(batches),
-                np.concatenate([[0], np.cumsum([len(b) for b in batches])]).astype(np.int64))
-
-    flat, offsets = flat_offsets(trace)
-    small_flat, small_off = flat_offsets(warm_up[0])
+    flat, offsets = flatten_batches(trace)
+    small_flat, small_off = flatten_batches(warm_up[0])
     num_rows, warm, nb = len(static), warm_up[1], len(trace)
     # the config's settings, with the paper scripts' absolute victim-buffer depth
     cfg = CacheConfig(policy=policy, victim_buffer={"enabled": pvp, "depth": 32768})

@@ -182,8 +182,8 @@ def on_device(dataset: str, device: str = "cuda", cache_fraction: float = 0.10, 
     keys = ("steady_epoch_vs_memory", "hidden_fetch_fraction", "memory_epoch_steady_s", "lsm_epoch_steady_s",
             "lsm_hit_rate", "lsm_memory", "lsm_storage_bytes_per_iter")
     out = {"dataset": str(dataset), "device": device, "reader": reader, "sets": list(sets),
-           "cache_fraction": cache_fraction, "threads": threads, "warmup_iters": warmup, "timed_iters": timed, "notes": notes, "argv": argv,
-           **{k: res.get(k) for k in keys}, "bench": res}
+           "cache_fraction": cache_fraction, "threads": threads, "warmup_iters": warmup, "timed_iters": timed,
+           "notes": notes, "argv": argv, **{k: res.get(k) for k in keys}, "bench": res}
     print(f"[train{' ' + ' '.join(sets) if sets else ''}{' reader ' + reader if reader == 'memory' else ''}] "
           f"steady_epoch_vs_memory {out['steady_epoch_vs_memory']:.3f}, "
           f"hidden_fetch_fraction {out['hidden_fetch_fraction']}", flush=True)

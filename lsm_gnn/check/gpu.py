@@ -77,6 +77,15 @@ class Step:
     extra: dict = field(default_factory=dict)
 
 
+def _train_step(full_s: int, quick_s: int, **extra) -> Step:
+    """A step of `bench train` on the dataset step's graph with train.device=cuda
+    (lsm_gnn.bench.train.on_device; `extra`: its reader or more overrides), at most `full_s` /
+    `quick_s` seconds."""
+    return Step("lsm_gnn.bench.train:on_device", {"full": full_s, "quick": quick_s},
+                {"full": dict(warmup=15, timed=30), "quick": dict(warmup=8, timed=16)}, needs=TRAIN_NEEDS,
+                dataset=True, extra={"device": "cuda", "cache_fraction": CACHE_FRACTION, **extra})
+
+
 STEPS = {
     "accelerator": Step("lsm_gnn.accelerator.measure:measure_step", {"full": 60, "quick": 45},
                         {"full": dict(batch_sizes=[128, 256, 512, 1024], warmup=5, repeats=20),
@@ -89,10 +98,7 @@ STEPS = {
                    {"full": dict(rows=200_000, table=800_000, reps=10), "quick": dict(rows=50_000, table=200_000, reps=5)}),
     "dataset": Step("lsm_gnn.check.gpu:make_dataset", {"full": 60, "quick": 40},
                     {"full": dict(nodes=150_000), "quick": dict(nodes=50_000)}, needs=("numba", "tqdm")),
-    "train": Step("lsm_gnn.bench.train:on_device", {"full": 120, "quick": 75},
-                  {"full": dict(warmup=15, timed=30), "quick": dict(warmup=8, timed=16)},
-                  needs=TRAIN_NEEDS, dataset=True,
-                  extra={"device": "cuda", "cache_fraction": CACHE_FRACTION}),
+    "train": _train_step(120, 75),
     "multidevice": Step("lsm_gnn.bench.multidevice:two_ranks_one_gpu", {"full": 100, "quick": 60},
                         {"full": dict(warmup=6, timed=12), "quick": dict(warmup=4, timed=6)},
                         needs=TRAIN_NEEDS, dataset=True,
@@ -102,14 +108,8 @@ STEPS = {
     "engine_sweep": Step("lsm_gnn.bench.cache:gpu_engine_sweep", {"full": 45, "quick": 30},
                          {"full": dict(batch_sizes=[25_000, 100_000, 400_000]),
                           "quick": dict(batch_sizes=[20_000, 80_000], batches=5)}, needs=("numba", "cupy")),
-    "train_gpu_engine": Step("lsm_gnn.bench.train:on_device", {"full": 60, "quick": 45},
-                             {"full": dict(warmup=15, timed=30), "quick": dict(warmup=8, timed=16)},
-                             needs=TRAIN_NEEDS, dataset=True,
-                             extra={"device": "cuda", "cache_fraction": CACHE_FRACTION, "sets": ["cache.engine=gpu"]}),
-    "train_in_memory": Step("lsm_gnn.bench.train:on_device", {"full": 60, "quick": 45},
-                            {"full": dict(warmup=15, timed=30), "quick": dict(warmup=8, timed=16)},
-                            needs=TRAIN_NEEDS, dataset=True,
-                            extra={"device": "cuda", "cache_fraction": CACHE_FRACTION, "reader": "memory"}),
+    "train_gpu_engine": _train_step(60, 45, sets=["cache.engine=gpu"]),
+    "train_in_memory": _train_step(60, 45, reader="memory"),
 }
 # headline numbers: field -> (step, op, target)
 TARGETS = {

@@ -177,6 +177,38 @@ def test_leftovers_of_a_killed_writer_are_named_and_removed(tmp_path, monkeypatc
     assert f"removed {stale}" in capsys.readouterr().err
 
 
+def test_a_sweep_removes_what_killed_writers_left_under_a_folder_and_nothing_else(tmp_path, capsys):
+    from lsm_gnn.utils.atomic import atomic_path, sweep_leftovers, temp_dir
+
+    fig = tmp_path / "reports/figures/cache_pvp.png"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # a writer killed in the middle of its figure
+        with atomic_path(fig, suffix=".png") as tmp:
+            tmp.write_bytes(b"\x89PNG half")
+            os.write(w, b"1")
+            time.sleep(60)
+        os._exit(0)
+    assert os.read(r, 1) == b"1"
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    (tmp_path / "results/cache").mkdir(parents=True)
+    built = temp_dir(tmp_path / "results/cache/regime")   # a directory builder killed the same way
+    (built / "part.npz").write_bytes(b"PK")
+    kept = [tmp_path / "reports/figures/.gitignore", tmp_path / "results/notes.partial.txt", fig.with_name("old.png")]
+    for p in kept:
+        p.write_text("x")
+    left = sorted(fig.parent.glob(".cache_pvp.png.*.partial.png"))
+    assert len(left) == 1
+    removed = sweep_leftovers(tmp_path)
+    assert sorted(removed) == sorted([left[0], built])
+    assert not left[0].exists() and not built.exists() and all(p.exists() for p in kept)
+    err = capsys.readouterr().err
+    assert f"removed {left[0]}" in err and f"left by an interrupted writer of {fig}" in err
+    assert f"left by an interrupted writer of {tmp_path / 'results/cache/regime'}" in err
+    assert sweep_leftovers(tmp_path) == []
+
+
 def test_a_write_refused_by_the_file_system_names_the_output(tmp_path):
     import errno
 

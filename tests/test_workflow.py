@@ -407,3 +407,25 @@ def test_every_rule_has_log_and_message_and_includes_are_explicit():
         text = p.read_text()
         assert "sys.executable" not in text, f"{p.name} puts the Python's path in a job"
         assert not re.search(r"^def ", text, flags=re.M), f"{p.name} defines a function outside common.smk"
+
+
+# ---- a run starts by removing what killed writers left ---------------------------------------------
+def test_a_run_removes_the_temporary_siblings_killed_writers_left_and_names_them(tmp_path):
+    """A run killed while a job wrote a figure leaves its hidden `.NAME.XXXXXXXX.partial.png` (the kill
+    test found one); the next run removes every such sibling under its results and reports, naming it,
+    and leaves anything else there alone."""
+    res, rep = tmp_path / "results/synthetic-tiny-d64", tmp_path / "reports/synthetic-tiny-d64"
+    png = rep / "figures/.cache_pvp.png.szlkyf_l.partial.png"
+    folder = res / "cache/.regime.abcd1234.partial"          # a killed directory builder's
+    rec = res / "train/.lsm-r0.json.k2_9xq0a.partial"
+    kept = [rep / "figures/.gitignore", res / "notes.partial.txt", rep / "figures/cache_pvp.png"]
+    for p in [png, rec, folder / "sub/x.npz", *kept]:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"\x89PNG" if p.suffix == ".png" else b"{")
+    proc = snakemake(tmp_path, "dataset", config=["size=tiny", "synthetic_dim=64"])
+    assert proc.returncode == 0, _fail(proc, tmp_path)
+    out = proc.stdout + proc.stderr
+    for p in (png, rec, folder):   # named relative to the working directory, as Snakemake names outputs
+        assert not p.exists() and f"removed {p.relative_to(tmp_path)}" in out, out[-3000:]
+    assert "left by an interrupted writer of reports/synthetic-tiny-d64/figures/cache_pvp.png" in out
+    assert all(p.exists() for p in kept)

@@ -4,8 +4,9 @@ with SIGKILL, the whole process group (Snakemake and every job's processes), at 
 moments spread over the run; each time the documented command is run again, until one run finishes.
 Checked: the run completes; after every kill no output that Snakemake takes as done is half-written
 (every JSON, CSV and NPZ it holds parses); no finished output is redone (lost) after a kill; and the
-final report's hardware-independent figures equal an uninterrupted run's (`lsm-gnn report compare`).
-The counts are printed: kills, recovered, lost, wrong."""
+final report's hardware-independent figures equal an uninterrupted run's (`lsm-gnn report compare`);
+and no temporary sibling of a killed writer is left after the final run (a run removes them when it
+starts). The counts are printed: kills, recovered, lost, wrong, temporary siblings left."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+from lsm_gnn.utils.atomic import is_leftover
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -69,14 +72,22 @@ def incomplete(workdir: Path) -> set[str]:
 
 
 def outputs(workdir: Path) -> dict[str, float]:
-    """Every result and report file (logs and benchmarks aside) with its mtime."""
+    """Every result and report file (logs, benchmarks and killed writers' temporary siblings aside)
+    with its mtime."""
     found = {}
     for top in ("results", "reports"):
         for p in (workdir / top).rglob("*") if (workdir / top).is_dir() else []:
             # logs and benchmarks are rewritten by a rerun of a cut-off job; traces are temp()
-            if p.is_file() and not any(x in str(p) for x in ("/logs/", "/benchmarks/", ".trace.npz")):
+            if p.is_file() and not any(x in str(p) for x in ("/logs/", "/benchmarks/", ".trace.npz")) \
+                    and not any(is_leftover(q) for q in p.relative_to(workdir).parts):
                 found[str(p.relative_to(workdir))] = p.stat().st_mtime_ns
     return found
+
+
+def leftovers(workdir: Path) -> list[str]:
+    """The temporary siblings killed writers left under results/ and reports/ (utils.atomic)."""
+    return sorted(str(p.relative_to(workdir)) for top in ("results", "reports")
+                  for p in ((workdir / top).rglob("*") if (workdir / top).is_dir() else []) if is_leftover(p.name))
 
 
 def half_written(workdir: Path, paths) -> list[str]:
@@ -153,6 +164,9 @@ def test_killed_at_random_moments_the_reproduction_completes_with_the_same_figur
     rc, _ = run_to_end(killed, log)
     log.close()
     assert rc == 0, (tmp_path / "killed.log").read_text()[-4000:]
+    # each rerun starts by removing what the killed writers left (workflow/Snakefile, onstart)
+    left = leftovers(killed)
+    problems += [f"left behind after the final run: {p}" for p in left]
     cmp = subprocess.run([sys.executable, "-m", "lsm_gnn.cli", "report", "compare", str(clean / "reports/synthetic-tiny-d64"
                           if "synthetic_dim=64" in CONFIG else clean / "reports/synthetic-tiny"),
                           str(killed / ("reports/synthetic-tiny-d64" if "synthetic_dim=64" in CONFIG else "reports/synthetic-tiny")),
@@ -161,6 +175,7 @@ def test_killed_at_random_moments_the_reproduction_completes_with_the_same_figur
     if not res["agree"]:
         wrong += max(1, res["figures"].get("different", 1))
     print(f"\nkill test ({len(CONFIG)} config keys, seed {SEED}, uninterrupted run {total:.0f} s, delays "
-          f"{', '.join(f'{d:.0f}' for d in delays)} s): kills {kills}, recovered {recovered}, lost {lost}, wrong {wrong}")
+          f"{', '.join(f'{d:.0f}' for d in delays)} s): kills {kills}, recovered {recovered}, lost {lost}, wrong {wrong}, "
+          f"temporary siblings left {len(left)}")
     assert not problems, problems
     assert kills >= min(KILLS, 10) and recovered == kills and lost == 0 and wrong == 0

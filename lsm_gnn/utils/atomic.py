@@ -5,7 +5,8 @@ temporary sibling name and renamed when complete. A file system that refuses the
 read-only, no permission) is an `OutputError` naming the output, never a bare OSError; the
 temporary sibling is removed. A directory is built under its writer lock (lsm_gnn.utils.locks),
 and the builder first removes the temporary siblings a killed builder left (`remove_leftovers`),
-saying what it removed.
+saying what it removed; a workflow run removes those of every file under its output folders when it
+starts (`sweep_leftovers`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import errno
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -64,19 +66,50 @@ def _size(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
 
+def _remove(p: Path, of: Path, say) -> Path:
+    size = _size(p)
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        p.unlink(missing_ok=True)
+    say(f"removed {p} ({size / 2**20:.1f} MiB), left by an interrupted writer of {of}")
+    return p
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
 def remove_leftovers(path: str | os.PathLike, *, say=None) -> list[Path]:
     """Remove the leftovers of a killed writer of `path`, naming each; call it holding the lock of
     `path` (lsm_gnn.utils.locks.exclusive), so that no live writer's work is removed."""
-    say = say or (lambda msg: print(msg, file=sys.stderr))
+    return [_remove(p, Path(path), say or _stderr) for p in leftovers(path)]
+
+
+# the name `atomic_path` and `temp_dir` give a temporary sibling of NAME (tempfile's 8 random
+# characters): .NAME.XXXXXXXX.partial[SUFFIX]
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.partial")
+
+
+def is_leftover(name: str) -> bool:
+    """Whether a file or folder of this name is an atomic writer's temporary sibling."""
+    return bool(_LEFTOVER.match(name))
+
+
+def sweep_leftovers(folder: str | os.PathLike, *, say=None) -> list[Path]:
+    """Remove every temporary sibling that a killed atomic writer left anywhere under `folder`,
+    naming each. Only for a folder in which no writer can be alive: the workflow calls it when a run
+    starts, under its working directory's lock (workflow/Snakefile, `onstart`), so whoever made them
+    was killed with an earlier run (tests/test_workflow_kill.py found one PNG's half-written sibling
+    left that way)."""
+    say = say or _stderr
     removed = []
-    for p in leftovers(path):
-        size = _size(p)
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
-        say(f"removed {p} ({size / 2**20:.1f} MiB), left by an interrupted writer of {path}")
-        removed.append(p)
+    for root, dirs, files in os.walk(folder):
+        for name in sorted(dirs + files):
+            m = _LEFTOVER.match(name)
+            if m:
+                removed.append(_remove(Path(root) / name, Path(root) / m["name"], say))
+        dirs[:] = [d for d in dirs if not is_leftover(d)]
     return removed
 
 

@@ -168,7 +168,7 @@ def test_leftovers_of_a_killed_writer_are_named_and_removed(tmp_path, monkeypatc
     from lsm_gnn.utils.atomic import atomic_dir, write_json
 
     monkeypatch.setenv("LSM_GNN_LOCK_DIR", str(tmp_path / "locks"))
-    stale = tmp_path / ".data.abc123.partial"
+    stale = tmp_path / ".data.abc1_23x.partial"   # tempfile.mkdtemp's name of a killed builder
     (stale / "sub").mkdir(parents=True)
     (stale / "sub" / "features.bin").write_bytes(b"\0" * 4096)
     with atomic_dir(tmp_path / "data") as tmp:
@@ -198,10 +198,12 @@ def test_a_sweep_removes_what_killed_writers_left_under_a_folder_and_nothing_els
     kept = [tmp_path / "reports/figures/.gitignore", tmp_path / "results/notes.partial.txt", fig.with_name("old.png")]
     for p in kept:
         p.write_text("x")
+    probe = tmp_path / "results/.run.json.q7_k2m9z.probe.partial"   # a run record's probe (records.claim_record)
+    probe.write_text("{}")
     left = sorted(fig.parent.glob(".cache_pvp.png.*.partial.png"))
     assert len(left) == 1
     removed = sweep_leftovers(tmp_path)
-    assert sorted(removed) == sorted([left[0], built])
+    assert sorted(removed) == sorted([left[0], built, probe])
     assert not left[0].exists() and not built.exists() and all(p.exists() for p in kept)
     err = capsys.readouterr().err
     assert f"removed {left[0]}" in err and f"left by an interrupted writer of {fig}" in err

@@ -52,12 +52,23 @@ def make_parent(path: str | os.PathLike) -> Path:
     return parent
 
 
+# the name every temporary sibling of NAME gets here (`atomic_path`, `temp_dir`, the record's probe;
+# tempfile's 8 random characters): .NAME.XXXXXXXX[.probe].partial[SUFFIX]
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}(?:\.probe)?\.partial")
+
+
+def is_leftover(name: str) -> bool:
+    """Whether a file or folder of this name is an atomic writer's temporary sibling."""
+    return bool(_LEFTOVER.match(name))
+
+
 def leftovers(path: str | os.PathLike) -> list[Path]:
-    """Temporary siblings of `path` (`.NAME.*.partial*`) left by a writer that was killed."""
+    """Temporary siblings of `path` left by a writer that was killed."""
     path = Path(path)
     if not path.parent.is_dir():
         return []
-    return sorted(path.parent.glob(f".{glob.escape(path.name)}.*.partial*"))
+    return sorted(p for p in path.parent.glob(f".{glob.escape(path.name)}.*")
+                  if (m := _LEFTOVER.match(p.name)) and m["name"] == path.name)
 
 
 def _size(p: Path) -> int:
@@ -84,16 +95,6 @@ def remove_leftovers(path: str | os.PathLike, *, say=None) -> list[Path]:
     """Remove the leftovers of a killed writer of `path`, naming each; call it holding the lock of
     `path` (lsm_gnn.utils.locks.exclusive), so that no live writer's work is removed."""
     return [_remove(p, Path(path), say or _stderr) for p in leftovers(path)]
-
-
-# the name `atomic_path` and `temp_dir` give a temporary sibling of NAME (tempfile's 8 random
-# characters): .NAME.XXXXXXXX.partial[SUFFIX]
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.partial")
-
-
-def is_leftover(name: str) -> bool:
-    """Whether a file or folder of this name is an atomic writer's temporary sibling."""
-    return bool(_LEFTOVER.match(name))
 
 
 def sweep_leftovers(folder: str | os.PathLike, *, say=None) -> list[Path]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from lsm_gnn.cache.budget import device_memory
-from lsm_gnn.sources.contract import FeatureSource
+from lsm_gnn.contract import FeatureSource
 from lsm_gnn.sources.factory import make_feature_source
 from lsm_gnn.sources.store import StoreFeatureSource
 from lsm_gnn.storage.base import IOCounters

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lsm_gnn.choices import ENGINES, HARDWARE_PROFILES, READERS
+from lsm_gnn.choices import ACCELERATOR_PROFILES, ENGINES, HARDWARE_PROFILES, READERS
 from lsm_gnn.utils.errors import ConfigError
 
 
@@ -144,17 +144,6 @@ class CacheConfig(Section):
 
         return lookahead_horizon(self)
 
-    def loader_horizon(self, source=None) -> int:
-        """Batches the loader samples ahead and hands `source.advance`: the horizon when something
-        reads it, else 0. Something reads it when this cache is on, or when `source` is a caller's
-        own (an object that is no lsm_gnn FeatureSource, such as a cache of its own: it gets
-        `advance(window)` and the config's horizon). With the cache off a source of lsm_gnn's
-        (the ideal, the plain store) reads nothing ahead: the window is 0 (docs/integrations.md)."""
-        from lsm_gnn.sources.contract import FeatureSource
-
-        own = source is not None and not isinstance(source, FeatureSource)
-        return self.horizon if (self.enabled or own) else 0
-
 
 class SamplerConfig(Section):
     fanouts: list[int] = Field(default_factory=lambda: [10, 15], min_length=1, max_length=8)
@@ -208,10 +197,9 @@ class TrainConfig(Section):
     @field_validator("accelerator_profile")
     @classmethod
     def _known_accelerator(cls, v):
-        from lsm_gnn.accelerator import PACKAGED
-
-        if v not in PACKAGED and not v.endswith((".yaml", ".yml")):
-            raise ValueError(f"unknown accelerator profile; expected one of {', '.join(PACKAGED)} or a .yaml path")
+        if v not in ACCELERATOR_PROFILES and not v.endswith((".yaml", ".yml")):
+            raise ValueError(f"unknown accelerator profile; expected one of {', '.join(ACCELERATOR_PROFILES)} "
+                             "or a .yaml path")
         return v
 
 

@@ -96,7 +96,7 @@ def test_the_whole_suite_runs_and_counts_its_outcomes(tmp_path):
 
 _ORPHAN = """
 import os, sys, time
-from lsm_gnn.ranks.health import die_with_parent
+from lsm_gnn.multidevice.health import die_with_parent
 print(die_with_parent(int(sys.argv[1])), flush=True)
 time.sleep(60)
 """
@@ -227,7 +227,7 @@ def test_a_write_refused_by_the_file_system_names_the_output(tmp_path):
 def test_the_command_reports_a_refused_write_as_an_error_and_keeps_a_bug_s_traceback():
     import errno
 
-    from lsm_gnn.cli import reported_error
+    from lsm_gnn.utils.errors import reported_error
     from lsm_gnn.utils.errors import DataError
 
     assert reported_error(OSError(errno.ENOSPC, "No space left on device")) == \

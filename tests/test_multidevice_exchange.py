@@ -87,7 +87,7 @@ def _cpu_runs(rank, G, ports, outdir, plane):
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     """The folder of the 2 CPU ranks' results (one spawn for every CPU test of this module)."""
-    from lsm_gnn.ranks.group import pick_free_port
+    from lsm_gnn.multidevice.group import pick_free_port
 
     out = tmp_path_factory.mktemp("exchange")
     for t in TRANSPORTS:
@@ -254,7 +254,7 @@ def _nccl_rank(rank, G, port, outdir):
 
 
 def _over_nccl(tmp_path, G):
-    from lsm_gnn.ranks.group import pick_free_port
+    from lsm_gnn.multidevice.group import pick_free_port
 
     mp.spawn(_nccl_rank, args=(G, pick_free_port(), str(tmp_path)), nprocs=G)
     for r in range(G):

@@ -19,7 +19,7 @@ import click
 import numpy as np
 
 from lsm_gnn.cache.policies import configurable_names
-from lsm_gnn.records import distinct_hit_rate
+from lsm_gnn.metrics import distinct_hit_rate
 
 # every policy of the registry, the paper's first (the headline)
 POLICY_NAMES = ("hybrid",) + tuple(n for n in configurable_names() if n != "hybrid")

@@ -82,10 +82,10 @@ def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, warmup: in
     from lsm_gnn.sources.factory import make_feature_source
     from lsm_gnn.integrations.dgl import DGLDataLoader
     from lsm_gnn.sampling import NeighborSampler
-    from lsm_gnn.train.loader import FeatureLoader
+    from lsm_gnn.train.loader import FeatureLoader, loader_horizon
 
     fan, bs, seed = list(cfg.sampler.fanouts), cfg.sampler.batch_size, cfg.train.seed
-    W = cfg.cache.loader_horizon()
+    W = loader_horizon(cfg.cache)
     common = dict(sample_ahead=cfg.sampler.prefetch_batches, overlap_fetch=cfg.train.overlap_fetch)
     step = _step(step_ms)
 

@@ -108,7 +108,8 @@ def _compile_nvrtc(archs) -> int:
               help="Also write every case's outcome and the totals to this JSON file.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the temporary folders go (default: the system's temporary folder).")
-def faults(cheap, names, list_only, json_path, workdir):
+@click.pass_context
+def faults(ctx, cheap, names, list_only, json_path, workdir):
     """Inject each fault into a copy of a tiny synthetic graph and count how every run ended:
     clear error, failed record, recovered, silently wrong, hang, traceback (docs/faults.md).
 
@@ -123,7 +124,7 @@ def faults(cheap, names, list_only, json_path, workdir):
         return
     if not cases:
         raise click.UsageError("no case matches")
-    result = run_suite(cases, workdir=workdir, say=click.echo)
+    result = run_suite(cases, command=ctx.find_root().command, workdir=workdir, say=click.echo)
     if json_path is not None:
         write_json(json_path, result)
     sys.exit(0 if result["ok"] else 1)

@@ -4,7 +4,7 @@
 `cfg.distributed.devices` ranks and watches them (spawn.py), each joining a torch.distributed
 process group (group.py: gloo on the CPU, NCCL on CUDA) and running a worker (workers.py: the
 training loop by default, or a trace replay), then merges the ranks' results into one record
-(lsm_gnn.records.merge_records). A failed rank stops the others; the record says which one failed ("failed" status,
+(merge.py). A failed rank stops the others; the record says which one failed ("failed" status,
 `failure.rank`) and a `DistributedError` names it.
 
 `python -m lsm_gnn.ranks.launch` / `torchrun ... -m lsm_gnn.ranks.launch` runs
@@ -17,15 +17,11 @@ import os
 import sys
 
 from lsm_gnn.config import RunConfig
-from lsm_gnn.ranks.group import init_process_group
-from lsm_gnn.ranks.health import Heartbeat
-from lsm_gnn.records import failed_record, merge_records
+from lsm_gnn.multidevice.group import init_process_group
+from lsm_gnn.multidevice.health import Heartbeat
+from lsm_gnn.ranks.merge import failed_record, merge_records
 from lsm_gnn.ranks.spawn import run_ranks
 from lsm_gnn.ranks.workers import train_worker
-
-# names this module had before it was split, still importable from here
-from lsm_gnn.ranks.group import exchange_group, pick_free_port, resolve_backend  # noqa: F401, E402
-from lsm_gnn.ranks.workers import WORKERS, source_metrics, trace_worker  # noqa: F401, E402
 from lsm_gnn.utils.errors import DataError, DistributedError, LsmGnnError, OutputError
 
 
@@ -81,7 +77,7 @@ def torchrun_main(argv: list[str] | None = None) -> None:
         path, argv = argv[1], argv[2:]
     cfg = load_config(path, argv)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    init_process_group(cfg, rank, world)
+    init_process_group(cfg.distributed, cfg.train.device, rank, world)
     hb = Heartbeat(rank)
     result = train_worker(cfg, rank, world, hb, {})
     gathered = [None] * world
@@ -96,7 +92,7 @@ def torchrun_main(argv: list[str] | None = None) -> None:
 
 
 def main() -> None:
-    """`python -m` entry (this module and its old path, lsm_gnn.multidevice.launch)."""
+    """`python -m lsm_gnn.ranks.launch` entry."""
     try:
         torchrun_main()
     except LsmGnnError as e:

@@ -25,8 +25,8 @@ import traceback
 from pathlib import Path
 
 from lsm_gnn.config import RunConfig, config_to_dict, parse_config
-from lsm_gnn.ranks.group import init_process_group, pick_free_port
-from lsm_gnn.ranks.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LIMIT_S, WORKING, Heartbeat, \
+from lsm_gnn.multidevice.group import init_process_group, pick_free_port
+from lsm_gnn.multidevice.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LIMIT_S, WORKING, Heartbeat, \
     die_with_parent
 from lsm_gnn.ranks.workers import resolve_worker
 from lsm_gnn.utils.atomic import write_json
@@ -53,7 +53,7 @@ def rank_main(rank, world_size, cfg_dict, worker, worker_args, init_method, stam
 
         cfg = parse_config(cfg_dict)
         torch.set_num_threads(rank_threads(cfg, world_size))
-        init_process_group(cfg, rank, world_size, init_method)
+        init_process_group(cfg.distributed, cfg.train.device, rank, world_size, init_method)
         hb.beat(STARTING)
         result = resolve_worker(worker)(cfg, rank, world_size, hb, worker_args)
         hb.beat(IN_COLLECTIVE)

@@ -24,13 +24,13 @@ from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.rowpool import OutputRows, RowPool
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
 from lsm_gnn.sources.shard import OwnerShard
-from lsm_gnn.sources.contract import SourceStats
+from lsm_gnn.contract import SourceStats
 from lsm_gnn.storage.base import FeatureStore
 from lsm_gnn.utils.errors import ConfigError
 
 
 class CachedFeatureSource(OwnerShard):
-    """A FeatureSource (lsm_gnn.sources.contract) backed by a FeatureStore and the cache engine.
+    """A FeatureSource (lsm_gnn.contract) backed by a FeatureStore and the cache engine.
 
     `budget` (lsm_gnn.cache.budget) splits the device's memory between cache lines, victim queues
     and landing buffer; None: the budget `cfg` gives this owner. Only ids owned by `owner`

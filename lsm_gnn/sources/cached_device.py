@@ -37,7 +37,7 @@ from lsm_gnn.cache.engine import STORAGE, VICTIM_HIT
 from lsm_gnn.cache.engines import make_engine
 from lsm_gnn.sources.shard import OwnerShard
 from lsm_gnn.choices import ROW_ENGINES
-from lsm_gnn.sources.contract import SourceStats
+from lsm_gnn.contract import SourceStats
 from lsm_gnn.utils.errors import ConfigError, InputError
 
 STAT_KEYS = ("iterations", "bypassed", "evictions", "spilled", "spill_dropped", "prefetched", "prefetched_used",
@@ -100,7 +100,7 @@ def _plan(res, keys: torch.Tensor, depth: int) -> tuple[dict, list]:
 
 
 class DeviceCachedFeatureSource(OwnerShard):
-    """A FeatureSource (lsm_gnn.sources.contract) backed by a FeatureStore, a cache engine and a
+    """A FeatureSource (lsm_gnn.contract) backed by a FeatureStore, a cache engine and a
     DeviceRowPool on `device`; `fetch` returns a tensor there.
 
     As CachedFeatureSource: `budget` splits the device's memory between cache lines, victim

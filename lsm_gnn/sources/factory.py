@@ -1,7 +1,7 @@
 """`make_feature_source(cfg, dataset, rank, world, ...)`: the one factory of feature sources.
 
 Every training run, rank (trace replay included) and plain-loader baseline gets its source here.
-The factory stands above every source it builds (the contract, lsm_gnn.sources.contract, below them all):
+The factory stands above every source it builds (the contract, lsm_gnn.contract, below them all):
 it imports them, none of them imports it. Caches size themselves from the config
 (lsm_gnn.cache.budget.memory_budget); the factory computes no sizes.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from lsm_gnn.sources.cached_device import DeviceCachedFeatureSource
 from lsm_gnn.sources.cached import CachedFeatureSource
-from lsm_gnn.sources.contract import FeatureSource
+from lsm_gnn.contract import FeatureSource
 from lsm_gnn.multidevice.exchange import Exchange
-from lsm_gnn.ranks.group import exchange_group, resolve_backend
-from lsm_gnn.ranks.health import NULL_HEARTBEAT
+from lsm_gnn.multidevice.group import exchange_group, resolve_backend
+from lsm_gnn.multidevice.health import NULL_HEARTBEAT
 from lsm_gnn.multidevice.owner_files import ensure_owner_files
 from lsm_gnn.sources.isolated import IsolatedFeatureSource
 from lsm_gnn.sources.shared import SharedCacheFeatureSource
@@ -87,8 +87,9 @@ def _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_la
                              time_scale=cfg.emulation.time_scale)
     local = _over_store(cfg, store, lay, dataset.static_scores(), num_owners=world, owner=rank)
     try:
-        ex = exchange or Exchange(rank, world, device="cuda" if resolve_backend(cfg) == "nccl" else "cpu",
-                                  group=exchange_group(cfg), heartbeat=hb,
+        nccl = resolve_backend(cfg.distributed, cfg.train.device) == "nccl"
+        ex = exchange or Exchange(rank, world, device="cuda" if nccl else "cpu",
+                                  group=exchange_group(cfg.distributed, cfg.train.device), heartbeat=hb,
                                   transport=cfg.distributed.row_transport)
         # the future batches the owner's policy reads (W, or K for horizon)
         max_horizon = cfg.cache.horizon

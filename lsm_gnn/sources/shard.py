@@ -49,7 +49,7 @@ from lsm_gnn.cache.geometry import check_owned_ids, check_owner_store
 from lsm_gnn.ownership import local_rows
 from lsm_gnn.cache.policies import lookahead_horizon
 from lsm_gnn.cache.window import LookaheadWindow
-from lsm_gnn.sources.contract import STAGES, FeatureSource, TierCounters
+from lsm_gnn.contract import STAGES, FeatureSource, TierCounters
 from lsm_gnn.storage.base import IOCounters
 
 

@@ -39,11 +39,11 @@ import torch
 
 from lsm_gnn.cache.budget import for_devices
 from lsm_gnn.cache.rowpool import OutputRows
-from lsm_gnn.sources.contract import FeatureSource, TierCounters, as_source
+from lsm_gnn.contract import FeatureSource, TierCounters, as_source
 from lsm_gnn.multidevice.exchange import Exchange
-from lsm_gnn.ranks.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
+from lsm_gnn.multidevice.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
 from lsm_gnn.ownership import check_owned, split_valid_ids
-from lsm_gnn.records import EXCHANGE_STAGES
+from lsm_gnn.metrics import EXCHANGE_STAGES
 from lsm_gnn.utils.errors import InputError
 
 HEADER = 3  # shift, kept, new

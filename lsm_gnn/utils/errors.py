@@ -94,3 +94,14 @@ class DistributedError(LsmGnnError):
         self.rank = rank
         who = f"rank {rank}" if rank is not None else "a peer rank"
         super().__init__(f"{who}: {problem}")
+
+
+def reported_error(e: BaseException) -> str | None:
+    """The `error: ...` line the command prints instead of a traceback, or None for a bug (one rule,
+    used by the CLI's `main` and by the fault suite's in-process runs): an LsmGnnError, or the file system
+    refusing a write that no writer named (full, read-only, no permission)."""
+    if isinstance(e, LsmGnnError):
+        return f"error: {e}"
+    if isinstance(e, OSError) and is_environment_error(e) and e.errno != errno.ENOENT:
+        return f"error: {describe_os_error(e)}"
+    return None

@@ -35,8 +35,10 @@ class Ran:
 class Ctx:
     """A case's temporary folder, the pristine tiny graph and the ways to run `lsm-gnn` in it."""
 
-    def __init__(self, tmp: Path, base: Path):
-        self.tmp, self.base = tmp, base
+    def __init__(self, tmp: Path, base: Path, command):
+        # `command`: the `lsm-gnn` group the suite was started from (lsm_gnn.cli.cli), handed down
+        # so that this room, which the CLI's table names, imports no CLI back
+        self.tmp, self.base, self.command = tmp, base, command
         self.notes: list[str] = []
 
     def dataset(self, name: str = "ds") -> Path:
@@ -54,7 +56,9 @@ class Ctx:
         clear error, anything else a traceback."""
         import click
 
-        from lsm_gnn.cli import cli, reported_error
+        from lsm_gnn.utils.errors import reported_error
+
+        cli = self.command
 
         out = io.StringIO()
         ran = Ran()

@@ -142,14 +142,4 @@ class CachedFeatureSource(OwnerShard):
         return rows[inverse]
 
     # stats: the SourceStats dict above (src.stats["spilled"], src.stats() -> a copy); the
-    # other reports are the shard's (lsm_gnn.sources.shard)
-    def close(self) -> None:
-        self._close_reader()
-        self.pool = None
-        self._close_store()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+    # other reports and `close` are the shard's (lsm_gnn.sources.shard)

@@ -275,15 +275,8 @@ class DeviceCachedFeatureSource(OwnerShard):
         self.window.clear()
         return out.view(self.torch_dtype)
 
-    def close(self) -> None:
-        self._close_reader()
+    def _release_pool(self) -> None:
+        """Close the pool (it waits for its queued copies, then drops its tensors) in the shard's `close`."""
         if self.pool is not None:
             self.pool.close()
             self.pool = None
-        self._close_store()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass

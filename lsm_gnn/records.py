@@ -24,6 +24,7 @@ import jsonschema
 from lsm_gnn.utils.atomic import make_parent, refused, remove_leftovers, write_json
 from lsm_gnn.utils.errors import DataError, OutputError
 from lsm_gnn.utils.locks import exclusive
+from lsm_gnn.utils.outpaths import check_output
 from lsm_gnn.utils.machine import git_commit, hardware, versions
 
 if TYPE_CHECKING:
@@ -406,9 +407,9 @@ def claim_record(path: str | os.PathLike | None) -> Iterator[Path | None]:
     if path is None:
         yield None
         return
-    path = Path(path)
-    if path.is_dir():
+    if Path(path).is_dir() and not Path(path).is_symlink():
         raise OutputError(path, "the run record's path is a folder; give a file name (e.g. run.json)")
+    path = check_output(path, "file", "run record")
     folder = make_parent(path)
     with exclusive(path, "run record"):
         with refused(path, "the run record cannot be written here"), \

@@ -144,7 +144,6 @@ def test_a_second_writer_of_one_record_is_refused_and_the_first_keeps_it(tmp_pat
     from lsm_gnn.records import claim_record
     from lsm_gnn.utils.errors import BusyError
 
-    monkeypatch.setenv("LSM_GNN_LOCK_DIR", str(tmp_path / "locks"))
     rec = tmp_path / "out" / "run.json"
     with claim_record(rec):
         r, w = os.pipe()
@@ -167,7 +166,6 @@ def test_a_second_writer_of_one_record_is_refused_and_the_first_keeps_it(tmp_pat
 def test_leftovers_of_a_killed_writer_are_named_and_removed(tmp_path, monkeypatch, capsys):
     from lsm_gnn.utils.atomic import atomic_dir, write_json
 
-    monkeypatch.setenv("LSM_GNN_LOCK_DIR", str(tmp_path / "locks"))
     stale = tmp_path / ".data.abc1_23x.partial"   # tempfile.mkdtemp's name of a killed builder
     (stale / "sub").mkdir(parents=True)
     (stale / "sub" / "features.bin").write_bytes(b"\0" * 4096)

@@ -81,6 +81,11 @@ def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs
 
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
+    from lsm_gnn.utils.outpaths import check_output
+
+    for out_path, what in ((save_trace, "trace"), (out_csv, "CSV")):  # before any work (the record: below)
+        if out_path:
+            check_output(out_path, "file", what)
     if record_path:  # checked and locked before the simulation, held until the command ends
         from lsm_gnn.records import claim_record
 

@@ -35,7 +35,7 @@ import numpy as np
 from tqdm import tqdm
 
 from lsm_gnn.datasets import validate
-from lsm_gnn.datasets.format import Dataset, DatasetWriter, row_stride_for
+from lsm_gnn.datasets.format import check_dataset_output, Dataset, DatasetWriter, row_stride_for
 from lsm_gnn.datasets.synthetic import FEATURE_DTYPES, write_features
 from lsm_gnn.utils.errors import DataError, InputError
 
@@ -263,8 +263,7 @@ def import_graph(out: str | os.PathLike, edges: str | os.PathLike, *, features: 
     field, what was expected and what was found. See the module docstring for the formats.
     """
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise InputError(f"{out}: already exists; pass overwrite=True (CLI: --force) to replace it")
+    out = check_dataset_output(out, overwrite)  # before any work: what --force may replace
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise InputError(f"--seed: expected a non-negative integer, found {seed!r}")
     if feature_dim is not None and (not isinstance(feature_dim, (int, np.integer)) or feature_dim < 1):

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from lsm_gnn.datasets.format import Dataset, DatasetWriter, row_stride_for
+from lsm_gnn.datasets.format import check_dataset_output, Dataset, DatasetWriter, row_stride_for
 from lsm_gnn.utils.atomic import make_parent
 from lsm_gnn.utils.errors import InputError
 
@@ -284,8 +284,7 @@ def generate(root: str | os.PathLike, size: str | int = "tiny", *, seed: int = 0
     if not 0 < avg_degree <= n - 1:
         raise InputError(f"avg_degree: expected a value in (0, {n - 1}] for {n} nodes, found {avg_degree!r}")
     root = Path(root)
-    if root.exists() and not overwrite:
-        raise InputError(f"{root}: already exists; pass overwrite=True (CLI: --force) to replace it")
+    root = check_dataset_output(root, overwrite)  # before any work: what --force may replace
     dtype = np.dtype(feature_dtype)
 
     counts = igbh_node_counts(n) if heterogeneous else {"paper": n}

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterator
 
 from lsm_gnn.utils.errors import OutputError, is_environment_error
+from lsm_gnn.utils.outpaths import check_output
 
 # errors of a write in progress that are the file system's, not the caller's
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
@@ -116,8 +117,9 @@ def sweep_leftovers(folder: str | os.PathLike, *, say=None) -> list[Path]:
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path next to `path`; rename it onto `path` only if the block succeeds."""
-    path = Path(path)
+    """Yield a temporary path next to `path`; rename it onto `path` only if the block succeeds.
+    `path` is checked first (lsm_gnn.utils.outpaths): a regular file or nothing."""
+    path = check_output(path, "file")
     make_parent(path)
     with refused(path):
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial" + suffix, dir=path.parent)
@@ -158,10 +160,11 @@ def _json_default(o):
 
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Build a directory under a temporary name; replace `path` with it only on success."""
+    """Build a directory under a temporary name; replace `path` with it only on success. `path` is
+    checked first (lsm_gnn.utils.outpaths): a folder or nothing, never a symbolic link."""
     from lsm_gnn.utils.locks import exclusive
 
-    path = Path(path)
+    path = check_output(path, "dir")
     make_parent(path)
     with exclusive(path, "directory"):
         remove_leftovers(path)

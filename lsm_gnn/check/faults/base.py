@@ -196,18 +196,9 @@ def _wait_for(pred: Callable[[], bool], timeout: float, poll: float = 0.1) -> bo
 
 
 def _lock_held(path: Path) -> bool:
-    from filelock import FileLock, Timeout
+    from lsm_gnn.utils.locks import is_locked
 
-    from lsm_gnn.utils.locks import lock_file
-
-    lf = lock_file(path)
-    if not lf.exists():
-        return False
-    try:
-        FileLock(lf, timeout=0).acquire().lock.release()
-        return False
-    except Timeout:
-        return True
+    return is_locked(path)
 
 
 # ---- the cases -------------------------------------------------------------------------------------

@@ -11,11 +11,11 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lsm_gnn.choices import ENGINES, HARDWARE_PROFILES, READERS
 from lsm_gnn.utils.errors import ConfigError
+from lsm_gnn.utils.yamlmodel import load_yaml, shorten
 
 
 def policy_names() -> tuple[str, ...]:
@@ -305,7 +305,7 @@ def _raise_config_error(source: str, err: ValidationError):
     if kind == "extra_forbidden":
         problem = "unknown key"
     else:
-        problem = f"{first['msg']} (found {first.get('input')!r})"
+        problem = f"{first['msg']} (found {shorten(first.get('input'))})"
     raise ConfigError(source, key, problem) from None
 
 
@@ -332,10 +332,7 @@ def load_config(path: str | os.PathLike | None, overrides: list[str] | dict | No
             raise ConfigError(source, "(file)", f"cannot read: {e.strerror}") from None
         except UnicodeDecodeError as e:
             raise ConfigError(source, "(file)", f"not UTF-8 text: {e.reason} at byte {e.start}") from None
-        try:
-            data = yaml.safe_load(text) or {}
-        except (yaml.YAMLError, RecursionError) as e:
-            raise ConfigError(source, "(file)", f"not valid YAML: {e}") from None
+        data = load_yaml(text, source) or {}  # bounded: no expanding aliases, no duplicate keys
     if overrides:
         data = apply_overrides(data, overrides, source)
     return parse_config(data, source)
@@ -368,9 +365,9 @@ def _split(item: str, source: str) -> tuple[str, Any]:
         raise ConfigError(source, item, "override must look like key=value")
     k, v = item.split("=", 1)
     try:
-        return k.strip(), yaml.safe_load(v)
-    except (yaml.YAMLError, RecursionError) as e:
-        raise ConfigError(source, k.strip() or "(key)", f"value {v!r} is not a YAML value: {e}") from None
+        return k.strip(), load_yaml(v, source)
+    except ConfigError as e:
+        raise ConfigError(source, k.strip() or "(key)", f"value {shorten(repr(v))} is not a YAML value: {e.problem}") from None
 
 
 def config_to_dict(cfg: RunConfig) -> dict:

@@ -36,6 +36,7 @@ from lsm_gnn.datasets.format import check_dataset_output, Dataset, DatasetWriter
 from lsm_gnn.utils.atomic import make_parent
 from lsm_gnn.utils.errors import InputError
 
+
 SIZES = {"tiny": 100_000, "small": 1_000_000, "medium": 10_000_000}
 RECIPE_VERSION = 1
 
@@ -80,6 +81,9 @@ def resolve_size(size: str | int) -> tuple[str, int]:
         raise InputError(f"size: expected one of {', '.join(SIZES)} or a node count, found {size!r}") from None
     if isinstance(size, float) or n < 2:
         raise InputError(f"size: a node count must be an integer >= 2, found {size!r}")
+    from lsm_gnn.utils.bounds import check_nodes
+
+    check_nodes(n, "size", "num_nodes", why=f"{n:,} nodes")  # before any table of n
     return str(n), n
 
 

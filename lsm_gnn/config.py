@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from lsm_gnn.choices import ENGINES, HARDWARE_PROFILES, READERS
 from lsm_gnn.utils.errors import ConfigError
+from lsm_gnn.utils.seeds import SEED_MAX
 from lsm_gnn.utils.yamlmodel import load_yaml, shorten
 
 
@@ -32,8 +33,13 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+BYTES_MAX = 2**62
+"""The largest byte count a setting takes: int64 arithmetic on it (offsets, sums of two) stays exact."""
+
+
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # every number finite (an infinite timeout or capacity is no setting: `1e400` reads as inf)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class DatasetConfig(Section):
@@ -102,7 +108,7 @@ class CacheConfig(Section):
     capacity_fraction: float | None = Field(0.10, gt=0.0, le=1.0)
     """Total feature memory per device (device cache + victim buffer + landing buffer) as a
     fraction of the feature bytes (ignored if capacity_bytes is set); lsm_gnn.cache.budget."""
-    capacity_bytes: int | None = Field(None, ge=1)
+    capacity_bytes: int | None = Field(None, ge=1, le=BYTES_MAX)
     ways: int = Field(32, ge=1, le=1024)
     policy: str = "hybrid"
     """An eviction policy of the registry (lsm_gnn.cache.policies; `policy_names()`)."""
@@ -184,7 +190,8 @@ class TrainConfig(Section):
     """Adam's learning rate: 0.01, the default of the authors' training script (dist_homogenous_train.py
     in github.com/jeongminpark417/COALA-GNN; the paper does not state its value)."""
     weight_decay: float = Field(0.0, ge=0.0)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=SEED_MAX)
+    """numpy's and torch's seed range (0..2**32-1; lsm_gnn.utils.seeds.SEED_MAX)."""
     device: Literal["cpu", "cuda"] = "cpu"
     warmup_iters: int = Field(0, ge=0)
     """Iterations run before the timed window starts (the paper's code used 100)."""
@@ -247,7 +254,7 @@ class BaselineConfig(Section):
 
     page_cache_cap: bool = True
     """mmap loader: cap the page cache with a cgroup memory limit (else only drop it first)."""
-    page_cache_budget_bytes: int | None = Field(None, ge=0)
+    page_cache_budget_bytes: int | None = Field(None, ge=0, le=BYTES_MAX)
     """mmap page-cache budget; None: LSM-GNN's total feature memory (per-device budget x devices)."""
     partition_method: Literal["metis", "random"] = "metis"
     partition_dir: str | None = None

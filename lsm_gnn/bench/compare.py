@@ -451,7 +451,7 @@ def _scales(text: str | None) -> list[float]:
 @click.command("compare")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--dataset", default=None, help="Dataset directory.")
-@click.option("--devices", type=int, default=2, show_default=True)
+@click.option("--devices", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--machines", type=int, default=2, show_default=True)
 @click.option("--trainers", type=int, default=2, show_default=True)
 @click.option("--warmup", type=int, default=5, show_default=True, help="Warm-up iterations per epoch.")

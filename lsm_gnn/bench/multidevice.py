@@ -22,6 +22,8 @@ from pathlib import Path
 import click
 import numpy as np
 
+from lsm_gnn.utils.seeds import SEED_MAX
+
 
 def one_device_replay(cfg, dataset, trace, budget) -> dict:
     """Every device's requests served by one cache with memory `budget` (in this process)."""
@@ -176,12 +178,12 @@ def _cross_duplicates(trace) -> float:
 @click.option("--cache-fraction", default=0.1, show_default=True, type=float, help="total feature memory per device (cache + victim buffer), fraction of feature bytes")
 @click.option("--policy", default="hybrid", show_default=True)
 @click.option("--window", default=8, show_default=True, type=int)
-@click.option("--batch-size", default=1024, show_default=True, type=int)
+@click.option("--batch-size", default=1024, show_default=True, type=click.IntRange(min=1))
 @click.option("--fanouts", default="10,15", show_default=True)
 @click.option("--batches", default=None, type=int, help="iterations per epoch (default: the whole epoch)")
-@click.option("--epochs", default=1, show_default=True, type=int)
+@click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--reader", default="direct", show_default=True)
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, SEED_MAX))
 @click.option("--trace", "trace_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="replay this recorded trace (lsm-gnn simulate --save-trace) instead of sampling one")
 @click.option("--warmup", default=0, show_default=True, type=int,

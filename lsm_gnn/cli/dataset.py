@@ -8,6 +8,8 @@ import time
 
 import click
 
+from lsm_gnn.utils.seeds import SEED_MAX
+
 # Real datasets handled by lsm_gnn.datasets.real (name -> (sizes, description)).
 REAL_DATASETS = {
     "igb": (("tiny", "small", "medium", "large", "full"),
@@ -45,7 +47,7 @@ def list_datasets():
 
 @dataset.command()
 @click.argument("size", default="tiny")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="RNG seed.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, SEED_MAX), help="RNG seed.")
 @click.option("--hetero", is_flag=True, help="IGBH-like heterogeneous graph (paper/author/fos/institute).")
 @click.option("--dim", default=1024, show_default=True, type=click.IntRange(min=1), help="Feature dimension.")
 @click.option("--dtype", default="float32", show_default=True,
@@ -97,7 +99,7 @@ def generate(size, seed, hetero, dim, dtype, classes, avg_degree, out, pagerank,
               help="Three .npy files of node ids (or boolean masks), comma-separated.")
 @click.option("--split-fractions", default=None, metavar="F,F,F",
               help="Seeded random split of the labelled nodes [default: 0.6,0.2,0.2].")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, SEED_MAX),
               help="Seed of the random splits, placeholder labels and random features.")
 @click.option("--num-nodes", type=click.IntRange(min=1), default=None,
               help="Node count [default: from the DGL graph, the feature rows, the labels, else largest id + 1].")

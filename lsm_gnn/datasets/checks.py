@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -68,6 +69,18 @@ def _from_error(file: str, e: DataError) -> Problem:
     if e.expected is not None or e.found is not None:
         msg += f" (expected {e.expected}, found {e.found})"
     return Problem(file, msg)
+
+
+def _non_finite(obj, path: str = ""):
+    """(dotted path, value) of the first non-finite number in a JSON value, None when all are finite."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return path or "(root)", obj
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        found = _non_finite(v, f"{path}.{k}" if path else str(k))
+        if found is not None:
+            return found
+    return None
 
 
 def _is_count(v, low: int = 0) -> bool:
@@ -180,6 +193,10 @@ class Checker:
         if not isinstance(meta, dict):
             self.add(M, f"expected a JSON object, found {type(meta).__name__}")
             return False
+        bad = _non_finite(meta)
+        if bad is not None:  # 1e400 reads as inf: no count, size or offset is that
+            self.add(M, f"field {bad[0]}: a number must be finite (found {bad[1]!r}: beyond the float range or NaN)")
+            return False
         self.meta = meta
         ok = True
         if meta.get("format") != FORMAT_NAME:
@@ -256,8 +273,11 @@ class Checker:
             rel = f["file"]
             if not isinstance(rel, str):
                 raise TypeError(f"file must be a string, found {rel!r}")
-            dim, rows, stride = int(f["dim"]), int(f["num_rows"]), int(f["row_stride"])
-            row_bytes, file_bytes, offsets = int(f["row_bytes"]), int(f["file_bytes"]), dict(f["type_offsets"])
+            for k in ("dim", "num_rows", "row_stride", "row_bytes", "file_bytes"):  # never int(16.5) == 16
+                if not _is_count(f[k]):
+                    raise ValueError(f"features.{k} must be an integer >= 0, found {f[k]!r}")
+            dim, rows, stride = f["dim"], f["num_rows"], f["row_stride"]
+            row_bytes, file_bytes, offsets = f["row_bytes"], f["file_bytes"], dict(f["type_offsets"])
             dtype = np.dtype(f["dtype"])
         except (KeyError, TypeError, ValueError) as e:
             self.add(M, f"field features: malformed ({type(e).__name__}: {e})")

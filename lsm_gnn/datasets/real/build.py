@@ -29,7 +29,7 @@ from lsm_gnn.datasets.format import check_dataset_output, CHECKSUM_FILE, FEATURE
 from lsm_gnn.datasets.real import convert
 from lsm_gnn.datasets.real.npy import EdgeArray
 from lsm_gnn.datasets.real.state import PrepareState, fingerprint
-from lsm_gnn.utils.errors import DataError, InputError
+from lsm_gnn.utils.errors import DataError
 
 log = logging.getLogger(__name__)
 

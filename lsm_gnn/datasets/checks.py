@@ -382,11 +382,41 @@ class Checker:
                 self.add(rel, f"shape: expected {shape}, found {found_shape} (metadata.json field {field})")
             else:
                 self.headers_ok.add(rel)
+        self.identity()
         for et, (_, _, ne) in self.edges.items():  # the two ends of every offset array: O(1)
             for kind in ("csc", "csr"):
                 rel = f"topology/{et}/{kind}_indptr.npy"
                 if rel in self.headers_ok:
                     self.problems += indptr_problems(rel, np.load(self.root / rel, mmap_mode="r"), ne, ends_only=True)
+
+    def identity(self):
+        """The feature file and its checksums belong to this metadata (O(1): 64 rows): the checksums of
+        `checksums.identity_rows` hash to features.checksums.identity, and those rows of the feature
+        file match them. A feature file and checksum file swapped in from another dataset agree with
+        each other, so only this catches them before training on them."""
+        f = self.features
+        cs = self.meta["features"].get("checksums") if f else None
+        if not f or not isinstance(cs, dict) or CHECKSUM_FILE not in self.headers_ok:
+            return
+        want = cs.get("identity")
+        if want is None:
+            return  # written before identities: the row checks still hold
+        sums = checksums.load(self.root / CHECKSUM_FILE)
+        if not isinstance(want, str) or checksums.identity(sums) != want:
+            self.add(CHECKSUM_FILE, f"not this dataset's checksums: their identity differs from metadata.json "
+                     f"features.checksums.identity (expected {str(want)[:20]}, found {checksums.identity(sums)}); the "
+                     "feature file and its checksums were replaced, perhaps from another dataset")
+            return
+        rows = checksums.identity_rows(f["num_rows"])
+        if not rows.size or not f["path"].is_file() or f["path"].stat().st_size < f["num_rows"] * f["row_stride"]:
+            return  # a short or missing feature file is named by its own check
+        with open(f["path"], "rb") as fh:
+            got = np.frombuffer(b"".join(os.pread(fh.fileno(), f["row_bytes"], int(r) * f["row_stride"])
+                                         for r in rows), np.uint8).reshape(len(rows), f["row_bytes"])
+        bad = np.flatnonzero(checksums.row_checksums(got, f["row_bytes"]) != np.asarray(sums[rows]))
+        if bad.size:
+            self.add(f["rel"], f"not this dataset's feature file: row {int(rows[bad[0]])} (and {bad.size - 1} more of "
+                     f"{rows.size} sampled) differ from {CHECKSUM_FILE}; the file was replaced or is corrupt")
 
     # ---- listed files, their sizes and hashes; metadata.sha256 ---------------------------------
     def files(self):

@@ -491,6 +491,8 @@ class DatasetWriter:
         if not f.get("checksums"):  # a writer that did not hash its rows (a linked or copied file)
             sums = checksums.file_checksums(self.tmp / f["file"], f["num_rows"], f["row_stride"], f["row_bytes"])
             self.add_checksums(sums)
+        # one identity for the dataset's files (checked on open: foreign features + checksums are refused)
+        f["checksums"]["identity"] = checksums.identity(checksums.load(self.tmp / CHECKSUM_FILE))
         files = {}
         for p in sorted(self.tmp.rglob("*")):
             if p.is_file():

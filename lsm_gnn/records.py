@@ -407,9 +407,10 @@ def claim_record(path: str | os.PathLike | None) -> Iterator[Path | None]:
     if path is None:
         yield None
         return
-    if Path(path).is_dir() and not Path(path).is_symlink():
+    checked = check_output(path, "dir" if os.path.isdir(path) and not os.path.islink(path) else "file", "run record")
+    if checked.is_dir():
         raise OutputError(path, "the run record's path is a folder; give a file name (e.g. run.json)")
-    path = check_output(path, "file", "run record")
+    path = checked
     folder = make_parent(path)
     with exclusive(path, "run record"):
         with refused(path, "the run record cannot be written here"), \

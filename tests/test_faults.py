@@ -66,6 +66,26 @@ def test_a_cheap_fault_ends_cleanly(cheap_run, name):
     assert res["outcome"] in GOOD, res["detail"]
 
 
+# the families of issue 47 (data loss and replaced files, inputs that expand, numbers outside their
+# type, values silently replaced, concurrent writers, ranks that fail before starting, foreign data):
+# each must also name the key, file or field (judge_error notes "[does not name ...]" otherwise)
+HOSTILE = ("generate-force-", "import-force-", "record-is-", "record-name-", "simulate-outputs-", "two-records-",
+           "config-alias-", "config-duplicate-", "config-huge-", "config-negative-seed", "config-infinite-",
+           "config-overflowing-", "config-capacity-", "config-zero-", "simulate-zero-", "simulate-negative-",
+           "trace-header-", "import-header-", "import-huge-", "dataset-foreign-", "metadata-num-rows-",
+           "metadata-dim-", "ranks-fail-before-")
+
+
+@pytest.mark.faults
+def test_every_case_of_the_new_families_ends_well_and_names_what_was_wrong(cheap_run):
+    result, _ = cheap_run
+    cases = [r for r in result["cases"] if r["name"].startswith(HOSTILE)]
+    assert len(cases) >= 30
+    assert [(r["name"], r["outcome"]) for r in cases if r["outcome"] not in GOOD] == []
+    assert [(r["name"], r["detail"][-200:]) for r in cases if "does not name" in r["detail"]] == []
+    assert [r["name"] for r in cases if "DATA LOST" in r["detail"]] == []
+
+
 WORKFLOW = [c.name for c in CASES if c.name.startswith("workflow-")]
 
 

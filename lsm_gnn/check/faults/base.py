@@ -38,6 +38,7 @@ class Ctx:
     def __init__(self, tmp: Path, base: Path):
         self.tmp, self.base = tmp, base
         self.notes: list[str] = []
+        self.before: dict = {}  # what a case's folder held before the command (the outputs cases)
 
     def dataset(self, name: str = "ds") -> Path:
         """A fresh copy of the tiny graph to damage."""
@@ -63,6 +64,7 @@ class Ctx:
                 cli.main([str(a) for a in args], prog_name="lsm-gnn", standalone_mode=False)
             except click.exceptions.ClickException as e:
                 ran.error, ran.kind, ran.code = e, "clear", e.exit_code
+                print(f"Error: {e.format_message()}")  # what the console prints: the option's name included
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
                 if code:

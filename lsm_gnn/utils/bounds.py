@@ -97,6 +97,11 @@ def npy_header(path: str | os.PathLike) -> NpyHeader:
 
 
 def _check_fits(h: NpyHeader, available: int, source, field: str) -> None:
+    extent = int(np.prod([d for d in h.shape if d], dtype=object)) * h.dtype.itemsize
+    if any(d < 0 for d in h.shape) or extent > np.iinfo(np.intp).max:  # numpy refuses these, even with a 0 dim
+        raise DataError(source, f"field {field}: the header states {h.shape} {h.dtype}, beyond any array numpy "
+                                "can make", expected=f"extents within {np.iinfo(np.intp).max:,} bytes",
+                        found=f"{extent:,} bytes")
     if h.nbytes > available:
         raise DataError(source, f"field {field}: the header states {h.shape} {h.dtype} ({h.nbytes:,} bytes) but "
                                 "the file holds fewer", expected=f"at most {max(available, 0):,} bytes of data",

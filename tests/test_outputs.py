@@ -291,3 +291,43 @@ def test_report_compare_out_onto_a_symlink_replaces_nothing(tmp_path):
                tmp_path / "out.md")
     refused(proc, "symbolic link")
     assert snapshot(tmp_path) == before
+
+
+def test_a_sweep_removes_a_killed_writers_lock_file_but_not_a_held_one(tmp_path):
+    from lsm_gnn.utils.atomic import is_leftover, sweep_leftovers
+    from lsm_gnn.utils.locks import exclusive
+
+    (tmp_path / "results").mkdir()
+    stale = tmp_path / "results" / ".old.json.lock"   # what a SIGKILL of its holder leaves
+    stale.write_text("")
+    (tmp_path / "results" / "keep.lock.txt").write_text("x")
+    with exclusive(tmp_path / "results" / "live.json") as held:
+        removed = sweep_leftovers(tmp_path)
+        assert held.exists()
+    assert removed == [stale] and not stale.exists() and (tmp_path / "results" / "keep.lock.txt").exists()
+    assert is_leftover(".old.json.lock") and not is_leftover("old.json")
+
+
+@pytest.mark.parametrize("args", [
+    ["bench", "device", "{ds}", "--output", "{link}"],
+    ["check", "faults", "-k", "nothing-matches", "--json", "{link}"],
+    ["check", "compile", "--json", "{link}"],
+])
+def test_a_command_with_an_output_option_refuses_a_symlink_before_any_work(tmp_path, tiny, args):
+    (tmp_path / "target").write_text("the user's")
+    (tmp_path / "link").symlink_to("target")
+    before = snapshot(tmp_path)
+    refused(cli(*[a.format(ds=tiny, link=tmp_path / "link") for a in args]), "symbolic link")
+    assert snapshot(tmp_path) == before
+
+
+def test_a_folder_written_into_may_be_a_symlink_to_a_folder_but_not_to_a_file(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "to-dir").symlink_to(tmp_path / "real")
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "to-file").symlink_to(tmp_path / "f")
+    assert check_output(tmp_path / "to-dir", "into") == tmp_path / "to-dir"
+    with pytest.raises(OutputError, match="symbolic link"):
+        check_output(tmp_path / "to-dir", "dir")   # a dataset folder is replaced whole: never through a link
+    with pytest.raises(OutputError, match="no folder"):
+        check_output(tmp_path / "to-file", "into")

@@ -35,6 +35,7 @@ import numpy as np
 
 from lsm_gnn.bench.replicate import SPREAD_LIMIT, rotated_order, spread_of
 from lsm_gnn.storage.faults import capped_fault_seconds
+from lsm_gnn.utils.outpaths import output_option
 from lsm_gnn.utils.output import emit
 from lsm_gnn.utils.seeds import SEED_MAX, run_seed
 
@@ -276,7 +277,7 @@ def _parse_ints(text: str, what: str) -> list[int]:
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, SEED_MAX),
               help="Base seed; round r draws its random batches with run_seed(seed, r).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON object here.")
+@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=output_option(), help="Also write the JSON object here.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
 def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threads, seq_depth, fio_path,
                   fio_seconds, fault_processes, fault_batch, checksum_repeats, repeats, seed, as_json, output, progress):

@@ -8,6 +8,7 @@ import time
 
 import click
 
+from lsm_gnn.utils.outpaths import output_option
 from lsm_gnn.utils.seeds import SEED_MAX
 
 # Real datasets handled by lsm_gnn.datasets.real (name -> (sizes, description)).
@@ -180,7 +181,7 @@ def verify(path, quick, write_checksums, as_json, no_progress):
 @dataset.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
 @click.option("--devices", required=True, type=click.IntRange(min=2), help="Number of owners G (devices).")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
+@click.option("--out", type=click.Path(file_okay=False), default=None, callback=output_option("into", "owners folder"),
               help="Folder under which owners-G/ is written [default: the dataset's folder].")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def owners(path, devices, out, no_progress):
@@ -241,7 +242,7 @@ def _real():
 @dataset.command()
 @click.argument("name", type=click.Choice(list(REAL_DATASETS)))
 @click.option("--size", default=None, help="Size for igb/igbh: tiny, small, medium, large or full.")
-@click.option("--dest", type=click.Path(file_okay=False), default=None,
+@click.option("--dest", type=click.Path(file_okay=False), default=None, callback=output_option("into", "download folder"),
               help="Download directory [default: data/raw/NAME].")
 @click.option("--base-url", default=None, help="Mirror to download from instead of the official host.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")

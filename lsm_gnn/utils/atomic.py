@@ -58,9 +58,14 @@ def make_parent(path: str | os.PathLike) -> Path:
 _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}(?:\.probe)?\.partial")
 
 
+# the lock file of NAME (lsm_gnn.utils.locks): its holder removes it; one killed leaves it
+_LOCK = re.compile(r"^\.(?P<name>.+)\.lock$")
+
+
 def is_leftover(name: str) -> bool:
-    """Whether a file or folder of this name is an atomic writer's temporary sibling."""
-    return bool(_LEFTOVER.match(name))
+    """Whether a file or folder of this name is an atomic writer's temporary sibling or a writer's
+    lock file (which only a killed writer leaves behind)."""
+    return bool(_LEFTOVER.match(name) or _LOCK.match(name))
 
 
 def leftovers(path: str | os.PathLike) -> list[Path]:
@@ -104,12 +109,16 @@ def sweep_leftovers(folder: str | os.PathLike, *, say=None) -> list[Path]:
     starts, under its working directory's lock (workflow/Snakefile, `onstart`), so whoever made them
     was killed with an earlier run (tests/test_workflow_kill.py found one PNG's half-written sibling
     left that way)."""
+    from lsm_gnn.utils.locks import is_locked
+
     say = say or _stderr
     removed = []
     for root, dirs, files in os.walk(folder):
         for name in sorted(dirs + files):
             m = _LEFTOVER.match(name)
             if m:
+                removed.append(_remove(Path(root) / name, Path(root) / m["name"], say))
+            elif (m := _LOCK.match(name)) and name in files and not is_locked(Path(root) / m["name"]):
                 removed.append(_remove(Path(root) / name, Path(root) / m["name"], say))
         dirs[:] = [d for d in dirs if not is_leftover(d)]
     return removed

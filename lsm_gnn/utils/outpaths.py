@@ -47,11 +47,17 @@ def _existing_ancestor(path: Path) -> Path:
 
 
 def check_output(path: str | os.PathLike, kind: str = "file", what: str = "output") -> Path:
-    """Check `path` as an output of `kind` ("file" or "dir") before anything is written; return it
+    """Check `path` as an output of `kind` before anything is written: "file" (replaced by the
+    writer), "dir" (a folder replaced as a whole: a dataset) or "into" (a folder files are written
+    into, which may be a symbolic link to a folder); return it
     made absolute (its folder's symlinks kept, its own name not resolved). An `OutputError` naming
     the path when it is refused."""
-    if kind not in ("file", "dir"):
-        raise ValueError(f"kind must be 'file' or 'dir', not {kind!r}")
+    if kind not in ("file", "dir", "into"):
+        raise ValueError(f"kind must be 'file', 'dir' or 'into', not {kind!r}")
+    if kind == "into" and os.path.isdir(path):  # a folder files are written into (a symlink to one is fine)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise OutputError(path, f"cannot write into the {what}: not writable (permission denied)")
+        return Path(os.path.abspath(path))
     raw = os.fspath(path)
     if not raw:
         raise OutputError("''", f"the {what}'s path is empty")
@@ -81,6 +87,8 @@ def check_output(path: str | os.PathLike, kind: str = "file", what: str = "outpu
     if st is not None:
         found = _kind_of(st.st_mode)
         wanted = "a regular file" if kind == "file" else "a folder"
+        if kind == "into" and stat.S_ISLNK(st.st_mode):
+            raise OutputError(raw, f"the {what}'s path is a symbolic link to {os.readlink(p)}, which is no folder")
         if stat.S_ISLNK(st.st_mode):
             raise OutputError(raw, f"the {what}'s path is a symbolic link (to {os.readlink(p)}); writing would replace "
                                    "the link, not what it points to: give the real path")
@@ -93,3 +101,14 @@ def check_output(path: str | os.PathLike, kind: str = "file", what: str = "outpu
         raise OutputError(raw, f"cannot write the {what}: the folder {folder} is not writable "
                                f"(permission denied [errno {errno.EACCES}])")
     return p
+
+
+def output_option(kind: str = "file", what: str = "output"):
+    """A click option callback: the path, when given, checked by `check_output` as the command line is
+    parsed, before the command does any work (a benchmark's --output used to be refused only at
+    its end)."""
+    def callback(ctx, param, value):
+        if value:
+            check_output(value, kind, what)
+        return value
+    return callback

@@ -134,3 +134,17 @@ def test_a_node_count_beyond_memory_is_refused_by_the_generator(tmp_path):
 
     with pytest.raises(DataError, match="num_nodes"):
         generate(tmp_path / "g", str(10**14), progress=False)
+
+
+def test_a_huge_value_in_metadata_is_named_but_never_echoed_whole(tmp_path):
+    from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.datasets.synthetic import generate
+
+    ds = tmp_path / "ds"
+    generate(ds, "300", feature_dim=8, progress=False)
+    meta = json.loads((ds / "metadata.json").read_text())
+    meta["node_types"]["paper"]["num_nodes"] = "9" * 10_000_000
+    (ds / "metadata.json").write_text(json.dumps(meta))
+    with pytest.raises(DataError) as e:
+        Dataset(ds)
+    assert "node_types.paper.num_nodes" in str(e.value) and len(str(e.value)) < 3000

@@ -96,3 +96,10 @@ def test_a_seed_beyond_numpy_s_range_is_a_usage_error_naming_the_option(tiny, tm
     for seed in ("-1", str(2**32)):
         proc = cli(*args, "--seed", seed)
         assert proc.returncode == 2 and "--seed" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_simulate_never_puts_a_fraction_of_its_own_in_place_of_a_configs_capacity_in_bytes(tiny, tmp_path):
+    cfg = tmp_path / "bytes.yaml"
+    cfg.write_text("cache:\n  capacity_fraction: null\n  capacity_bytes: 100000\n")
+    proc = cli("simulate", tiny, "--config", cfg, "--max-batches", "1", "--fanouts", "2,2", "--policy", "hybrid")
+    assert proc.returncode != 0 and "cache.capacity_bytes" in proc.stderr and "--cache-fraction" in proc.stderr

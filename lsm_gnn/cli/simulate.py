@@ -132,8 +132,11 @@ def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs
 
     if any(k < 1 for k in lookaheads):
         raise InputError(f"--lookahead must be >= 1, found {min(lookaheads)}")
+    if not fractions and base.capacity_fraction is None:  # never a fraction of our own in its place
+        raise InputError(f"{config_path}: cache.capacity_bytes is set and simulate sweeps fractions of the rows: "
+                         "give --cache-fraction")
     configs = []
-    for frac in fractions or [base.capacity_fraction or 0.10]:
+    for frac in fractions or [base.capacity_fraction]:
         if not 0 < frac <= 1:
             raise InputError(f"--cache-fraction must lie in (0, 1], found {frac}")
         for w in windows or [base.window]:

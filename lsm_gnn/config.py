@@ -33,6 +33,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 BYTES_MAX = 2**62
 """The largest byte count a setting takes: int64 arithmetic on it (offsets, sums of two) stays exact."""
 
@@ -40,6 +41,16 @@ BYTES_MAX = 2**62
 class Section(BaseModel):
     # every number finite (an infinite timeout or capacity is no setting: `1e400` reads as inf)
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _within_int64(cls, v):
+        """Every integer of a setting (a list's too) within int64, where numpy and torch take it:
+        10**20 threads or a fan-out of 10**20 were OverflowErrors deep in a run."""
+        for x in (v if isinstance(v, list) else [v]):
+            if isinstance(x, int) and not isinstance(x, bool) and not INT64_MIN <= x <= INT64_MAX:
+                raise ValueError(f"an integer within int64 is expected ([{INT64_MIN}, {INT64_MAX}]), found {x}")
+        return v
 
 
 class DatasetConfig(Section):
@@ -202,7 +213,7 @@ class TrainConfig(Section):
     """Evaluate on a fixed seeded subset of this many validation/test nodes (None: the whole split)."""
     overlap_fetch: bool = True
     """Fetch the next batch's features in a thread while the current batch trains."""
-    threads: int | None = Field(None, ge=1)
+    threads: int | None = Field(None, ge=1, le=65536)
     accelerator: Literal["real", "emulated"] = "real"
     """real: the model trains on train.device. emulated: each train step is a wait of the
     accelerator profile's step time for that batch (MLPerf Storage's emulated accelerators;

@@ -90,7 +90,11 @@ def bench_cache(trace_path, device, static_path, rows, batches, batch_size, skew
         tr = Trace.load(trace_path)
         trace = [np.asarray(b, np.int64) for b in tr.device(device)]
         num_rows = tr.num_rows
-        static = np.load(static_path) if static_path else np.full(num_rows, 128, np.uint8)
+        if static_path:
+            from lsm_gnn.utils.bounds import npy_header
+
+            npy_header(static_path)  # the stated shape within the file and memory, before numpy allocates
+        static = np.load(static_path, allow_pickle=False) if static_path else np.full(num_rows, 128, np.uint8)
         source = {"trace": str(trace_path), "device": device}
     else:
         trace, static = synthetic_trace(rows, batches, batch_size, skew, seed)

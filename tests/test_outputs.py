@@ -331,3 +331,23 @@ def test_a_folder_written_into_may_be_a_symlink_to_a_folder_but_not_to_a_file(tm
         check_output(tmp_path / "to-dir", "dir")   # a dataset folder is replaced whole: never through a link
     with pytest.raises(OutputError, match="no folder"):
         check_output(tmp_path / "to-file", "into")
+
+
+def test_a_baseline_run_record_onto_a_symlink_replaces_nothing(tmp_path, tiny):
+    (tmp_path / "target.json").write_text("the user's")
+    (tmp_path / "run.json").symlink_to("target.json")
+    before = snapshot(tmp_path)
+    refused(cli("run", "--system", "memory", "--dataset", tiny, "--record", tmp_path / "run.json", "--no-progress"),
+            "symbolic link")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("args", [["check", "gpu", "--out", "{link}"],
+                                  ["bench", "compare", "--records", "{link}"]])
+def test_a_folder_option_onto_a_symlink_to_a_file_is_refused_as_the_line_is_parsed(tmp_path, args):
+    (tmp_path / "target").write_text("the user's")
+    (tmp_path / "link").symlink_to("target")
+    before = snapshot(tmp_path)
+    proc = cli(*[a.format(link=tmp_path / "link") for a in args])
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert snapshot(tmp_path) == before

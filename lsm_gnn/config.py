@@ -385,7 +385,8 @@ def _split(item: str, source: str) -> tuple[str, Any]:
     try:
         return k.strip(), load_yaml(v, source)
     except ConfigError as e:
-        raise ConfigError(source, k.strip() or "(key)", f"value {shorten(repr(v))} is not a YAML value: {e.problem}") from None
+        raise ConfigError(source, k.strip() or "(key)",
+                          f"value {shorten(repr(v))} is not a YAML value: {e.problem}") from None
 
 
 def config_to_dict(cfg: RunConfig) -> dict:

@@ -82,7 +82,8 @@ def test_a_66_kb_file_stating_terabytes_is_refused_before_any_allocation(tmp_pat
     assert e.value.path == str(p)
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shape=st.lists(st.integers(0, 2**40), min_size=0, max_size=3).map(tuple),
        dtype=st.sampled_from(["<i8", "<f4", "|u1", "<f2", "<u8"]), data=st.integers(0, 4096))
 def test_any_npy_header_is_accepted_only_when_the_file_and_the_machine_hold_it(tmp_path, shape, dtype, data):

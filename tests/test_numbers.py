@@ -28,7 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
     ("baseline.page_cache_budget_bytes=1e400", "baseline.page_cache_budget_bytes"),
     ("sampler.batch_size=0", "sampler.batch_size"), ("distributed.devices=0", "distributed.devices"),
     ("train.epochs=0", "train.epochs"), ("train.threads=100000000000000000000", "train.threads"),
-    ("sampler.fanouts=[100000000000000000000,2]", "sampler.fanouts"), ("cache.refresh_every=1e400", "cache.refresh_every"),
+    ("sampler.fanouts=[100000000000000000000,2]", "sampler.fanouts"),
+    ("cache.refresh_every=1e400", "cache.refresh_every"),
     ("train.eval_nodes=100000000000000000000", "train.eval_nodes"),
 ])
 def test_a_number_outside_its_type_is_an_error_naming_the_key(setting, key):

@@ -121,7 +121,8 @@ names = st.text(alphabet=string.ascii_letters + string.digits + "._- ", min_size
     lambda n: n not in (".", ".."))
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(entry=entries, name=names, kind=st.sampled_from(["file", "dir"]))
 def test_any_output_path_is_accepted_only_when_absent_or_of_its_kind_and_nothing_is_touched(tmp_path, entry, name,
                                                                                           kind):

@@ -64,7 +64,8 @@ def measure(batches, cfg, num_rows, static, budget, repeat=3, engine="cpu") -> t
               help="PageRank bytes (.npy, uint8 per row) for --trace; default: all equal.")
 @click.option("--rows", default=1_000_000, show_default=True, help="Rows of the generated trace.")
 @click.option("--batches", default=60, show_default=True, help="Batches of the generated trace.")
-@click.option("--batch-size", default=50_000, show_default=True, type=click.IntRange(min=1), help="Distinct ids per generated batch.")
+@click.option("--batch-size", default=50_000, show_default=True, type=click.IntRange(min=1),
+              help="Distinct ids per generated batch.")
 @click.option("--skew", default=0.9, show_default=True, help="Zipf exponent of the generated popularity.")
 @click.option("--capacity-fraction", default=0.1, show_default=True,
               help="Total memory budget (cache lines + victim buffer + landing buffer) / rows.")

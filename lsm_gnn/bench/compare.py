@@ -478,8 +478,10 @@ def _scales(text: str | None) -> list[float]:
 @click.option("--validate-against", "validate_against", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Other bench compare outputs (JSON) for the validation's dilation and emulator-vs-real checks.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
-@click.option("--records", "records_dir", default=None, callback=output_option("into", "records folder"), help="Also write each run's record here.")
-@click.option("--output", default=None, callback=output_option(), help="Also write the JSON object to this file (atomically).")
+@click.option("--records", "records_dir", default=None, callback=output_option("into", "records folder"),
+              help="Also write each run's record here.")
+@click.option("--output", default=None, callback=output_option(),
+              help="Also write the JSON object to this file (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_compare(config_path, dataset, devices, machines, trainers, warmup, timed, accelerator, systems, repeats,
                   sweep, limits, fio_path, storage_device, storage_profile, time_scale, validate_against, overrides,

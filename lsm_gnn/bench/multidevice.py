@@ -195,7 +195,8 @@ def _cross_duplicates(trace) -> float:
 @click.option("--owners-dir", type=click.Path(file_okay=False), default=None,
               help="folder of the per-owner feature files (owners-G/ under it; default: the dataset's folder)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=output_option(), help="also write the JSON here")
+@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=output_option(),
+              help="also write the JSON here")
 def bench_multidevice(dataset, devices, cache_fraction, policy, window, batch_size, fanouts, batches, epochs,
                       reader, seed, trace_path, warmup, victim_depth, victim, verify, owners_dir, as_json, output):
     """Shared cache vs isolated caches vs one device (same total memory) on one trace."""

@@ -277,7 +277,8 @@ def _parse_ints(text: str, what: str) -> list[int]:
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, SEED_MAX),
               help="Base seed; round r draws its random batches with run_seed(seed, r).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=output_option(), help="Also write the JSON object here.")
+@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=output_option(),
+              help="Also write the JSON object here.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
 def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threads, seq_depth, fio_path,
                   fio_seconds, fault_processes, fault_batch, checksum_repeats, repeats, seed, as_json, output, progress):

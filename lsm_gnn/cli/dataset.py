@@ -242,7 +242,8 @@ def _real():
 @dataset.command()
 @click.argument("name", type=click.Choice(list(REAL_DATASETS)))
 @click.option("--size", default=None, help="Size for igb/igbh: tiny, small, medium, large or full.")
-@click.option("--dest", type=click.Path(file_okay=False), default=None, callback=output_option("into", "download folder"),
+@click.option("--dest", type=click.Path(file_okay=False), default=None,
+              callback=output_option("into", "download folder"),
               help="Download directory [default: data/raw/NAME].")
 @click.option("--base-url", default=None, help="Mirror to download from instead of the official host.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")

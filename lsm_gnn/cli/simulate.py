@@ -30,20 +30,24 @@ def _int_list(text: str) -> list[int]:
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="Run config (YAML) whose sampler, seed and cache settings are the defaults.")
 @click.option("--fanouts", default=None, help="Sampler fan-outs, e.g. 10,15 (default: config's).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Seeds per mini-batch (default: config's).")
-@click.option("--seed", type=click.IntRange(0, SEED_MAX), default=None, help="Sampler seed, as train.seed (default: config's).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Seeds per mini-batch (default: config's).")
+@click.option("--seed", type=click.IntRange(0, SEED_MAX), default=None,
+              help="Sampler seed, as train.seed (default: config's).")
 @click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True, help="Epochs to sample.")
 @click.option("--devices", type=click.IntRange(min=1), default=None, help="Devices G (default 1, or the trace's).")
 @click.option("--mode", type=click.Choice(["shared", "isolated"]), default="shared", show_default=True,
               help="shared: owner v % G caches v for all devices; isolated: each device caches its own.")
-@click.option("--max-batches", type=click.IntRange(min=1), default=None, help="Cut each epoch to its first N iterations.")
+@click.option("--max-batches", type=click.IntRange(min=1), default=None,
+              help="Cut each epoch to its first N iterations.")
 @click.option("--split", type=click.Choice(["train", "val", "test"]), default="train", show_default=True)
 @click.option("--policy", "policies", multiple=True, type=click.Choice(list(POLICIES) + ["all"]),
               help="Eviction policy (repeatable; default all).")
 @click.option("--cache-fraction", "fractions", multiple=True, type=click.FloatRange(0, 1, min_open=True),
               help="Total memory per device (cache + victim buffer + landing buffer) as a fraction of all "
                    f"rows (repeatable; default config's, {_CACHE.capacity_fraction}).")
-@click.option("--window", "windows", multiple=True, type=click.IntRange(0, 1024), help=f"Lookahead window W (repeatable; default config's, {_CACHE.window}).")
+@click.option("--window", "windows", multiple=True, type=click.IntRange(0, 1024),
+              help=f"Lookahead window W (repeatable; default config's, {_CACHE.window}).")
 @click.option("--lookahead", "lookaheads", multiple=True, type=click.IntRange(1, 65536),
               help="K, future batches a long-lookahead policy (horizon) reads (repeatable: a K sweep; default "
                    f"config's, {_CACHE.lookahead}). Other policies read W.")
@@ -55,7 +59,8 @@ def _int_list(text: str) -> list[int]:
                    "policy's share, lsm_gnn.cache.budget).")
 @click.option("--victim/--no-victim", "victim", default=None, help=f"Victim buffer + PVP on/off (default config's, "
               f"{'on' if _CACHE.victim_buffer.enabled else 'off'}).")
-@click.option("--ways", type=click.IntRange(1, 1024), default=None, help=f"Set associativity (default config's, {_CACHE.ways}).")
+@click.option("--ways", type=click.IntRange(1, 1024), default=None,
+              help=f"Set associativity (default config's, {_CACHE.ways}).")
 @click.option("--engine", type=click.Choice(ENGINES), default=_CACHE.engine, show_default=True)
 @click.option("--save-trace", type=click.Path(dir_okay=False), help="Write the trace (.npz) for later replays.")
 @click.option("--trace-only", is_flag=True, help="Only sample (and --save-trace) the trace; replay nothing.")

@@ -54,7 +54,8 @@ class Trace:
         arrays' dtypes, offsets from 0 to len(ids) that never decrease, ids in [0, num_rows)."""
         from lsm_gnn.utils.bounds import check_npz
 
-        check_npz(path, ("header", "ids", "offsets"))  # stated shapes within the file and memory, before numpy allocates
+        # the stated shapes within the file and memory, before numpy allocates them
+        check_npz(path, ("header", "ids", "offsets"))
         try:
             with np.load(path) as z:
                 header = json.loads(bytes(z["header"]).decode())

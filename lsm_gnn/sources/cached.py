@@ -37,8 +37,9 @@ def _check_budget_fits(budget: MemoryBudget, cfg) -> None:
     need = budget.total_rows * max(budget.row_bytes, 1)
     if need > memory_bytes():
         key = "cache.capacity_bytes" if cfg.capacity_bytes is not None else "cache.capacity_fraction"
-        raise ConfigError("<config>", key, f"a budget of {budget.total_rows:,} rows ({need / 2**30:,.1f} GiB) per device "
-                                           f"is more than this machine's memory ({memory_bytes() / 2**30:,.1f} GiB)")
+        raise ConfigError("<config>", key, f"a budget of {budget.total_rows:,} rows ({need / 2**30:,.1f} GiB) per "
+                                           f"device is more than this machine's memory "
+                                           f"({memory_bytes() / 2**30:,.1f} GiB)")
 
 
 class CachedFeatureSource(OwnerShard):

@@ -75,7 +75,8 @@ def check_output(path: str | os.PathLike, kind: str = "file", what: str = "outpu
                                    f"per name" + (f", less {room} for the writer's temporary sibling" if room else ""))
     if len(os.fsencode(str(p))) + SIBLING_EXTRA > path_max:
         raise OutputError(raw[:80] + "...", f"the path is {len(os.fsencode(str(p)))} bytes; this file system "
-                                            f"allows {path_max}, less {SIBLING_EXTRA} for the writer's temporary sibling")
+                                            f"allows {path_max}, less {SIBLING_EXTRA} for the writer's temporary "
+                                            "sibling")
     try:
         st = os.lstat(p)
     except FileNotFoundError:

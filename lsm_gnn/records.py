@@ -30,6 +30,7 @@ from lsm_gnn.metrics import (IO_KEYS, ITERATION_KEYS, ROW_KEYS, STAGES, TIMED_WI
 from lsm_gnn.utils.atomic import make_parent, refused, remove_leftovers, write_json
 from lsm_gnn.utils.errors import DataError, OutputError
 from lsm_gnn.utils.locks import exclusive
+from lsm_gnn.utils.outpaths import check_output
 from lsm_gnn.utils.machine import git_commit, hardware, versions
 
 if TYPE_CHECKING:
@@ -219,9 +220,10 @@ def claim_record(path: str | os.PathLike | None) -> Iterator[Path | None]:
     if path is None:
         yield None
         return
-    path = Path(path)
-    if path.is_dir():
+    checked = check_output(path, "dir" if os.path.isdir(path) and not os.path.islink(path) else "file", "run record")
+    if checked.is_dir():
         raise OutputError(path, "the run record's path is a folder; give a file name (e.g. run.json)")
+    path = checked
     folder = make_parent(path)
     with exclusive(path, "run record"):
         with refused(path, "the run record cannot be written here"), \

@@ -15,9 +15,14 @@ from lsm_gnn.config import DistributedConfig
 
 
 def pick_free_port(addr: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((addr, 0))
-        return s.getsockname()[1]
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((addr, 0))
+            return s.getsockname()[1]
+    except OSError as e:  # an address that does not resolve or is not this machine's: before any rank starts
+        from lsm_gnn.utils.errors import DistributedError
+
+        raise DistributedError(None, f"distributed.master_addr {addr!r}: cannot listen there ({e})") from None
 
 
 def resolve_backend(distributed: DistributedConfig, device: str) -> str:

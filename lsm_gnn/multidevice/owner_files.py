@@ -112,6 +112,10 @@ def ensure_owner_files(dataset: Dataset | str | os.PathLike, num_owners: int, *,
         raise DataError(lay.path, "feature file missing or shorter than metadata.json says",
                         expected=lay.num_rows * lay.row_stride,
                         found=lay.path.stat().st_size if lay.path.exists() else None)
+    from lsm_gnn.utils.outpaths import check_output
+
+    for out in [directory / MANIFEST] + [layouts[o].path for o in wanted]:  # before any work
+        check_output(out, "file", "owner file")
     directory.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     raw = np.memmap(lay.path, dtype=np.uint8, mode="r", shape=(lay.num_rows * lay.row_stride,))

@@ -22,7 +22,7 @@ from lsm_gnn.multidevice.health import Heartbeat
 from lsm_gnn.ranks.merge import failed_record, merge_records
 from lsm_gnn.ranks.spawn import run_ranks
 from lsm_gnn.ranks.workers import train_worker
-from lsm_gnn.utils.errors import DataError, DistributedError, LsmGnnError, OutputError
+from lsm_gnn.utils.errors import ConfigError, DistributedError, InputError, LsmGnnError
 
 
 def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict | None = None,
@@ -42,13 +42,16 @@ def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict
                 from lsm_gnn.multidevice.owner_files import ensure_owner_files
 
                 ensure_owner_files(Dataset(cfg.dataset.path), G, out_dir=cfg.dataset.owners_dir, progress=progress)  # once, before the ranks
-        except (DataError, OutputError) as e:  # the dataset does not open: a failed run, with its record
-            if record_path:
+            with cpu_time_around() as cpu:  # the ranks are this process's children, reaped by the end
+                results, failure, wall = run_ranks(cfg, worker, worker_args or {})
+        except Exception as e:
+            # a failure before or while starting the ranks (a dataset that does not open, owner files
+            # that cannot be written, ranks that cannot be spawned) is a failed run, with its record;
+            # a config or argument rejected before anything ran is an error only, as in one process
+            if record_path and not isinstance(e, (ConfigError, InputError)):
                 write_record(record_path, failed_record(cfg, {"rank": None, "message": f"{type(e).__name__}: {e}"},
                                                         worker))
             raise
-        with cpu_time_around() as cpu:  # the ranks are this process's children, reaped by the end
-            results, failure, wall = run_ranks(cfg, worker, worker_args or {})
         record = merge_records(cfg, results, worker, wall) if failure is None else failed_record(cfg, failure, worker)
         if failure is None:
             emulation_records(record, cfg, cpu)

@@ -50,7 +50,6 @@ def run_case(c: Case, root: Path, base: Path, command) -> dict:
         code = 0
         try:
             os.setpgid(0, 0)
-            os.environ["LSM_GNN_LOCK_DIR"] = str(root / "locks")
             log = os.open(tmp / "case.log", os.O_WRONLY | os.O_CREAT, 0o644)
             os.dup2(log, 1)
             os.dup2(log, 2)

@@ -41,7 +41,8 @@ def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict
             if cfg.distributed.mode == "shared" and G > 1:
                 from lsm_gnn.multidevice.owner_files import ensure_owner_files
 
-                ensure_owner_files(Dataset(cfg.dataset.path), G, out_dir=cfg.dataset.owners_dir, progress=progress)  # once, before the ranks
+                ensure_owner_files(Dataset(cfg.dataset.path), G, out_dir=cfg.dataset.owners_dir, progress=progress,
+                                   rank_dirs=cfg.storage.rank_dirs)  # once, before the ranks
         except (DataError, OutputError) as e:  # the dataset does not open: a failed run, with its record
             if record_path:
                 write_record(record_path, failed_record(cfg, {"rank": None, "message": f"{type(e).__name__}: {e}"},

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # make reproduce DATASET=igb-tiny (any form docs/workflow.md lists) or SIZE=tiny (= synthetic-tiny);
 # neither: the workflow's default (synthetic-small, config/config.yaml). DEVICE=cuda: the training
 # jobs train on the GPU (the workflow's `device`; VENV must then hold a CUDA build of torch, which
-# requirements.txt's CPU pins are not: docs/run-on-your-gpus.md). Snakemake reads
+# requirements.txt's CPU pins do not install: docs/run-on-your-gpus.md). Snakemake reads
 # profiles/default (timed=1: no two timed jobs overlap; --rerun-incomplete) without flags.
 DATASET ?=
 SIZE ?=

@@ -41,7 +41,7 @@ def test_the_kernel_equals_the_xxhash_package_on_inputs_that_stress_the_arithmet
 
 def test_one_batch_call_hashes_every_row_of_a_padded_array_as_the_package_does_row_by_row():
     rng = np.random.default_rng(7)
-    for row_bytes in (0, 1, 2, 3, 5, 8, 12, 16, 31, 100, 128, 200, 240, 241, 700, 1024, 1500, 4096, 4097):
+    for row_bytes in (0, 1, 2, 3, 5, 8, 12, 16, 31, 100, 128, 200, 240, 241, 700, 1024, 1500, 4096, 4097, 65536 + 7):
         stride = row_bytes + int(rng.integers(0, 24))   # padded to a longer row stride
         rows = rng.integers(0, 256, (37, max(stride, 1)), dtype=np.uint8)
         got = checksums.row_checksums(rows, row_bytes)

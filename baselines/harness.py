@@ -132,9 +132,9 @@ def _run_lsm_family(system: str, cfg: RunConfig, devices: int, progress: bool) -
         # reused, and charged their build time either way (as reused Dist-DGL partitions are)
         ds = Dataset(scfg.dataset.path)
         t0 = time.perf_counter()
-        out = scfg.dataset.owners_dir
-        ensure_owner_files(ds, devices, out_dir=out, progress=progress)
-        pre = max(time.perf_counter() - t0, owner_files_build_seconds(ds, devices, out) or 0.0)
+        out, rank_dirs = scfg.dataset.owners_dir, scfg.storage.rank_dirs
+        ensure_owner_files(ds, devices, out_dir=out, progress=progress, rank_dirs=rank_dirs)
+        pre = max(time.perf_counter() - t0, owner_files_build_seconds(ds, devices, out, rank_dirs) or 0.0)
     worker, args = "train", {}
     if system in ("mmap", "direct"):
         worker = "baselines.loaders:plain_worker"

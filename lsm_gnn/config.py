@@ -79,6 +79,15 @@ class StorageConfig(Section):
     """Check every row read from storage against its checksum (features.xxh3.npy); a row that
     differs stops the run naming the file and the row. Measured at a few % of the random-read rate
     (docs/storage.md, "Row checksums"), so on by default."""
+    rank_dirs: list[str] | None = None
+    """One folder per rank, each on that rank's own drive (the paper gives each GPU its own SSDs;
+    docs/run-on-your-gpus.md): with G ranks, G folders, rank r's storage in the r-th. The shared
+    cache (lsm) keeps rank r's owner file there (`owners-G/owner-r.bin`, in place of
+    dataset.owners_dir); every other system's rank r reads a full replica of features.bin there
+    (`owners-1/owner-0.bin`, as the authors' isolated baseline reads its own SSD). Both are written
+    on first use by the owner-file writer (lsm_gnn/multidevice/owner_files.py: every row checked
+    against its checksum, a manifest tying the file to features.bin). null: every rank reads the
+    dataset's folder (or dataset.owners_dir)."""
     mmap_advice: Literal["normal", "random"] = "normal"
     """mmap reader: "random" (MADV_RANDOM) turns kernel readahead off (the page-cache-capped mmap
     baseline sets it: under a small cap readahead evicts the rows being gathered)."""

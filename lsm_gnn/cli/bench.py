@@ -5,7 +5,8 @@ import click
 
 from lsm_gnn.cli.group import LazyGroup
 
-BENCHES = ("storage", "cache", "train", "multidevice", "exchange", "compare", "validate", "device", "loader")
+BENCHES = ("storage", "cache", "train", "multidevice", "exchange", "compare", "validate", "device", "loader",
+           "checksums")
 
 
 def benchmark(name: str) -> click.Command:
@@ -28,6 +29,8 @@ def benchmark(name: str) -> click.Command:
         from lsm_gnn.bench.device import bench_device as cmd
     elif name == "loader":
         from lsm_gnn.bench.loader import bench_loader as cmd
+    elif name == "checksums":
+        from lsm_gnn.bench.checksums import bench_checksums as cmd
     else:
         raise KeyError(name)
     return cmd

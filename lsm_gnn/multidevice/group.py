@@ -1,6 +1,7 @@
 """The process group of a multi-device run: rendezvous port, backend, the exchange's own group.
 
-gloo on the CPU, NCCL when `train.device=cuda` and CUDA is present (`distributed.backend: auto`).
+gloo on the CPU, NCCL when `train.device=cuda`, CUDA is present and every rank of this host has a GPU
+of its own (`distributed.backend: auto`; gloo with more ranks than GPUs).
 The process-group timeout (`distributed.timeout_s`) bounds every collective, so no rank blocks
 forever, with or without the launcher watching it.
 """
@@ -26,14 +27,21 @@ def pick_free_port(addr: str = "127.0.0.1") -> int:
 
 
 def resolve_backend(distributed: DistributedConfig, device: str) -> str:
-    """The backend of `distributed.backend` (auto: NCCL when the run trains on `device` cuda and CUDA
-    is present, else gloo)."""
+    """The backend of `distributed.backend` (auto: NCCL when the run trains on `device` cuda, CUDA
+    is present and this host has a GPU for each of its ranks, else gloo)."""
     b = distributed.backend
     if b != "auto":
         return b
     import torch
 
-    return "nccl" if device == "cuda" and torch.cuda.is_available() else "gloo"
+    if device != "cuda" or not torch.cuda.is_available():
+        return "gloo"
+    # NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): with more ranks on this host
+    # than GPUs (a workflow's 2-device runs on a one-GPU machine) the ranks train on cuda:0 and
+    # exchange through gloo, as `lsm-gnn check gpu`'s multidevice step does. torchrun says how many
+    # ranks share the host (LOCAL_WORLD_SIZE); the launcher puts all of distributed.devices on it.
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", distributed.devices))
+    return "nccl" if local_ranks <= torch.cuda.device_count() else "gloo"
 
 
 def init_process_group(distributed: DistributedConfig, device: str, rank: int, world_size: int,

@@ -41,7 +41,8 @@ def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict
             if cfg.distributed.mode == "shared" and G > 1:
                 from lsm_gnn.multidevice.owner_files import ensure_owner_files
 
-                ensure_owner_files(Dataset(cfg.dataset.path), G, out_dir=cfg.dataset.owners_dir, progress=progress)  # once, before the ranks
+                ensure_owner_files(Dataset(cfg.dataset.path), G, out_dir=cfg.dataset.owners_dir, progress=progress,
+                                   rank_dirs=cfg.storage.rank_dirs)  # once, before the ranks
             with cpu_time_around() as cpu:  # the ranks are this process's children, reaped by the end
                 results, failure, wall = run_ranks(cfg, worker, worker_args or {})
         except Exception as e:

@@ -182,5 +182,7 @@ def test_without_the_carried_wheels_every_step_still_runs_and_the_json_names_wha
     assert {"pydantic", "jsonschema"} <= set(rep["environment"]["missing_modules"]), rep["environment"]
     imports = rep["environment"]["imports"]  # named before any GPU work (the steps that import them then do not run)
     assert "No module named 'pydantic'" in imports["lsm_gnn.accelerator.measure"]
-    assert "No module named 'jsonschema'" in imports["lsm_gnn.bench.cache"]
+    # the engine's steps read the metric vocabulary (lsm_gnn.metrics, a leaf), not the run record:
+    # they import without any carried wheel
+    assert imports["lsm_gnn.bench.cache"] == "ok", imports["lsm_gnn.bench.cache"]
     assert len(list(r["out"].iterdir())) <= MAX_FILES

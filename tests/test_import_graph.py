@@ -186,7 +186,8 @@ def test_the_lists_of_accepted_values_import_nothing(library):
 # (`bench`, one module per subject) are harness and stand on the top floor, beside the commands
 # (`check gpu` runs some of their functions as its steps), above every engine they measure.
 FLOORS = [
-    ("", "utils", "ownership", "choices", "sources.contract", "schemas", "configs"),  # leaves
+    ("", "utils", "ownership", "choices", "sources.contract", "schemas", "configs",
+     "testbed"),  # leaves (testbed: the stage-to-part table the emulation, projection and report read)
     ("datasets", "models"),
     ("storage", "sampling"),
     ("config", "accelerator",         # a run's configuration and emulated accelerator, and what

@@ -1,0 +1,152 @@
+"""The testbed's stage table (lsm_gnn.testbed) and the charging primitive (lsm_gnn.storage.charge)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lsm_gnn.records import STAGES
+from lsm_gnn.storage.charge import Charger, charge_summary, link_seconds
+from lsm_gnn.testbed import GPU_RATES, PARTS, TABLE, as_record, component, part_of
+from lsm_gnn.utils.errors import InputError
+
+
+def test_every_record_stage_of_every_system_has_a_part_of_the_testbed():
+    for system in ("lsm", "isolated", "direct", "mmap", "memory", "distdgl"):
+        for stage in STAGES:
+            assert component(system, stage) in PARTS, (system, stage)
+
+
+def test_every_table_entry_names_a_known_part_and_a_record_stage():
+    for system, rows in TABLE.items():
+        for stage, p in rows.items():
+            assert p.part in PARTS and p.record_stage in STAGES and p.basis, (system, stage)
+
+
+def test_a_stage_not_in_the_table_is_an_error_naming_it():
+    with pytest.raises(InputError, match="no stage 'decode' of system 'lsm'"):
+        part_of("lsm", "decode")
+    with pytest.raises(InputError, match="no system 'pyg'"):
+        part_of("pyg", "sample")
+
+
+def test_the_paper_testbed_puts_distdgl_host_work_on_the_host_and_its_copy_on_pcie():
+    assert part_of("distdgl", "sample").part == "host"
+    assert part_of("distdgl", "exchange_rows").part == "host"
+    assert part_of("distdgl", "copy_to_gpu").part == "pcie"
+    assert part_of("distdgl", "pull_rpc").part == "nic"
+    assert part_of("lsm", "fetch_cache").part == "gpu" and part_of("lsm", "exchange_rows").part == "pcie"
+    assert as_record("distdgl")["copy_to_gpu"]["record_stage"] == "other"
+
+
+def test_the_gpu_rate_grows_with_the_requests_from_a_fixed_part():
+    r = GPU_RATES["fetch_cache"]
+    assert r.seconds(0) == r.fixed_s and r.seconds(81_000) > r.seconds(21_000) > r.fixed_s
+
+
+class FakeTime:
+    """A clock (ns), a thread CPU clock and a wait that jumps to the deadline plus `oversleep`."""
+
+    def __init__(self):
+        self.now = 1_000_000
+        self.cpu = 0
+        self.oversleep = 0
+
+    def clock(self):
+        return self.now
+
+    def cpu_clock(self):
+        return self.cpu
+
+    def wait(self, deadline):
+        self.now = max(self.now, deadline) + self.oversleep
+        return self.now
+
+    def work(self, cpu_ns, off_cpu_ns=0):
+        self.cpu += cpu_ns
+        self.now += cpu_ns + off_cpu_ns
+
+
+def charger(S=64.0, f=1.0):
+    t = FakeTime()
+    return t, Charger(S, f, clock=t.clock, cpu_clock=t.cpu_clock, wait=t.wait)
+
+
+def test_a_host_stage_ends_at_s_times_f_times_its_thread_cpu_time_not_its_wall_time():
+    t, c = charger(S=16, f=2.0)
+    t0 = t.now
+    with c.host("sample"):
+        t.work(1_000_000, off_cpu_ns=5_000_000)  # 1 ms of CPU, 5 ms held off the CPU
+    assert t.now - t0 == 16 * 2 * 1_000_000
+    s = c.summary()["stages"]["sample"]
+    assert s["component"] == "host" and s["charged_s"] == pytest.approx(2e-3) and s["late_fraction"] == 0.0
+
+
+def test_a_link_stage_ends_at_bytes_over_bandwidth_plus_latency_times_s():
+    t, c = charger(S=64)
+    t0 = t.now
+    c.link("copy_to_gpu", "pcie", t0, nbytes=25e6, bandwidth=25e9, latency_s=1e-5)
+    assert t.now - t0 == pytest.approx(64 * (1e-3 + 1e-5) * 1e9, abs=2)
+    assert link_seconds(25e6, 25e9, 1e-5, transfers=3) == pytest.approx(1e-3 + 3e-5)
+    assert c.summary()["parts"]["pcie"]["charged_s"] == pytest.approx(1.01e-3)
+
+
+def test_an_additive_host_stage_stretches_only_its_own_work_and_keeps_the_waits():
+    t, c = charger(S=10)
+    t0 = t.now
+    with c.host("sample", additive=True):
+        t.work(1_000_000)
+        t.now += 7_000_000  # waiting on a server that charged itself
+    assert t.now - t0 == 1_000_000 + 7_000_000 + 9 * 1_000_000
+    assert c.summary()["stages"]["sample"]["charged_s"] == pytest.approx(1e-3)
+
+
+def test_a_busy_machine_makes_a_host_stage_late_and_the_run_invalid_with_that_cause():
+    t, c = charger(S=4)
+    with c.host("server_pull"):
+        t.work(1_000_000, off_cpu_ns=10_000_000)  # off the CPU far beyond the 3 ms of padding
+    out = c.summary()
+    assert not out["valid"] and out["parts"]["host"]["late_fraction"] > 0.01
+    assert "machine is busy" in out["invalid_causes"][0]
+
+
+def test_a_scale_too_small_is_told_from_a_busy_machine():
+    t, c = charger(S=1, f=0.5)  # the paper's core twice as fast as this one, no dilation
+    with c.host("sample"):
+        t.work(1_000_000)
+    out = c.summary()
+    assert not out["valid"] and "scale is too small" in out["invalid_causes"][0]
+    # a copy slower than its link's charge: the work itself outran the model
+    t, c = charger(S=1)
+    t0 = t.now
+    t.work(5_000_000)
+    c.link("copy_to_gpu", "pcie", t0, nbytes=1e6, bandwidth=25e9, work_cpu_ns=5_000_000)
+    assert "scale is too small" in c.summary()["invalid_causes"][0]
+
+
+def test_a_late_wake_under_one_percent_keeps_the_run_valid():
+    t, c = charger(S=64)
+    t.oversleep = 1_000  # 1 us late on a 64 ms charge
+    with c.host("sample"):
+        t.work(1_000_000)
+    out = c.summary()
+    assert out["valid"] and 0 < out["stages"]["sample"]["late_fraction"] < 0.01
+
+
+def test_the_summary_merges_the_processes_of_a_run():
+    t, a = charger(S=8)
+    with a.host("server_pull"):
+        t.work(2_000_000)
+    t2, b = charger(S=8)
+    with b.host("server_pull"):
+        t2.work(1_000_000)
+    out = charge_summary([a.raw(), b.raw()], 8, 1.0)
+    assert out["stages"]["server_pull"]["count"] == 2
+    assert out["stages"]["server_pull"]["charged_s"] == pytest.approx(3e-3)
+
+
+def test_an_unknown_part_or_a_bad_scale_is_refused():
+    t, c = charger()
+    with pytest.raises(InputError, match="unknown part 'disk'"):
+        c.until("x", "disk", t.now, 1e-3)
+    with pytest.raises(InputError, match="positive time scale"):
+        Charger(0, 1.0)

@@ -504,6 +504,8 @@ def emulation_block(rec: dict, time_scale: float, cpu_s: float | None, wall_s: f
            "cpu_share": (cpu_s / wall_s) if (cpu_s is not None and wall_s) else None}
     emu = (m.get("storage") or {}).get("emulation") or {}
     causes = [emu["invalid_cause"]] if emu.get("valid") is False else []
+    tb = m.get("testbed") or {}  # the stages charged at their parts (lsm_gnn.storage.charge)
+    causes += list(tb.get("invalid_causes") or []) if tb.get("valid") is False else []
     out["valid"], out["invalid_causes"] = not causes, causes
     return out
 

@@ -80,6 +80,7 @@ TABLE: dict[str, dict[str, StagePart]] = {
     "lsm": _lsm_like(exchange=True),
     "isolated": _lsm_like(exchange=False),
     "direct": _loader("ssd", "host-issued reads of the SSDs (the device model)"),
+    "buffered": _loader("ssd", "host-issued reads of the SSDs through the page cache (the device model)"),
     "mmap": _loader("ssd", "page faults served by the SSDs (real faults: not paced by the device model)"),
     "memory": _loader("host", "every row in host memory: the gather is host work"),
     "distdgl": {
@@ -158,3 +159,32 @@ def as_record(system: str) -> dict:
     part_of(system, "train")  # the system exists
     return {k: {"part": v.part, "record_stage": v.record_stage, "charged": v.charged, "basis": v.basis}
             for k, v in TABLE[system].items()}
+
+
+def stage_view(system: str, per_iteration: dict | None, testbed: dict | None = None,
+               storage_late_fraction: float | None = None) -> dict | None:
+    """Each record stage of a run: its seconds per iteration (as given), `component` (its part) and
+    `late_fraction` (how late its charged work ended over its charged time: from the testbed's charges
+    of the table stages reported under it, the storage pacing for an `ssd` stage; None where the stage
+    is not charged at its part's model yet, `charged` False)."""
+    if per_iteration is None or system not in TABLE:
+        return None
+    by_record: dict[str, list[float]] = {}
+    for name, st in ((testbed or {}).get("stages") or {}).items():
+        rs = TABLE[system].get(name)
+        if rs is not None:
+            acc = by_record.setdefault(rs.record_stage, [0.0, 0.0])
+            acc[0] += st.get("charged_s") or 0.0
+            acc[1] += st.get("late_s") or 0.0
+    out = {}
+    for stage, sec in per_iteration.items():
+        p = part_of(system, stage)
+        late = None
+        if stage in by_record:
+            ch, lt = by_record[stage]
+            late = (lt / ch) if ch else 0.0
+        elif p.part == "ssd" and p.charged:
+            late = storage_late_fraction
+        out[stage] = {"seconds": sec, "component": p.part, "charged": p.charged or stage in by_record,
+                      "late_fraction": late}
+    return out

@@ -289,7 +289,8 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
            "seeds": {"base": cfg.train.seed, "by_round": seeds, "rule": "numpy SeedSequence([base, round])"},
            "accelerator": "real" if not emulated else
            {"profile": cfg.train.accelerator_profile, "scale": cfg.train.accelerator_scale},
-           "time_scale": S, "time_label": emulation_label(S),
+           "time_scale": S, "time_label": emulation_label(S), "host_speed": cfg.emulation.host_speed,
+           "hardware_profile": cfg.emulation.hardware_profile,
            "storage_device": cfg.storage.device,
            "storage_profile": (prof.name if emulated_storage else None),
            "storage_profile_measured": measured_profile,
@@ -474,6 +475,9 @@ def _scales(text: str | None) -> list[float]:
 @click.option("--time-scale", type=float, default=None, metavar="S",
               help="emulation.time_scale: emulated devices S times slower, accelerators' steps S times longer; "
                    "every time reported divided back by S.")
+@click.option("--host-speed", "host_speed", type=click.FloatRange(min=0.0, min_open=True), default=None, metavar="F",
+              help="emulation.host_speed: the paper's host core's time over this machine's (the emulated testbed "
+                   "charges host stages at S x F x their thread CPU time); default: the hardware profile's.")
 @click.option("--validate-against", "validate_against", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Other bench compare outputs (JSON) for the validation's dilation and emulator-vs-real checks.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
@@ -481,7 +485,8 @@ def _scales(text: str | None) -> list[float]:
 @click.option("--output", default=None, help="Also write the JSON object to this file (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_compare(config_path, dataset, devices, machines, trainers, warmup, timed, accelerator, systems, repeats,
-                  sweep, limits, fio_path, storage_device, storage_profile, time_scale, validate_against, overrides,
+                  sweep, limits, fio_path, storage_device, storage_profile, time_scale, host_speed, validate_against,
+                  overrides,
                   records_dir, output, as_json):
     """Every system at equal memory, replicated and interleaved; with --accelerator, AU and the floor."""
     from lsm_gnn.config import load_config
@@ -497,6 +502,8 @@ def bench_compare(config_path, dataset, devices, machines, trainers, warmup, tim
         sets.append(f"storage.device_profile={storage_profile}")
     if time_scale is not None:
         sets.append(f"emulation.time_scale={time_scale}")
+    if host_speed is not None:
+        sets.append(f"emulation.host_speed={host_speed}")
     others = load_outputs(validate_against)
     cfg = load_config(config_path, sets)
     scales = _scales(sweep)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 
 from lsm_gnn.records import bound_stage, timed_iterations, timed_window
+from lsm_gnn.testbed import stage_view
 
 
 SPREAD_LIMIT = 0.05
@@ -59,6 +60,10 @@ def summarise_run(rec: dict) -> dict:
             "per_iteration": None if t.get("per_iteration") is None
             else {k: div(v) for k, v in t["per_iteration"].items()},
             "per_iteration_wall": div(t.get("per_iteration_wall")),
+            "stages": stage_view(rec.get("system"), None if t.get("per_iteration") is None
+                                 else {k: div(v) for k, v in t["per_iteration"].items()}, m.get("testbed"),
+                                 (((m.get("storage") or {}).get("emulation")) or {}).get("lateness_fraction")),
+            "testbed": {k: v for k, v in (m.get("testbed") or {}).items() if k not in ("table",)} or None,
             "bound": bound_stage(rec),
             "busy_s_per_iteration": (acc.get("busy_s") or 0.0) / max(1, int(acc.get("iterations") or 0)) / S,
             "time_scale": S, "cpu_share": emu.get("cpu_share"), "valid": emu.get("valid", True),
@@ -94,7 +99,7 @@ def summarise_system(runs: list[dict]) -> dict:
            "samples_per_s": spread_of([r["samples_per_s"] for r in runs]),
            "first_epoch_s": spread_of([r["first_epoch_s"] for r in runs]),
            "runs": all_runs, "valid_runs": sum(1 for r in all_runs if r.get("valid") is not False)}
-    for k in ("per_iteration", "per_iteration_wall", "bound", "storage_rows_per_iteration",
+    for k in ("per_iteration", "per_iteration_wall", "stages", "bound", "storage_rows_per_iteration",
               "storage_io_ops_per_iteration", "storage_bytes_per_iteration", "exchange_bytes_per_iteration",
               "busy_s_per_iteration", "iterations_per_epoch", "memory", "accelerator", "preprocessing_s"):
         out[k] = mid.get(k)

@@ -483,7 +483,8 @@ def test_bench_compare_on_an_emulated_device_reports_its_profile_scale_spread_an
     generate(tmp_path / "ds", 200, feature_dim=4, seed=0, progress=False)
     cfg = load_config(None, [f"dataset.path={tmp_path / 'ds'}", "train.accelerator=emulated",
                              "storage.device=emulated", "storage.device_profile=vm", "emulation.time_scale=4"])
-    res = bench.compare(cfg, systems=["lsm", "mmap"], repeats=2, limits=False, records_dir=str(tmp_path))
+    res = bench.compare(cfg, systems=["lsm", "mmap"], repeats=2, limits=False, records_dir=str(tmp_path),
+                        probe_scale=False, check_primitive=False)
     # the vm profile was filled from fio now and every run read it
     m = res["storage_profile_measured"]
     assert m["ssd"] == {"iops": 5e4, "bandwidth": 5e8, "latency_s": 8e-5, "max_queue_depth": None}
@@ -543,3 +544,37 @@ def test_a_multi_device_launch_writes_the_storage_device_and_time_scale_once_for
     assert m["emulation"]["label"] == "emulated at scale 4"
     assert m["emulation"]["epoch_steady_s"] == pytest.approx(m["time"]["epoch_steady_s"] / 4.0)
     assert m["emulation"]["cpu_s"] > 0  # both ranks' CPU: the launcher's reaped children
+
+
+def test_a_scale_too_small_is_raised_before_the_runs_or_refused_when_given_and_a_busy_machine_is_refused(
+        monkeypatch, tmp_path):
+    from lsm_gnn.bench import compare as bench
+    from lsm_gnn.utils.errors import ConfigError
+
+    def probe(ok_from, kind="scale"):
+        def f(cfg, S, f_):
+            ok = S >= ok_from
+            return {"time_scale": S, "ok": ok, "cause_kind": None if ok else kind, "reason": None if ok else "late"}
+        return f
+
+    cfg = load_config(None, ["storage.device=emulated", "storage.device_profile=paper", "emulation.time_scale=1"])
+    monkeypatch.setattr(bench, "scale_probe", probe(16))
+    got = bench.choose_scale(cfg, given=False, host_speed=1.0)
+    assert got["time_scale"] == 16 and got["raised"] and [p["time_scale"] for p in got["probes"]] == [1, 2, 4, 8, 16]
+    with pytest.raises(ConfigError, match="scale 1 is too small for storage profile 'paper'.*raise --time-scale"):
+        bench.choose_scale(cfg, given=True, host_speed=1.0)
+    monkeypatch.setattr(bench, "scale_probe", probe(1e9, kind="busy"))
+    with pytest.raises(ConfigError, match="because the machine is busy"):
+        bench.choose_scale(cfg, given=False, host_speed=1.0)
+
+
+def test_the_scale_probe_reads_through_the_emulated_device_and_charges_a_kernel(tmp_path):
+    from lsm_gnn.bench.compare import scale_probe
+    from lsm_gnn.datasets.synthetic import generate
+
+    generate(tmp_path / "ds", 3000, feature_dim=1024, seed=0, progress=False)
+    cfg = load_config(None, [f"dataset.path={tmp_path / 'ds'}", "storage.device=emulated",
+                             "storage.device_profile=paper"])
+    # a host factor far below 1 cannot be paced at scale 1 whatever the machine: the work outruns its charge
+    p = scale_probe(cfg, 1.0, 0.01, rows=512, batches=2)
+    assert not p["ok"] and p["cause_kind"] == "scale" and "host:" in p["reason"]

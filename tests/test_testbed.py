@@ -150,3 +150,56 @@ def test_an_unknown_part_or_a_bad_scale_is_refused():
         c.until("x", "disk", t.now, 1e-3)
     with pytest.raises(InputError, match="positive time scale"):
         Charger(0, 1.0)
+
+
+def test_each_record_stage_says_its_component_and_how_late_its_charged_work_ended():
+    from lsm_gnn.testbed import stage_view
+
+    t, c = charger(S=8)
+    with c.host("server_pull"):
+        t.work(1_000_000)
+    t.oversleep = 80_000  # 1 % of the 8 ms charge
+    with c.host("exchange_rows"):
+        t.work(1_000_000)
+    tb = c.summary()
+    view = stage_view("distdgl", {"sample": 0.001, "exchange_rows": 0.002, "train": 0.004}, tb)
+    assert view["exchange_rows"]["component"] == "host" and view["train"]["component"] == "accelerator"
+    # the pull's two table stages (trainer and server) reported under exchange_rows: 80 us late of 16 ms
+    assert view["exchange_rows"]["late_fraction"] == pytest.approx(0.005)
+    assert view["sample"]["late_fraction"] is None and view["sample"]["charged"] is True
+    # LSM-GNN's storage stage takes the device's pacing; its cache stage is not charged at the GPU yet
+    lsm = stage_view("lsm", {"fetch_storage": 0.01, "fetch_cache": 0.002}, None, storage_late_fraction=0.003)
+    assert lsm["fetch_storage"]["late_fraction"] == 0.003 and lsm["fetch_storage"]["component"] == "ssd"
+    assert lsm["fetch_cache"] == {"seconds": 0.002, "component": "gpu", "charged": False, "late_fraction": None}
+
+
+def test_figures_come_from_valid_runs_only_and_a_system_without_one_has_none():
+    from lsm_gnn.bench.replicate import summarise_system
+
+    runs = [{"epoch_steady_s": 10.0 + i, "au": 0.9, "samples_per_s": 1.0, "first_epoch_s": 1.0, "valid": False,
+             "invalid_causes": ["late"], "round": f"r{i}"} for i in range(2)]
+    out = summarise_system(runs)
+    assert out["epoch_steady_s"]["median"] is None and out["valid_runs"] == 0 and len(out["invalid_runs"]) == 2
+    runs[1]["valid"] = True
+    out = summarise_system(runs)
+    assert out["epoch_steady_s"]["median"] == 11.0 and out["valid_runs"] == 1
+
+
+def test_the_primitive_check_reports_each_scale_quiet_and_busy_and_fails_beyond_two_percent(monkeypatch):
+    import lsm_gnn.bench.validate as v
+
+    errs = {1.0: 0.001, 16.0: 0.015, 64.0: 0.03}
+    monkeypatch.setattr(v, "primitive_run", lambda S, f, reps=3: {"error": [errs[S]], "valid": True})
+    monkeypatch.setattr(v, "busy_core", lambda: __import__("contextlib").nullcontext())
+    out = v.primitive_check(1.0)
+    assert set(out["runs"]) == {f"{k}@{s:g}" for k in ("quiet", "busy") for s in (1, 16, 64)}
+    assert out["worst_error"] == 0.03 and out["ok"] is False
+    errs[64.0] = 0.019
+    assert v.primitive_check(1.0)["ok"] is True
+
+
+def test_a_kernel_charged_below_its_own_cpu_time_is_a_scale_too_small():
+    from lsm_gnn.bench.validate import primitive_run
+
+    r = primitive_run(1.0, 0.01, reps=1, kernel_ns=2_000_000)
+    assert not r["valid"] and r["cause_kind"] == "scale"

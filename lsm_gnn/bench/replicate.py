@@ -80,12 +80,11 @@ def summarise_run(rec: dict) -> dict:
 
 
 def valid_runs(runs: list[dict]) -> list[dict]:
-    """The runs a figure is taken from: those whose emulation held (a run whose storage pacing fell
-    behind measured the machine's other work, not the model: MLPerf Storage counts only runs that
-    pass its checks); all of them when none did, so that a figure still shows (and the record of
-    invalid runs says why)."""
-    ok = [r for r in runs if r.get("valid") is not False]
-    return ok or list(runs)
+    """The runs a figure is taken from: those whose emulation held (a run whose pacing fell behind
+    measured the machine's other work or a scale too small, not the model: MLPerf Storage counts only
+    runs that pass its checks). None when no run held: the figure is then absent (None), never taken
+    from invalid runs; the invalid runs stay in `runs` with their causes."""
+    return [r for r in runs if r.get("valid") is not False]
 
 
 def summarise_system(runs: list[dict]) -> dict:
@@ -94,7 +93,7 @@ def summarise_system(runs: list[dict]) -> dict:
     all_runs, runs = runs, valid_runs(runs)
     steady = [r["epoch_steady_s"] for r in runs]
     med = spread_of(steady)
-    mid = min(runs, key=lambda r: abs((r["epoch_steady_s"] or 0) - (med["median"] or 0)))
+    mid = min(runs, key=lambda r: abs((r["epoch_steady_s"] or 0) - (med["median"] or 0))) if runs else {}
     out = {"epoch_steady_s": med, "au": spread_of([r["au"] for r in runs]),
            "samples_per_s": spread_of([r["samples_per_s"] for r in runs]),
            "first_epoch_s": spread_of([r["first_epoch_s"] for r in runs]),

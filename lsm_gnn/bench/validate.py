@@ -4,6 +4,7 @@ the emulator against the real disk) over `bench compare` outputs, the ones `benc
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -32,6 +33,79 @@ def _differences(a: dict, b: dict) -> dict:
     """Each system's median epoch in `a` over its median in `b`, minus 1 (systems in both)."""
     ma, mb = _medians(a), _medians(b)
     return {s: ma[s] / mb[s] - 1.0 for s in ma if ma.get(s) and mb.get(s)}
+
+
+def primitive_run(time_scale: float, host_speed: float, *, reps: int = 3, kernel_ns: int = 10_000_000) -> dict:
+    """A fixed CPU kernel (about `kernel_ns` of this core's time) charged as host work `reps` times at
+    scale S with host factor f: what the charge reported (wall / S) against f x its CPU time."""
+    import time
+
+    from lsm_gnn.storage.charge import Charger
+
+    def kernel(n):
+        x = 0
+        for i in range(n):
+            x += i * i
+        return x
+
+    # the loop's size for ~kernel_ns of CPU, measured once here
+    c0 = time.thread_time_ns()
+    kernel(20_000)
+    per = max(1, time.thread_time_ns() - c0) / 20_000
+    n = max(1000, int(kernel_ns / per))
+    ch = Charger(time_scale, host_speed)
+    errs, reported, cpus = [], [], []
+    for _ in range(reps):
+        t0 = time.perf_counter_ns()
+        c0 = time.thread_time_ns()
+        with ch.host("kernel"):
+            kernel(n)
+        wall = time.perf_counter_ns() - t0
+        cpu = ch.stages["kernel"].cpu_ns - sum(cpus)
+        cpus.append(cpu)
+        reported.append(wall / time_scale)
+        errs.append(wall / time_scale / (host_speed * cpu) - 1.0 if cpu else None)
+    sm = ch.summary()
+    kind = None
+    if not sm["valid"]:
+        kind = "scale" if any("too small" in c for c in sm["invalid_causes"]) else "busy"
+    return {"time_scale": time_scale, "host_speed": host_speed, "reported_s": [r * 1e-9 for r in reported],
+            "cpu_s": [c * 1e-9 for c in cpus], "error": errs,
+            "late_fraction": sm["parts"].get("host", {}).get("late_fraction"),
+            "valid": sm["valid"], "invalid_causes": sm["invalid_causes"], "cause_kind": kind}
+
+
+PRIMITIVE_LIMIT = 0.02
+"""The charging primitive: a fixed CPU kernel charged at S reports f x its CPU time within 2 %."""
+PRIMITIVE_SCALES = (1.0, 16.0, 64.0)
+
+
+@contextlib.contextmanager
+def busy_core():
+    """Another process spinning on a core for the block (the primitive's check under load)."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield p.pid
+    finally:
+        p.kill()
+        p.wait()
+
+
+def primitive_check(host_speed: float = 1.0, scales=PRIMITIVE_SCALES, *, reps: int = 3, busy: bool = True) -> dict:
+    """The charging primitive's check: the kernel charged at each scale (quiet, and with a busy process
+    on the other core) reports f x its CPU time within PRIMITIVE_LIMIT (each repeat's error), and a
+    run the charger itself marks invalid fails the check with its cause."""
+    runs = {}
+    for label in (("quiet", "busy") if busy else ("quiet",)):
+        with (busy_core() if label == "busy" else contextlib.nullcontext()):
+            for S in scales:
+                runs[f"{label}@{S:g}"] = primitive_run(S, host_speed, reps=reps)
+    worst = max((abs(e) for r in runs.values() for e in r["error"] if e is not None), default=None)
+    return {"limit": PRIMITIVE_LIMIT, "host_speed": host_speed, "scales": list(scales), "runs": runs,
+            "worst_error": worst, "ok": worst is not None and worst <= PRIMITIVE_LIMIT}
 
 
 def validation(outputs: list[dict]) -> dict:
@@ -116,6 +190,14 @@ def print_validation(v: dict | None) -> None:
                f"{d['profile']} at scales {d['time_scales'][0]:g} and {d['time_scales'][1]:g}: "
                + ", ".join(f"{s} {100 * x:+.1f} %" for s, x in d["difference"].items())
                + f" (limit {100 * d['limit']:g} %): {ok(d['ok'])}"))
+    p = v.get("primitive")
+    if p:
+        per = ", ".join(f"{k} {max(abs(e) for e in r['error'] if e is not None) * 100:.1f} %" for k, r in p["runs"].items()
+                        if any(e is not None for e in r["error"]))
+        click.echo(f"validation, the charging primitive (a fixed CPU kernel at S = "
+                   f"{', '.join(f'{x:g}' for x in p['scales'])}, f = {p['host_speed']:g}, quiet and beside a busy "
+                   f"process): worst error {_pct(p['worst_error'])} % ({per}) (limit {100 * p['limit']:g} %): "
+                   f"{ok(p['ok'])}")
     e = v.get("emulator_vs_real")
     click.echo("validation, emulator vs real disk: " + ("needs a vm-profile output at scale 1 and a real-disk output "
                                                         "(--validate-against)" if not e else
@@ -124,12 +206,22 @@ def print_validation(v: dict | None) -> None:
 
 
 @click.command("validate")
-@click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("outputs", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--primitive", is_flag=True, help="Also check the charging primitive here (a fixed CPU kernel "
+                                                 "charged at S = 1, 16, 64, quiet and beside a busy process).")
+@click.option("--host-speed", "host_speed", type=click.FloatRange(min=0.0, min_open=True), default=1.0,
+              show_default=True, metavar="F", help="f of the primitive's check.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_validate(outputs, as_json):
-    """The emulated testbed's three checks (replication, dilation invariance, emulator vs real disk)
-    from bench compare outputs already written (--output / --json files)."""
-    res = validation(load_outputs(outputs))
+def bench_validate(outputs, primitive, host_speed, as_json):
+    """The emulated testbed's checks (replication, dilation invariance, emulator vs real disk) from
+    bench compare outputs already written (--output / --json files); with --primitive, the charging
+    primitive's check run here."""
+    if not outputs and not primitive:
+        raise click.UsageError("give bench compare outputs (JSON files), --primitive, or both")
+    res = validation(load_outputs(outputs)) if outputs else {"replication": None, "dilation": None,
+                                                              "emulator_vs_real": None}
+    if primitive:
+        res["primitive"] = primitive_check(host_speed)
     if emit(res, None, as_json):
         return
     print_validation(res)

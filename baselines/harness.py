@@ -81,7 +81,12 @@ def run_system(system: str, cfg: RunConfig, *, devices: int = 1, machines: int =
                 if system == "distdgl":
                     rec = run_distdgl(cfg, machines=machines, trainers=trainers, progress=progress)
                 else:
-                    rec = _run_lsm_family(system, cfg, devices, progress)
+                    tb = testbed_args(cfg)
+                    run_cfg = cfg if tb is None else cfg.model_copy(
+                        update={"emulation": cfg.emulation.model_copy(update={"testbed": tb})})
+                    rec = _run_lsm_family(system, run_cfg, devices, progress)
+                    if tb is not None:
+                        rec["metrics"]["testbed"] = testbed_block(system, tb, rec["metrics"].pop("testbed_per_rank", []))
         except Exception as e:  # a failed run leaves a failed record (a rejected config: none)
             if record_path is not None and not isinstance(e, ConfigError):
                 _write_failed(record_path, system, cfg, e)
@@ -219,7 +224,10 @@ def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progres
             wall = time.perf_counter() - t0
         rec = distdgl_record(cfg, info, spec, res.trainer_metrics, wall)
         if args["testbed"]:
-            rec["metrics"]["testbed"] = testbed_block(args["testbed"], res.trainer_metrics, res.server_metrics)
+            rec["metrics"]["testbed"] = testbed_block(
+                "distdgl", args["testbed"], [(m.get("testbed") or {}).get("raw") or {} for m in res.trainer_metrics]
+                + [s.get("raw") or {} for s in res.server_metrics], trainers=res.trainer_metrics,
+                servers=len(res.server_metrics))
         rec["metrics"]["cpu_index_s"] = speed
         emu = res.network_emulation
         if emu is not None:
@@ -238,23 +246,27 @@ def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progres
         shutil.rmtree(work, ignore_errors=True)
 
 
-def testbed_block(tb: dict, trainers: list[dict], servers: list[dict]) -> dict:
-    """metrics.testbed of a Dist-DGL run: every charged stage (trainers' and servers' together) with its
-    component and lateness, the parts' validity (lsm_gnn.storage.charge.charge_summary), the round trips
-    counted, the links and f charged with, and the stage-to-part table."""
+def testbed_block(system: str, tb: dict, raws: list[dict], *, trainers: list[dict] | None = None,
+                  servers: int = 0) -> dict:
+    """metrics.testbed of a run in the emulated testbed: every charged stage (all processes together)
+    with its component and lateness, the parts' validity (lsm_gnn.storage.charge.charge_summary), the
+    links and f charged with, the stage-to-part table; Dist-DGL's round trips counted."""
     from lsm_gnn.storage.charge import charge_summary
     from lsm_gnn.testbed import as_record
 
-    raws = [(m.get("testbed") or {}).get("raw") or {} for m in trainers] + [s.get("raw") or {} for s in servers]
     out = charge_summary(raws, tb["time_scale"], tb["host_speed"])
     counted: dict[str, int] = {}
-    for m in trainers:
+    for m in trainers or []:
         for k, v in ((m.get("testbed") or {}).get("counted") or {}).items():
             counted[k] = counted.get(k, 0) + int(v)
     out.update({"counted": counted, "links": {"pcie": tb["pcie"], "nic": tb["nic"]}, "profile": tb["profile"],
-                "host_speed_from": tb["host_speed_from"], "servers_charged": len(servers),
-                "window": "trainers: the timed iterations; servers: every request (they cannot tell the windows)",
-                "table": as_record("distdgl")})
+                "host_speed_from": tb["host_speed_from"], "processes_charged": len(raws),
+                "table": as_record(system)})
+    if system == "distdgl":
+        out["servers_charged"] = servers
+        out["window"] = "trainers: the timed iterations; servers: every request (they cannot tell the windows)"
+    else:
+        out["window"] = "the timed iterations (lsm_gnn.storage.emulated.timed_window_begin)"
     return out
 
 

@@ -242,6 +242,10 @@ class EmulationConfig(Section):
     hardware_profile: str = "paper"
     """The hardware profile (lsm_gnn/project/profiles: paper, h200x8, this-machine, or a .yaml path) whose
     links (pcie, nic) and host factor the emulated testbed charges stages with."""
+    testbed: dict | None = None
+    """Filled by the harness (baselines.harness.testbed_args) when storage.device is emulated: the
+    time scale, f and the hardware profile's links the ranks charge their stages with (the ranks stand
+    below the profiles' floor, so they receive the numbers, resolved once). Not set by hand."""
 
 
 class OutputConfig(Section):

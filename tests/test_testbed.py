@@ -203,3 +203,30 @@ def test_a_kernel_charged_below_its_own_cpu_time_is_a_scale_too_small():
 
     r = primitive_run(1.0, 0.01, reps=1, kernel_ns=2_000_000)
     assert not r["valid"] and r["cause_kind"] == "scale"
+
+
+def test_lsm_gnn_in_the_testbed_charges_its_exchange_on_pcie_and_its_cache_work_at_the_gpu_rate(tmp_path):
+    """storage.device: emulated through the harness: the shared cache's id and row exchange charged as
+    PCIe peer-to-peer, the owner's cache work at the GPU engine's measured rate, the charges of both
+    ranks in metrics.testbed, each record stage naming its part."""
+    import conftest
+    from baselines.harness import run_system
+    from lsm_gnn.config import load_config
+    from lsm_gnn.testbed import stage_view
+
+    ds = conftest._build_random_dataset(tmp_path / "ds", num_nodes=3000, dim=16, seed=3)
+    cfg = load_config(None, [f"dataset.path={ds.root}", "sampler.batch_size=64", "sampler.fanouts=[3,3]",
+                             "model.hidden=8", "train.epochs=2", "train.eval=false", "train.warmup_iters=1",
+                             "train.timed_iters=3", "train.accelerator=emulated", "train.accelerator_profile=a100",
+                             "train.threads=1", "storage.device=emulated", "storage.device_profile=paper",
+                             "emulation.time_scale=16"])
+    rec = run_system("lsm", cfg, devices=2)
+    tb = rec["metrics"]["testbed"]
+    assert tb["processes_charged"] == 2 and "testbed_per_rank" not in rec["metrics"]
+    st = tb["stages"]
+    assert st["exchange_ids"]["component"] == "pcie" and st["exchange_rows"]["component"] == "pcie"
+    assert st["fetch_cache"]["component"] == "gpu" and st["fetch_cache"]["count"] >= 2 * 3
+    # the charge of the cache work is the GPU rate's: at least its fixed part per batch
+    assert st["fetch_cache"]["charged_s"] >= GPU_RATES["fetch_cache"].fixed_s * st["fetch_cache"]["count"]
+    view = stage_view("lsm", rec["metrics"]["time"]["per_iteration"], tb)
+    assert view["exchange_rows"]["charged"] and view["exchange_rows"]["late_fraction"] is not None

@@ -31,6 +31,7 @@ import contextlib
 import time
 from typing import Callable
 
+from lsm_gnn.storage import emulated
 from lsm_gnn.storage.emulated import LATENESS_LIMIT, wait_until
 from lsm_gnn.testbed import PARTS
 
@@ -70,6 +71,9 @@ class Charger:
         self.enabled = enabled
         self.stages: dict[str, _Stage] = {}
         self.recording = True
+        self.windowed = False
+        """True: record only inside the process's timed windows (lsm_gnn.storage.emulated.timed_window_begin:
+        the training loop's timed iterations), as the storage pacing does; every stage is still paced."""
 
     # ---- the primitive ----------------------------------------------------------------------------
     def _stage(self, name: str, part: str) -> _Stage:
@@ -87,7 +91,7 @@ class Charger:
         """Wait until start + charge; record the stage. Returns when it ended."""
         deadline = start_ns + max(0, int(charge_ns))
         end = int(self.wait(deadline)) if self.enabled else self.clock()
-        if not self.recording:
+        if not self.recording or (self.windowed and emulated._windows and emulated._windows[-1][1] is not None):
             return end
         st = self._stage(name, part)
         st.count += 1
@@ -190,7 +194,9 @@ def charge_summary(raws: list[dict], time_scale: float, host_speed: float) -> di
         part_out[part] = {"charged_s": p["charged_ns"] / NS / S, "late_s": p["late_ns"] / NS / S,
                           "late_fraction": frac, "valid": ok}
         if not ok:
-            scale = p["scale_late_ns"] >= p["busy_late_ns"]
+            # the scale first: where the work alone outran its charge beyond the limit, no quiet machine
+            # would make the run valid (a busy one may add to it)
+            scale = p["scale_late_ns"] > LATENESS_LIMIT * p["charged_ns"] or p["scale_late_ns"] >= p["busy_late_ns"]
             why = (f"the scale is too small for the profile: the work itself outran its charge (S x f = "
                    f"{S * host_speed:g}); raise emulation.time_scale" if scale else
                    "the machine is busy: the charged threads were held off the CPU or woke late; rerun on a quiet "
@@ -200,3 +206,31 @@ def charge_summary(raws: list[dict], time_scale: float, host_speed: float) -> di
                           f"{100 * LATENESS_LIMIT:g} %): {why}")
     return {"time_scale": S, "host_speed": float(host_speed), "lateness_limit": LATENESS_LIMIT,
             "stages": stages, "parts": part_out, "valid": not causes, "invalid_causes": causes}
+
+
+STATS_PREFIX = "testbed:"
+
+
+def raw_as_stats(raw: dict) -> dict:
+    """A charger's raw figures as flat numeric stats (`testbed:<stage>:<field>`, the part as
+    `testbed:<stage>:part=<part>` = 1), so that they travel in a source's numeric stats."""
+    out = {}
+    for k, v in raw.items():
+        out[f"{STATS_PREFIX}{k}:part={v['part']}"] = 1
+        out.update({f"{STATS_PREFIX}{k}:{x}": y for x, y in v.items() if x != "part"})
+    return out
+
+
+def raw_from_stats(stats: dict) -> dict:
+    """raw_as_stats undone (other keys ignored)."""
+    out: dict[str, dict] = {}
+    for k, v in stats.items():
+        if not k.startswith(STATS_PREFIX):
+            continue
+        stage, _, field = k[len(STATS_PREFIX):].rpartition(":")
+        o = out.setdefault(stage, {})
+        if field.startswith("part="):
+            o["part"] = field[5:]
+        else:
+            o[field] = v
+    return {k: v for k, v in out.items() if "part" in v}

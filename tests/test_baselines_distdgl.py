@@ -216,6 +216,8 @@ def test_dist_dgl_in_the_emulated_testbed_charges_every_stage_at_its_part(two_ma
     assert tb["counted"]["remote_rows"] > 0 and tb["counted"]["sample_round_trips"] > 0
     assert st["copy_to_gpu"]["charged_s"] > 0 and st["server_pull"]["cpu_s"] > 0
     assert set(tb["parts"]) == {"host", "nic", "pcie"}
+    # METIS balanced the training nodes across the machines, as DGL's guide advises
+    assert rec["metrics"]["distdgl"]["partition"]["balanced_on"] == "train_mask"
     # a network shaped by tc would be charged twice
     with pytest.raises(Exception, match="shape it twice"):
         run_system("distdgl", load_config(None, [f"dataset.path={ds.root}", "storage.device=emulated",

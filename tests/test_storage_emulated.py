@@ -578,3 +578,41 @@ def test_the_scale_probe_reads_through_the_emulated_device_and_charges_a_kernel(
     # a host factor far below 1 cannot be paced at scale 1 whatever the machine: the work outruns its charge
     p = scale_probe(cfg, 1.0, 0.01, rows=512, batches=2)
     assert not p["ok"] and p["cause_kind"] == "scale" and "host:" in p["reason"]
+
+
+def test_a_system_runs_at_its_own_time_scale_and_the_dilation_check_reads_each_systems_scale(monkeypatch, tmp_path):
+    import baselines.harness
+    from lsm_gnn.bench import compare as bench
+    from lsm_gnn.bench.validate import validation
+    from lsm_gnn.datasets.synthetic import generate
+    from lsm_gnn.records import emulation_block
+
+    seen = []
+
+    def fake_run(system, cfg, **kw):
+        S = cfg.emulation.time_scale
+        seen.append((system, S))
+        rec = {"system": system, "epochs": [{}, {}], "metrics": {
+            "time": {"epoch_steady_s": 10.0 * S, "per_iteration": {"train": 0.01 * S},
+                     "timing_window": {"warmup_iters": 1, "timed_iters": 5, "iterations_run_per_epoch": 6,
+                                       "iterations_per_epoch": 100}},
+            "accelerator": {"au": 0.9, "busy_s": 0.01 * S * 10, "iterations": 10}, "rows": {}, "traffic": {}}}
+        rec["metrics"]["emulation"] = emulation_block(rec, S, 5.0, 10.0)
+        return rec
+
+    monkeypatch.setattr(baselines.harness, "run_system", fake_run)
+    import lsm_gnn.storage.pagecache as pc
+
+    monkeypatch.setattr(pc, "drop_file_cache", lambda p: None)
+    generate(tmp_path / "ds", 200, feature_dim=4, seed=0, progress=False)
+    outs = []
+    for S in (32, 64):
+        cfg = load_config(None, [f"dataset.path={tmp_path / 'ds'}", "train.accelerator=emulated",
+                                 "storage.device=emulated", "storage.device_profile=paper", f"emulation.time_scale={S}"])
+        outs.append(bench.compare(cfg, systems=["lsm", "distdgl"], limits=False, probe_scale=False,
+                                  check_primitive=False, system_scales={"distdgl": 8}))
+    assert ("distdgl", 8) in seen and ("lsm", 64) in seen and ("distdgl", 64) not in seen
+    assert outs[1]["time_scale_by_system"] == {"lsm": 64, "distdgl": 8}
+    # Dist-DGL ran at 8 in both outputs: the dilation check speaks for lsm alone
+    d = validation(outs)["dilation"]
+    assert set(d["difference"]) == {"lsm"} and d["time_scales_by_system"]["lsm"] == [32, 64]

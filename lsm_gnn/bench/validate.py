@@ -130,14 +130,21 @@ def validation(outputs: list[dict]) -> dict:
     out = {"replication": {"limit": SPREAD_LIMIT, "outputs": rep, "ok": all(r["ok"] for r in rep.values())}
            if rep else None, "dilation": None, "emulator_vs_real": None}
     emu = [(i, o) for i, o in enumerate(outputs) if o.get("storage_device") == "emulated"]
+
+    def scale_of(o, system):  # each system's own scale where the output states one
+        return (o.get("time_scale_by_system") or {}).get(system, o.get("time_scale") or 1.0)
+
     for a_i, (i, a) in enumerate(emu):
         for j, b in emu[a_i + 1:]:
             if (a.get("storage_profile") == b.get("storage_profile") and a.get("accelerator") == b.get("accelerator")
                     and a.get("time_scale") != b.get("time_scale")):
                 (i, a), (j, b) = sorted(((i, a), (j, b)), key=lambda x: x[1].get("time_scale") or 1.0)
                 d = _differences(b, a)  # the epoch at the larger scale over the one at the smaller, - 1
+                # a system run at the same scale in both says nothing about dilation
+                d = {s: x for s, x in d.items() if scale_of(a, s) != scale_of(b, s)}
                 out["dilation"] = {"limit": DILATION_LIMIT, "profile": a.get("storage_profile"),
                                    "time_scales": [a.get("time_scale"), b.get("time_scale")],
+                                   "time_scales_by_system": {s: [scale_of(a, s), scale_of(b, s)] for s in d},
                                    "source": [src(a, i), src(b, j)], "difference": d,
                                    "ok": bool(d) and all(abs(x) <= DILATION_LIMIT for x in d.values())}
                 break

@@ -230,3 +230,24 @@ def test_lsm_gnn_in_the_testbed_charges_its_exchange_on_pcie_and_its_cache_work_
     assert st["fetch_cache"]["charged_s"] >= GPU_RATES["fetch_cache"].fixed_s * st["fetch_cache"]["count"]
     view = stage_view("lsm", rec["metrics"]["time"]["per_iteration"], tb)
     assert view["exchange_rows"]["charged"] and view["exchange_rows"]["late_fraction"] is not None
+
+
+def _distdgl_output(S, epoch, stages, machines=1, trainers=1):
+    return {"benchmark": "compare", "storage_device": "emulated", "storage_profile": "paper", "accelerator": "a100",
+            "time_scale": S, "machines": machines, "trainers_per_machine": trainers, "host_speed": 1.0,
+            "systems": {"distdgl": {"epoch_steady_s": {"median": epoch, "spread": 0.01, "runs": 3, "flagged": False},
+                                    "spread": 0.01, "per_iteration": stages}}}
+
+
+def test_host_ground_truth_compares_dist_dgl_one_by_one_at_scale_one_with_a_larger_scale():
+    from lsm_gnn.bench.validate import validation
+
+    a = _distdgl_output(1, 10.0, {"sample": 0.010, "exchange_rows": 0.020, "train": 0.005, "other": 0.0})
+    b = _distdgl_output(64, 10.3, {"sample": 0.0105, "exchange_rows": 0.0206, "train": 0.005, "other": 0.0})
+    h = validation([b, a])["host_ground_truth"]
+    assert h["time_scales"] == [1.0, 64] and set(h["stages"]) == {"sample", "exchange_rows", "train"}
+    assert h["epoch"] == pytest.approx(0.03) and h["ok"] is True
+    b["systems"]["distdgl"]["per_iteration"]["sample"] = 0.0125  # a stage 25 % off
+    assert validation([a, b])["host_ground_truth"]["ok"] is False
+    # two machines are not the ground truth (their trainers contend): no check
+    assert validation([a, _distdgl_output(64, 10.0, {}, machines=2)])["host_ground_truth"] is None

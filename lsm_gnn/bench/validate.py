@@ -150,6 +150,7 @@ def validation(outputs: list[dict]) -> dict:
                 break
         if out["dilation"]:
             break
+    out["host_ground_truth"] = host_ground_truth(emu, src)
     vm = next(((i, o) for i, o in emu if o.get("storage_profile") == "vm" and (o.get("time_scale") or 1) == 1), None)
     real = next(((i, o) for i, o in enumerate(outputs) if o.get("storage_device", "real") == "real"
                  and o.get("systems")), None)
@@ -158,6 +159,41 @@ def validation(outputs: list[dict]) -> dict:
         out["emulator_vs_real"] = {"limit": EMULATOR_LIMIT, "source": [src(vm[1], vm[0]), src(real[1], real[0])],
                                    "error": d, "ok": bool(d) and all(abs(x) <= EMULATOR_LIMIT for x in d.values())}
     return out
+
+
+HOST_STAGE_LIMIT = 0.10
+HOST_EPOCH_LIMIT = 0.05
+
+
+def host_ground_truth(emu: list[tuple[int, dict]], src) -> dict | None:
+    """Dist-DGL with 1 machine x 1 trainer (+ 1 server: no contention) in two emulated outputs, one at
+    S = 1 with f = 1 (its host work as it ran: the charge S x f x cpu is then its own CPU time) and
+    one at a larger S: every charged stage within HOST_STAGE_LIMIT, the epoch within HOST_EPOCH_LIMIT.
+    None without such a pair."""
+    def one_by_one(o):
+        d = (o.get("systems") or {}).get("distdgl")
+        return d is not None and o.get("machines") == 1 and o.get("trainers_per_machine") == 1 \
+            and (o.get("host_speed") or 1.0) == 1.0
+
+    def S(o):
+        return (o.get("time_scale_by_system") or {}).get("distdgl", o.get("time_scale") or 1.0)
+
+    base = next(((i, o) for i, o in emu if one_by_one(o) and S(o) == 1.0), None)
+    other = next(((i, o) for i, o in emu if one_by_one(o) and S(o) > 1.0), None)
+    if not base or not other:
+        return None
+    a, b = base[1]["systems"]["distdgl"], other[1]["systems"]["distdgl"]
+    ea, eb = a["epoch_steady_s"]["median"], b["epoch_steady_s"]["median"]
+    stages = {}
+    for k, v in (a.get("per_iteration") or {}).items():
+        w = (b.get("per_iteration") or {}).get(k)
+        if v and w and v > 1e-4:  # stages of at least 0.1 ms: the rest are empty
+            stages[k] = w / v - 1.0
+    epoch = (eb / ea - 1.0) if (ea and eb) else None
+    return {"stage_limit": HOST_STAGE_LIMIT, "epoch_limit": HOST_EPOCH_LIMIT, "time_scales": [1.0, S(other[1])],
+            "source": [src(base[1], base[0]), src(other[1], other[0])], "stages": stages, "epoch": epoch,
+            "ok": epoch is not None and abs(epoch) <= HOST_EPOCH_LIMIT
+            and all(abs(x) <= HOST_STAGE_LIMIT for x in stages.values())}
 
 
 def load_outputs(paths) -> list[dict]:
@@ -197,6 +233,12 @@ def print_validation(v: dict | None) -> None:
                f"{d['profile']} at scales {d['time_scales'][0]:g} and {d['time_scales'][1]:g}: "
                + ", ".join(f"{s} {100 * x:+.1f} %" for s, x in d["difference"].items())
                + f" (limit {100 * d['limit']:g} %): {ok(d['ok'])}"))
+    h = v.get("host_ground_truth")
+    if h:
+        click.echo(f"validation, host ground truth (Dist-DGL 1 x 1 at S = 1 against S = {h['time_scales'][1]:g}, "
+                   f"f = 1): epoch {_pct(h['epoch'])} % (limit {100 * h['epoch_limit']:g} %), stages "
+                   + ", ".join(f"{k} {100 * x:+.1f} %" for k, x in h["stages"].items())
+                   + f" (limit {100 * h['stage_limit']:g} %): {ok(h['ok'])}")
     p = v.get("primitive")
     if p:
         per = ", ".join(f"{k} {max(abs(e) for e in r['error'] if e is not None) * 100:.1f} %" for k, r in p["runs"].items()
@@ -226,7 +268,7 @@ def bench_validate(outputs, primitive, host_speed, as_json):
     if not outputs and not primitive:
         raise click.UsageError("give bench compare outputs (JSON files), --primitive, or both")
     res = validation(load_outputs(outputs)) if outputs else {"replication": None, "dilation": None,
-                                                              "emulator_vs_real": None}
+                                                              "emulator_vs_real": None, "host_ground_truth": None}
     if primitive:
         res["primitive"] = primitive_check(host_speed)
     if emit(res, None, as_json):

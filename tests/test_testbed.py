@@ -251,3 +251,22 @@ def test_host_ground_truth_compares_dist_dgl_one_by_one_at_scale_one_with_a_larg
     assert validation([a, b])["host_ground_truth"]["ok"] is False
     # two machines are not the ground truth (their trainers contend): no check
     assert validation([a, _distdgl_output(64, 10.0, {}, machines=2)])["host_ground_truth"] is None
+
+
+def test_the_claim_is_decided_only_where_f_half_one_and_two_give_the_same_class():
+    from lsm_gnn.bench.validate import claim_class, validation
+
+    def out(f, r):
+        o = _distdgl_output(64, 10.0 * r, {})
+        o["systems"]["lsm"] = {"epoch_steady_s": {"median": 10.0, "spread": 0.0, "runs": 3}, "spread": 0.0}
+        o.update({"host_speed": f, "distdgl_vs_lsm_epoch": r, "machines": 2, "trainers_per_machine": 2})
+        return o
+
+    assert [claim_class(x) for x in (4.0, 3.75, 2.0, 1.0, 0.8, None)] == \
+        [">= 3.75", ">= 3.75", "between 1 and 3.75", "<= 1", "<= 1", None]
+    v = validation([out(0.5, 1.5), out(1.0, 2.4), out(2.0, 3.7)])["verdict"]
+    assert v["decided"] and v["class"] == "between 1 and 3.75" and v["by_host_speed"]["2"]["ratio"] == 3.7
+    v = validation([out(0.5, 1.5), out(1.0, 2.4), out(2.0, 4.1)])["verdict"]
+    assert not v["decided"] and v["class"] is None
+    v = validation([out(1.0, 2.4)])["verdict"]
+    assert not v["decided"] and v["missing"] == [0.5, 2.0]

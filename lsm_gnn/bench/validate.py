@@ -151,6 +151,7 @@ def validation(outputs: list[dict]) -> dict:
         if out["dilation"]:
             break
     out["host_ground_truth"] = host_ground_truth(emu, src)
+    out["verdict"] = verdict_by_host_speed(emu, src)
     vm = next(((i, o) for i, o in emu if o.get("storage_profile") == "vm" and (o.get("time_scale") or 1) == 1), None)
     real = next(((i, o) for i, o in enumerate(outputs) if o.get("storage_device", "real") == "real"
                  and o.get("systems")), None)
@@ -159,6 +160,40 @@ def validation(outputs: list[dict]) -> dict:
         out["emulator_vs_real"] = {"limit": EMULATOR_LIMIT, "source": [src(vm[1], vm[0]), src(real[1], real[0])],
                                    "error": d, "ok": bool(d) and all(abs(x) <= EMULATOR_LIMIT for x in d.values())}
     return out
+
+
+CLAIM = 3.75
+"""The paper's headline: Dist-DGL (2 nodes x 2 GPUs) over LSM-GNN (1 node x 2 GPUs), up to 3.75x."""
+HOST_SPEEDS = (0.5, 1.0, 2.0)
+
+
+def claim_class(ratio: float | None) -> str | None:
+    """The verdict's class of a Dist-DGL / LSM-GNN epoch ratio: at least the claim, between, or none."""
+    if ratio is None:
+        return None
+    return ">= 3.75" if ratio >= CLAIM else ("<= 1" if ratio <= 1.0 else "between 1 and 3.75")
+
+
+def verdict_by_host_speed(emu: list[tuple[int, dict]], src) -> dict | None:
+    """The claim's class from outputs at f = 0.5, 1 and 2 (HOST_SPEEDS; lsm and distdgl, valid runs
+    only: a ratio of None is no class): the ratio and its min-max over rounds for each f; decided only
+    where every f gives the same class. None without any output that has the ratio."""
+    by_f = {}
+    for i, o in emu:
+        f = o.get("host_speed")
+        r = o.get("distdgl_vs_lsm_epoch")
+        if f is None or "distdgl" not in (o.get("systems") or {}) or "lsm" not in (o.get("systems") or {}):
+            continue
+        pr = (o.get("per_round_vs_lsm") or {}).get("distdgl") or {}
+        by_f[float(f)] = {"ratio": r, "min": pr.get("min"), "max": pr.get("max"), "class": claim_class(r),
+                          "source": src(o, i)}
+    if not by_f:
+        return None
+    missing = [f for f in HOST_SPEEDS if f not in by_f]
+    classes = {v["class"] for f, v in by_f.items() if f in HOST_SPEEDS}
+    decided = not missing and len(classes) == 1 and None not in classes
+    return {"claim": CLAIM, "host_speeds": list(HOST_SPEEDS), "by_host_speed": {f"{f:g}": v for f, v in by_f.items()},
+            "missing": missing, "class": classes.pop() if decided else None, "decided": decided}
 
 
 HOST_STAGE_LIMIT = 0.10
@@ -239,6 +274,13 @@ def print_validation(v: dict | None) -> None:
                    f"f = 1): epoch {_pct(h['epoch'])} % (limit {100 * h['epoch_limit']:g} %), stages "
                    + ", ".join(f"{k} {100 * x:+.1f} %" for k, x in h["stages"].items())
                    + f" (limit {100 * h['stage_limit']:g} %): {ok(h['ok'])}")
+    vd = v.get("verdict")
+    if vd:
+        click.echo("verdict on the 3.75x claim by host speed f: "
+                   + ", ".join(f"f {f}: {'n/a' if x['ratio'] is None else format(x['ratio'], '.2f') + 'x'} ({x['class']})"
+                               for f, x in vd["by_host_speed"].items())
+                   + (f"; decided: {vd['class']}" if vd["decided"] else
+                      f"; not decided ({'missing f ' + ', '.join(f'{m:g}' for m in vd['missing']) if vd['missing'] else 'the classes differ'})"))
     p = v.get("primitive")
     if p:
         per = ", ".join(f"{k} {max(abs(e) for e in r['error'] if e is not None) * 100:.1f} %" for k, r in p["runs"].items()
@@ -268,7 +310,8 @@ def bench_validate(outputs, primitive, host_speed, as_json):
     if not outputs and not primitive:
         raise click.UsageError("give bench compare outputs (JSON files), --primitive, or both")
     res = validation(load_outputs(outputs)) if outputs else {"replication": None, "dilation": None,
-                                                              "emulator_vs_real": None, "host_ground_truth": None}
+                                                              "emulator_vs_real": None, "host_ground_truth": None,
+                                                              "verdict": None}
     if primitive:
         res["primitive"] = primitive_check(host_speed)
     if emit(res, None, as_json):

@@ -270,3 +270,14 @@ def test_the_claim_is_decided_only_where_f_half_one_and_two_give_the_same_class(
     assert not v["decided"] and v["class"] is None
     v = validation([out(1.0, 2.4)])["verdict"]
     assert not v["decided"] and v["missing"] == [0.5, 2.0]
+
+
+def test_the_per_round_ratio_takes_only_rounds_where_both_runs_are_valid():
+    from lsm_gnn.bench.replicate import per_round_ratios
+
+    runs = {"lsm": [{"round": "r0", "epoch_steady_s": 1.0}, {"round": "r1", "epoch_steady_s": 1.0, "valid": False},
+                    {"round": "r2", "epoch_steady_s": 1.0}],
+            "distdgl": [{"round": "r0", "epoch_steady_s": 3.0}, {"round": "r1", "epoch_steady_s": 9.0},
+                        {"round": "r2", "epoch_steady_s": 5.0, "valid": False}]}
+    out = per_round_ratios(runs)
+    assert out["distdgl"]["values"] == [3.0] and out["distdgl"]["runs"] == 1

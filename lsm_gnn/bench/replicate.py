@@ -124,12 +124,12 @@ def correlation(xs: list, ys: list) -> float | None:
 
 def per_round_ratios(runs: dict[str, list[dict]]) -> dict:
     """Each system's steady epoch over LSM-GNN's in the same round (the runs' `round`; a round's
-    runs follow one another within minutes, so the VM's drift between rounds cancels): spread_of
-    per system, with the ratios in round order."""
-    lsm = {r["round"]: r["epoch_steady_s"] for r in runs.get("lsm", [])}
+    runs follow one another within minutes, so the VM's drift between rounds cancels), from rounds
+    where both runs are valid: spread_of per system, with the ratios in round order."""
+    lsm = {r["round"]: r["epoch_steady_s"] for r in valid_runs(runs.get("lsm", []))}
     out = {}
-    for s, v in runs.items():
-        vals = [r["epoch_steady_s"] / lsm[r["round"]] for r in v
+    for s, v in runs.items():  # valid runs only, on both sides of a round
+        vals = [r["epoch_steady_s"] / lsm[r["round"]] for r in valid_runs(v)
                 if s != "lsm" and r["epoch_steady_s"] and lsm.get(r["round"])]
         if vals:
             out[s] = {**spread_of(vals), "values": vals}

@@ -242,14 +242,14 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         from lsm_gnn.testbed import GPU_RATES
 
         before = self.cache.stage_seconds() or {}
-        t0 = time.perf_counter_ns()
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
         served = self._serve(recv_ids, recv_counts)
+        cpu = time.thread_time_ns() - c0  # this thread's CPU time: the work itself, not its queueing
         after = self.cache.stage_seconds() or {}
         io_ns = round(1e9 * sum(max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in ("storage", "victim")))
-        work = time.perf_counter_ns() - t0 - io_ns
         # the cache's own work starts after the reads it waited on: its deadline is shifted by them
         self.charger.until("fetch_cache", "gpu", t0 + io_ns, GPU_RATES["fetch_cache"].seconds(len(recv_ids)),
-                           work_cpu_ns=work)
+                           work_cpu_ns=cpu)
         return served
 
     def _check_owned(self, recv_ids: np.ndarray) -> None:

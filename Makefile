@@ -3,10 +3,13 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # make reproduce DATASET=igb-tiny (any form docs/workflow.md lists) or SIZE=tiny (= synthetic-tiny);
-# neither: the workflow's default (synthetic-small, config/config.yaml). Snakemake reads
+# neither: the workflow's default (synthetic-small, config/config.yaml). DEVICE=cuda: the training
+# jobs train on the GPU (the workflow's `device`; VENV must then hold a CUDA build of torch, which
+# requirements.txt's CPU pins do not install: docs/run-on-your-gpus.md). Snakemake reads
 # profiles/default (timed=1: no two timed jobs overlap; --rerun-incomplete) without flags.
 DATASET ?=
 SIZE ?=
+DEVICE ?=
 CORES ?= 2
 ASV_ARGS ?=
 export DGLBACKEND := pytorch
@@ -32,7 +35,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml setup.py
 	@$(PY) -c "import lsm_gnn, dgl, torch, numba" 
 	@touch $@
 
-SNAKEMAKE_CONFIG = $(if $(strip $(DATASET)$(SIZE)),--config $(if $(DATASET),dataset=$(DATASET)) $(if $(SIZE),size=$(SIZE)))
+SNAKEMAKE_CONFIG = $(if $(strip $(DATASET)$(SIZE)$(DEVICE)),--config $(if $(DATASET),dataset=$(DATASET)) $(if $(SIZE),size=$(SIZE)) $(if $(DEVICE),device=$(DEVICE)))
 # workflow/scripts/reproduce.sh: a run killed at any moment is picked up by the next `make reproduce`
 # (it removes the lock a killed Snakemake leaves, only when no other run of it is alive here)
 reproduce: env

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from lsm_gnn.config import RunConfig, config_to_dict, parse_config
-from lsm_gnn.records import (STAGES, TIMED_WINDOW, claim_record, emulation_records, epoch_times, measured_epochs,
-                             new_record, steady_epochs, write_record)
+from lsm_gnn.metrics import STAGES, TIMED_WINDOW, epoch_times, measured_epochs, steady_epochs
+from lsm_gnn.records import claim_record, emulation_records, new_record, write_record
 from lsm_gnn.utils.errors import ConfigError, DistributedError
 from lsm_gnn.utils.machine import cpu_time_around
 
@@ -137,9 +137,9 @@ def _run_lsm_family(system: str, cfg: RunConfig, devices: int, progress: bool) -
         # reused, and charged their build time either way (as reused Dist-DGL partitions are)
         ds = Dataset(scfg.dataset.path)
         t0 = time.perf_counter()
-        out = scfg.dataset.owners_dir
-        ensure_owner_files(ds, devices, out_dir=out, progress=progress)
-        pre = max(time.perf_counter() - t0, owner_files_build_seconds(ds, devices, out) or 0.0)
+        out, rank_dirs = scfg.dataset.owners_dir, scfg.storage.rank_dirs
+        ensure_owner_files(ds, devices, out_dir=out, progress=progress, rank_dirs=rank_dirs)
+        pre = max(time.perf_counter() - t0, owner_files_build_seconds(ds, devices, out, rank_dirs) or 0.0)
     worker, args = "train", {}
     if system in ("mmap", "direct"):
         worker = "baselines.loaders:plain_worker"
@@ -326,7 +326,7 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
     lay = Dataset(cfg.dataset.path).features()
     rec["epochs"] = epochs
     rec["metrics"] = {
-        "memory": system_memory(cfg, "distdgl", lay.num_rows, lay.row_bytes, machines=spec.machines),
+        "memory": system_memory(cfg.cache, "distdgl", lay.num_rows, lay.row_bytes, machines=spec.machines),
         "rows": {"requests": int(sum(it["input_rows"] for m in metrics for it in m["iterations"]))},
         "traffic": {"storage_bytes": 0, "storage_io_ops": 0, "device_exchange_bytes": 0, "host_to_device_bytes": 0,
                     **({"network_bytes": int(net)} if net is not None else {}),

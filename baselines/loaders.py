@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from lsm_gnn.cache.budget import device_memory
-from lsm_gnn.sources.contract import FeatureSource
+from lsm_gnn.contract import FeatureSource
 from lsm_gnn.sources.factory import make_feature_source
 from lsm_gnn.sources.store import StoreFeatureSource
 from lsm_gnn.storage.base import IOCounters
@@ -95,12 +95,15 @@ def plain_worker(cfg, rank: int, world_size: int, heartbeat, args: dict) -> dict
     dataset = Dataset(cfg.dataset.path)
     lay = dataset.features()
     reader = cfg.storage.reader
-    src = make_feature_source(cfg, dataset)  # the plain store (cache off): every rank reads the whole file
+    # the plain store (cache off): every rank reads the whole file (its replica in its own folder
+    # where storage.rank_dirs gives each rank one)
+    src = make_feature_source(cfg, dataset, storage_rank=rank)
     src.heartbeat = heartbeat  # a rank that fetches is alive
     cap = None
     if reader == "mmap":
         budget = int(args.get("page_cache_budget", 0)) // world_size  # each rank caps its own share
-        cap = PageCacheCap(budget, lay.path, enabled=bool(args.get("cap", True))).__enter__()
+        # the file this rank maps: features.bin, or its replica in the rank's own folder
+        cap = PageCacheCap(budget, src.store.path, enabled=bool(args.get("cap", True))).__enter__()
         src = CappedStoreSource(src, cap, lay.row_bytes)
     heartbeat.beat()
     try:

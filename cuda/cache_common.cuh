@@ -1,12 +1,12 @@
-// Shared definitions of the GPU cache engine (lsm_gnn/cache/gpu_engine.py).
-// gpu_engine.module_source() prepends this file (then the policy state struct, cuda/policies/*.cuh
-// and the policy dispatch, both generated from the registry) to every cuda/cache_*.cu source (no
-// #include, so CuPy's kernel cache, keyed on the source text, sees every change), and before it a
-// block of #defines generated from the Python constants (gpu_engine.constant_defines:
-// window.NO_REUSE, FRESH, TAG_DTYPE, the policy codes POLICY_<NAME> of the registry, the
-// statuses), so the two engines cannot drift apart. The defaults below are those values at the
-// time of writing, for a compile of this header on its own; the policy codes have none (only the
-// registry numbers them).
+// Shared definitions of the GPU cache engine (lsm_gnn/cache/gpu_engine.py). Its one source,
+// lsm_gnn/cache/gpu_codegen.py's module_source(), puts this file (then the policy state struct,
+// cuda/policies/*.cuh and the policy dispatch, both generated from the registry) before every
+// cuda/cache_*.cu source (no #include, so CuPy's kernel cache, keyed on the source text, sees
+// every change), and before it a block of #defines generated from the Python constants
+// (gpu_codegen.constant_defines: window.NO_REUSE, FRESH, TAG_DTYPE, the policy codes POLICY_<NAME>
+// of the registry, the statuses), so the two engines cannot drift apart. The defaults below are
+// those values at the time of writing, for a compile of this header on its own; the policy codes
+// have none (only the registry numbers them).
 #ifndef TAG_T
 #define TAG_T int                            // window.TAG_DTYPE (int32 tags)
 #endif
@@ -26,7 +26,7 @@
 #define SPILL_DROPPED -2
 #endif
 #ifndef CORRUPT_COUNT
-#define CORRUPT_COUNT 7                      // gpu_engine.CORRUPT_COUNT: counts[] slot of corrupt sets
+#define CORRUPT_COUNT 7                      // gpu_codegen.CORRUPT_COUNT: counts[] slot of corrupt sets
 #endif
 #define NONE_POS 2147483647                  // "no position" in row_first / row_land (int32)
 

@@ -1,7 +1,7 @@
 // Misses: grouping by set, victim choice per policy, eviction and fill (docs/cache-semantics.md,
 // step 3 and "Victim choice"). Needs cache_common.cuh, cuda/policies/*.cuh and the policy dispatch
-// prepended (gpu_engine.module_source; the dispatch is generated from the registry by
-// gpu_engine.policy_dispatch): every policy decision is a policy_* hook, every trait a policy_*
+// prepended (gpu_codegen.module_source; the dispatch is generated from the registry by
+// gpu_codegen.policy_dispatch): every policy decision is a policy_* hook, every trait a policy_*
 // predicate, so nothing here names a policy.
 //
 // The CPU engine serves misses one by one in order of first occurrence. Sets are independent, so

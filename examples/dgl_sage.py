@@ -23,7 +23,7 @@ from lsm_gnn.config import load_config  # noqa: E402
 from lsm_gnn.datasets.format import Dataset  # noqa: E402
 from lsm_gnn.sources.factory import make_feature_source  # noqa: E402
 from lsm_gnn.integrations.dgl import DGLDataLoader  # noqa: E402
-from lsm_gnn.ranks.group import init_process_group  # noqa: E402
+from lsm_gnn.multidevice.group import init_process_group  # noqa: E402
 from lsm_gnn.sampling import NeighborSampler  # noqa: E402
 
 
@@ -66,7 +66,7 @@ def main():
         over.update({"distributed.devices": world, "distributed.mode": "shared"})
     cfg = load_config(None, [f"{k}={v}" for k, v in over.items()] + args.sets)
     if world > 1:   # torchrun's environment; gloo on the CPU, NCCL with train.device=cuda
-        init_process_group(cfg, rank, world)
+        init_process_group(cfg.distributed, cfg.train.device, rank, world)
 
     dataset = Dataset(cfg.dataset.path)
     source = make_feature_source(cfg, dataset, rank, world)   # the cache, the shared cache, the ideal, ...

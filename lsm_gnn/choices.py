@@ -8,6 +8,8 @@ CLI's choices read the same list without the config importing an implementation:
   ENGINES  cache.engine: the cache engines lsm_gnn.cache.engines.make_engine builds
   HARDWARE_PROFILES  baselines.network_profile: the packaged projection profiles of
            lsm_gnn.project.profiles (a floor above the config)
+  ACCELERATOR_PROFILES  train.accelerator_profile: the packaged emulated accelerators of
+           lsm_gnn.accelerator (which imports the config to measure a step)
 """
 
 from __future__ import annotations
@@ -19,3 +21,6 @@ ROW_ENGINES = tuple(e for e in ENGINES if e != "reference")
 
 HARDWARE_PROFILES = ("this-machine", "paper", "h200x8")
 """The hardware profiles lsm_gnn/project/profiles/ ships (lsm_gnn.project.profiles.PACKAGED)."""
+
+ACCELERATOR_PROFILES = ("a100", "h200")
+"""The accelerator profiles lsm_gnn/accelerator/profiles/ ships (lsm_gnn.accelerator.PACKAGED)."""

@@ -11,11 +11,12 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lsm_gnn.choices import ENGINES, HARDWARE_PROFILES, READERS
+from lsm_gnn.choices import ACCELERATOR_PROFILES, ENGINES, HARDWARE_PROFILES, READERS
 from lsm_gnn.utils.errors import ConfigError
+from lsm_gnn.utils.seeds import SEED_MAX
+from lsm_gnn.utils.yamlmodel import load_yaml, shorten
 
 
 def policy_names() -> tuple[str, ...]:
@@ -32,8 +33,24 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+BYTES_MAX = 2**62
+"""The largest byte count a setting takes: int64 arithmetic on it (offsets, sums of two) stays exact."""
+
+
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # every number finite (an infinite timeout or capacity is no setting: `1e400` reads as inf)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _within_int64(cls, v):
+        """Every integer of a setting (a list's too) within int64, where numpy and torch take it:
+        10**20 threads or a fan-out of 10**20 were OverflowErrors deep in a run."""
+        for x in (v if isinstance(v, list) else [v]):
+            if isinstance(x, int) and not isinstance(x, bool) and not INT64_MIN <= x <= INT64_MAX:
+                raise ValueError(f"an integer within int64 is expected ([{INT64_MIN}, {INT64_MAX}]), found {x}")
+        return v
 
 
 class DatasetConfig(Section):
@@ -62,6 +79,15 @@ class StorageConfig(Section):
     """Check every row read from storage against its checksum (features.xxh3.npy); a row that
     differs stops the run naming the file and the row. Measured at a few % of the random-read rate
     (docs/storage.md, "Row checksums"), so on by default."""
+    rank_dirs: list[str] | None = None
+    """One folder per rank, each on that rank's own drive (the paper gives each GPU its own SSDs;
+    docs/run-on-your-gpus.md): with G ranks, G folders, rank r's storage in the r-th. The shared
+    cache (lsm) keeps rank r's owner file there (`owners-G/owner-r.bin`, in place of
+    dataset.owners_dir); every other system's rank r reads a full replica of features.bin there
+    (`owners-1/owner-0.bin`, as the authors' isolated baseline reads its own SSD). Both are written
+    on first use by the owner-file writer (lsm_gnn/multidevice/owner_files.py: every row checked
+    against its checksum, a manifest tying the file to features.bin). null: every rank reads the
+    dataset's folder (or dataset.owners_dir)."""
     mmap_advice: Literal["normal", "random"] = "normal"
     """mmap reader: "random" (MADV_RANDOM) turns kernel readahead off (the page-cache-capped mmap
     baseline sets it: under a small cap readahead evicts the rows being gathered)."""
@@ -102,7 +128,7 @@ class CacheConfig(Section):
     capacity_fraction: float | None = Field(0.10, gt=0.0, le=1.0)
     """Total feature memory per device (device cache + victim buffer + landing buffer) as a
     fraction of the feature bytes (ignored if capacity_bytes is set); lsm_gnn.cache.budget."""
-    capacity_bytes: int | None = Field(None, ge=1)
+    capacity_bytes: int | None = Field(None, ge=1, le=BYTES_MAX)
     ways: int = Field(32, ge=1, le=1024)
     policy: str = "hybrid"
     """An eviction policy of the registry (lsm_gnn.cache.policies; `policy_names()`)."""
@@ -144,17 +170,6 @@ class CacheConfig(Section):
 
         return lookahead_horizon(self)
 
-    def loader_horizon(self, source=None) -> int:
-        """Batches the loader samples ahead and hands `source.advance`: the horizon when something
-        reads it, else 0. Something reads it when this cache is on, or when `source` is a caller's
-        own (an object that is no lsm_gnn FeatureSource, such as a cache of its own: it gets
-        `advance(window)` and the config's horizon). With the cache off a source of lsm_gnn's
-        (the ideal, the plain store) reads nothing ahead: the window is 0 (docs/integrations.md)."""
-        from lsm_gnn.sources.contract import FeatureSource
-
-        own = source is not None and not isinstance(source, FeatureSource)
-        return self.horizon if (self.enabled or own) else 0
-
 
 class SamplerConfig(Section):
     fanouts: list[int] = Field(default_factory=lambda: [10, 15], min_length=1, max_length=8)
@@ -184,7 +199,8 @@ class TrainConfig(Section):
     """Adam's learning rate: 0.01, the default of the authors' training script (dist_homogenous_train.py
     in github.com/jeongminpark417/COALA-GNN; the paper does not state its value)."""
     weight_decay: float = Field(0.0, ge=0.0)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=SEED_MAX)
+    """numpy's and torch's seed range (0..2**32-1; lsm_gnn.utils.seeds.SEED_MAX)."""
     device: Literal["cpu", "cuda"] = "cpu"
     warmup_iters: int = Field(0, ge=0)
     """Iterations run before the timed window starts (the paper's code used 100)."""
@@ -195,7 +211,7 @@ class TrainConfig(Section):
     """Evaluate on a fixed seeded subset of this many validation/test nodes (None: the whole split)."""
     overlap_fetch: bool = True
     """Fetch the next batch's features in a thread while the current batch trains."""
-    threads: int | None = Field(None, ge=1)
+    threads: int | None = Field(None, ge=1, le=65536)
     accelerator: Literal["real", "emulated"] = "real"
     """real: the model trains on train.device. emulated: each train step is a wait of the
     accelerator profile's step time for that batch (MLPerf Storage's emulated accelerators;
@@ -208,10 +224,9 @@ class TrainConfig(Section):
     @field_validator("accelerator_profile")
     @classmethod
     def _known_accelerator(cls, v):
-        from lsm_gnn.accelerator import PACKAGED
-
-        if v not in PACKAGED and not v.endswith((".yaml", ".yml")):
-            raise ValueError(f"unknown accelerator profile; expected one of {', '.join(PACKAGED)} or a .yaml path")
+        if v not in ACCELERATOR_PROFILES and not v.endswith((".yaml", ".yml")):
+            raise ValueError(f"unknown accelerator profile; expected one of {', '.join(ACCELERATOR_PROFILES)} "
+                             "or a .yaml path")
         return v
 
 
@@ -258,7 +273,7 @@ class BaselineConfig(Section):
 
     page_cache_cap: bool = True
     """mmap loader: cap the page cache with a cgroup memory limit (else only drop it first)."""
-    page_cache_budget_bytes: int | None = Field(None, ge=0)
+    page_cache_budget_bytes: int | None = Field(None, ge=0, le=BYTES_MAX)
     """mmap page-cache budget; None: LSM-GNN's total feature memory (per-device budget x devices)."""
     partition_method: Literal["metis", "random"] = "metis"
     partition_dir: str | None = None
@@ -316,7 +331,7 @@ def _raise_config_error(source: str, err: ValidationError):
     if kind == "extra_forbidden":
         problem = "unknown key"
     else:
-        problem = f"{first['msg']} (found {first.get('input')!r})"
+        problem = f"{first['msg']} (found {shorten(first.get('input'))})"
     raise ConfigError(source, key, problem) from None
 
 
@@ -343,10 +358,7 @@ def load_config(path: str | os.PathLike | None, overrides: list[str] | dict | No
             raise ConfigError(source, "(file)", f"cannot read: {e.strerror}") from None
         except UnicodeDecodeError as e:
             raise ConfigError(source, "(file)", f"not UTF-8 text: {e.reason} at byte {e.start}") from None
-        try:
-            data = yaml.safe_load(text) or {}
-        except (yaml.YAMLError, RecursionError) as e:
-            raise ConfigError(source, "(file)", f"not valid YAML: {e}") from None
+        data = load_yaml(text, source) or {}  # bounded: no expanding aliases, no duplicate keys
     if overrides:
         data = apply_overrides(data, overrides, source)
     return parse_config(data, source)
@@ -379,9 +391,10 @@ def _split(item: str, source: str) -> tuple[str, Any]:
         raise ConfigError(source, item, "override must look like key=value")
     k, v = item.split("=", 1)
     try:
-        return k.strip(), yaml.safe_load(v)
-    except (yaml.YAMLError, RecursionError) as e:
-        raise ConfigError(source, k.strip() or "(key)", f"value {v!r} is not a YAML value: {e}") from None
+        return k.strip(), load_yaml(v, source)
+    except ConfigError as e:
+        raise ConfigError(source, k.strip() or "(key)",
+                          f"value {shorten(repr(v))} is not a YAML value: {e.problem}") from None
 
 
 def config_to_dict(cfg: RunConfig) -> dict:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from lsm_gnn.sources.contract import check_feature_ids
+from lsm_gnn.contract import check_feature_ids
 from lsm_gnn.utils.errors import InputError
 from lsm_gnn.utils.native import scatter_rows
 

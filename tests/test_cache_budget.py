@@ -69,7 +69,7 @@ def test_budget_for_cache_rows_inverts_the_share():
 
 
 def test_system_memory_for_every_system():
-    cfg = parse_config({"cache": {"capacity_fraction": 0.1}})
+    cfg = parse_config({"cache": {"capacity_fraction": 0.1}}).cache
     lsm = system_memory(cfg, "lsm", 1000, 4096, devices=2)
     assert lsm["total_bytes"] == 100 * 4096 and lsm["devices"] == 2
     assert lsm["all_devices_bytes"] == 200 * 4096 and lsm["all_devices_fraction"] == pytest.approx(0.2)

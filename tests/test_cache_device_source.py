@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from lsm_gnn.cache import gpu_engine
+from lsm_gnn.cache import gpu_codegen, gpu_engine
 from lsm_gnn.cache.device_pool import DeviceRowPool, gather_rows, word_dtype
 from lsm_gnn.sources.cached_device import DeviceCachedFeatureSource
 from lsm_gnn.sources.cached import CachedFeatureSource
@@ -255,7 +255,7 @@ def emulated_gpu_engine(monkeypatch):
 
     if not _EMU:
         _EMU["cp"] = fake_cupy()
-        _EMU["mod"] = _EMU["cp"].RawModule(code=gpu_engine.module_source())
+        _EMU["mod"] = _EMU["cp"].RawModule(code=gpu_codegen.module_source())
     monkeypatch.setattr(gpu_engine, "_cupy", lambda: _EMU["cp"])
     monkeypatch.setattr(gpu_engine, "_module", lambda: _EMU["mod"])
 

@@ -22,7 +22,7 @@ import pytest
 
 from lsm_gnn.cache.budget import budget_for_cache_rows
 from lsm_gnn.cache import engine as cpu_engine
-from lsm_gnn.cache import gpu_engine, policies, window
+from lsm_gnn.cache import gpu_codegen, gpu_engine, policies, window
 from lsm_gnn.cache.engine import CpuCacheEngine
 from lsm_gnn.cache.geometry import cache_geometry
 from lsm_gnn.cache.window import ROW_SLOT
@@ -60,7 +60,7 @@ def backend(request, monkeypatch):
 
         if not _EMU:
             _EMU["cp"] = fake_cupy()
-            _EMU["mod"] = _EMU["cp"].RawModule(code=gpu_engine.module_source())
+            _EMU["mod"] = _EMU["cp"].RawModule(code=gpu_codegen.module_source())
         monkeypatch.setattr(gpu_engine, "_cupy", lambda: _EMU["cp"])
         monkeypatch.setattr(gpu_engine, "_module", lambda: _EMU["mod"])
     return name
@@ -394,15 +394,15 @@ def test_a_negative_round_robin_counter_is_corrupt_state_in_both_engines(backend
 
 # ---- no GPU needed ----------------------------------------------------------------------------
 def test_sources_define_every_kernel_the_engine_launches():
-    files = gpu_engine.module_files()
+    files = gpu_codegen.module_files()
     for name in ("cache_common.cuh", "cache_lookup.cu", "cache_fill.cu", "cache_tags.cu",
                  "cache_spill.cu", "cache_pvp.cu", "cache_horizon.cu"):
         assert name in files, name
     # one header of device hooks per module of the built-in policies (hybrid_pvp lives in hybrid's)
     for cls in policies.BUILTIN:
-        assert gpu_engine.cuda_header(cls) in files, cls.name
-    assert [c.name for c in gpu_engine.gpu_policies()] == [c.name for c in policies.BUILTIN]
-    defined = gpu_engine.defined_kernels()
+        assert gpu_codegen.cuda_header(cls) in files, cls.name
+    assert [c.name for c in gpu_codegen.gpu_policies()] == [c.name for c in policies.BUILTIN]
+    defined = gpu_codegen.defined_kernels()
     assert set(gpu_engine.KERNELS) <= defined, set(gpu_engine.KERNELS) - defined
     # every kernel name the engine's code passes to a launch is in KERNELS
     code = open(gpu_engine.__file__).read()
@@ -422,17 +422,17 @@ def test_each_policy_header_defines_the_hooks_its_traits_call_for():
     exactly the numba hooks the policy declares (the victim as a key or as a lane-0 walk, as its
     victim_choice says; admit as its admission says), with the dispatch's parameters, and the
     generated dispatch calls each of them under the policy's code."""
-    dispatch = gpu_engine.policy_dispatch()
-    hooks = {name: " ".join(params.split()) for name, (_, params, _, _, _) in gpu_engine.CUDA_HOOKS.items()}
-    suffixes = {suffix for (_, _, _, suffix, _) in gpu_engine.CUDA_HOOKS.values()}
+    dispatch = gpu_codegen.policy_dispatch()
+    hooks = {name: " ".join(params.split()) for name, (_, params, _, _, _) in gpu_codegen.CUDA_HOOKS.items()}
+    suffixes = {suffix for (_, _, _, suffix, _) in gpu_codegen.CUDA_HOOKS.values()}
     for cls in policies.BUILTIN:
-        defined = _device_functions(cuda_sources.read(gpu_engine.cuda_header(cls)))
-        want = gpu_engine.cuda_functions(cls)
+        defined = _device_functions(cuda_sources.read(gpu_codegen.cuda_header(cls)))
+        want = gpu_codegen.cuda_functions(cls)
         assert ("victim_key" in want) == (cls.victim_choice == "key"), cls.name
         assert ("admit" in want) == cls.admission, cls.name
         for hook, fn in want.items():
             assert defined.get(fn) == hooks[hook], (cls.name, fn, defined.get(fn))
-            assert re.search(rf"case {gpu_engine.code_macro(cls)}: (return )?{fn}\(", dispatch), fn
+            assert re.search(rf"case {gpu_codegen.code_macro(cls)}: (return )?{fn}\(", dispatch), fn
         # no hook of this policy's name that its traits do not call for
         own = {f for f in defined if f.startswith(cls.name + "_") and f[len(cls.name) + 1:] in suffixes}
         assert own == set(want.values()), (cls.name, own - set(want.values()))
@@ -441,27 +441,27 @@ def test_each_policy_header_defines_the_hooks_its_traits_call_for():
                            ("admission", [c for c in policies.BUILTIN if c.admission]),
                            ("lane0_victim", [c for c in policies.BUILTIN if c.victim_choice == "scan"])):
         line = next(x for x in dispatch.splitlines() if f"policy_{trait}(int code)" in x)
-        assert set(re.findall(r"code == (\w+)", line)) == {gpu_engine.code_macro(c) for c in members}, trait
+        assert set(re.findall(r"code == (\w+)", line)) == {gpu_codegen.code_macro(c) for c in members}, trait
 
 
 def test_kernels_take_the_policy_state_in_the_registry_order():
     """cache_lookup and cache_fill declare the state arrays as policies.STATE_SPECS does (names,
     types, STATE_ORDER), which is how the engine passes them and how PolicyState is built."""
-    params = gpu_engine.state_params()
-    source = re.sub(r"//[^\n]*", "", gpu_engine.module_source())
+    params = gpu_codegen.state_params()
+    source = re.sub(r"//[^\n]*", "", gpu_codegen.module_source())
     for kernel in ("cache_lookup", "cache_fill"):
         decl = re.search(rf'void {kernel}\(([^)]*)\)', source).group(1)
         decl = [" ".join(p.split()) for p in decl.split(",")]
         start = decl.index(params[0])
         assert decl[start: start + len(params)] == params, kernel
-    assert f"#define POLICY_STATE_OF_PARAMS {{{', '.join(policies.STATE_ORDER)}}}" in gpu_engine.policy_state_source()
+    assert f"#define POLICY_STATE_OF_PARAMS {{{', '.join(policies.STATE_ORDER)}}}" in gpu_codegen.policy_state_source()
 
 
 def test_kernels_are_compiled_with_the_python_constants():
-    defines = dict(re.findall(r"#define (\w+) (\S+)", gpu_engine.constant_defines()))
+    defines = dict(re.findall(r"#define (\w+) (\S+)", gpu_codegen.constant_defines()))
     assert int(defines["NO_REUSE"].rstrip("L")) == int(window.NO_REUSE)
     assert int(defines["FRESH"].rstrip("L")) == int(window.FRESH)
-    tag_t = re.search(r"#define TAG_T (.+)", gpu_engine.constant_defines()).group(1).strip()
+    tag_t = re.search(r"#define TAG_T (.+)", gpu_codegen.constant_defines()).group(1).strip()
     assert tag_t == {4: "int", 8: "long long"}[np.dtype(window.TAG_DTYPE).itemsize]
     # the policy codes are the registry's, and only the registry's
     for cls in policies.BUILTIN:
@@ -470,10 +470,10 @@ def test_kernels_are_compiled_with_the_python_constants():
     assert int(defines["STATUS_HIT"]) == cpu_engine.HIT
     assert int(defines["STATUS_VICTIM_HIT"]) == cpu_engine.VICTIM_HIT
     assert int(defines["SPILL_DROPPED"]) == cpu_engine.SPILL_DROPPED
-    assert gpu_engine.module_source().startswith(gpu_engine.constant_defines())
+    assert gpu_codegen.module_source().startswith(gpu_codegen.constant_defines())
     # the header's standalone defaults (for a compile of the header alone) are the same values;
     # no CUDA file numbers a policy (the codes come from the registry only)
-    header = cuda_sources.read(gpu_engine.COMMON_HEADER)
+    header = cuda_sources.read(gpu_codegen.COMMON_HEADER)
     defaults = dict(re.findall(r"#define (\w+) (\S+)", header))
     for key in ("NO_REUSE", "FRESH", "NOT_SPILLED"):
         assert defaults[key] == defines[key], key

@@ -106,10 +106,10 @@ def test_the_replay_and_the_simulator_run_a_registered_policy(plugin):
 
 
 def test_the_gpu_engine_refuses_a_policy_without_a_cuda_header(plugin):
-    from lsm_gnn.cache import gpu_engine
+    from lsm_gnn.cache import gpu_codegen
 
-    assert plugin not in gpu_engine.gpu_policies()
-    assert "POLICY_SEEDED_RANDOM_TEST" not in gpu_engine.module_source()
+    assert plugin not in gpu_codegen.gpu_policies()
+    assert "POLICY_SEEDED_RANDOM_TEST" not in gpu_codegen.module_source()
 
 
 def test_a_policy_that_breaks_the_registry_rules_is_refused():

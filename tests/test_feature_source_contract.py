@@ -20,8 +20,9 @@ import torch.multiprocessing as mp
 
 from conftest import _build_random_dataset
 from lsm_gnn.config import load_config
-from lsm_gnn.sources.contract import FeatureSource, STAGES, numeric_stats
-from lsm_gnn.records import EXCHANGE_STAGES, STAGES as RECORD_STAGES
+from lsm_gnn.contract import FeatureSource, STAGES
+from lsm_gnn.records import numeric_stats
+from lsm_gnn.metrics import EXCHANGE_STAGES, STAGES as RECORD_STAGES
 from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.utils.errors import InputError
 
@@ -59,7 +60,7 @@ def host(rows) -> np.ndarray:
 
 def check_contract(src, feats: np.ndarray, batches, *, world: int, own_requests: bool = True,
                    exchanges: bool = False) -> None:
-    """The contract every source keeps (lsm_gnn.sources.contract); `own_requests`: its tier counts are
+    """The contract every source keeps (lsm_gnn.contract); `own_requests`: its tier counts are
     of the rows it was asked for (False for a shared-cache rank, whose tiers are its owner's);
     `exchanges`: it exchanges rows with other devices, and times that as stages of its own."""
     assert isinstance(src, FeatureSource)
@@ -178,7 +179,7 @@ def _shared_rank(rank, world, port, root, outdir):
 
 @pytest.mark.slow   # two spawned ranks: a few seconds of start-up
 def test_the_shared_cache_over_two_ranks_keeps_the_contract(dataset, tmp_path):
-    from lsm_gnn.ranks.group import pick_free_port
+    from lsm_gnn.multidevice.group import pick_free_port
     from lsm_gnn.multidevice.owner_files import ensure_owner_files
 
     ensure_owner_files(dataset, 2, progress=False)   # as the launcher does, before the ranks start
@@ -196,7 +197,7 @@ def test_a_shared_fetch_checks_its_ids_once_and_bad_ids_get_the_field_expected_a
     from lsm_gnn.cache import geometry
     from lsm_gnn.multidevice.exchange import Exchange
     from lsm_gnn import ownership
-    from lsm_gnn.sources import contract
+    from lsm_gnn import contract
     from lsm_gnn.sources.factory import make_feature_source
     from lsm_gnn.sources.shared import SharedCacheFeatureSource
 

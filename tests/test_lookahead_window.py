@@ -1,10 +1,11 @@
 """The lookahead horizon is one derived value of the cache config, and one rule says when the
-loader samples that far ahead (CacheConfig.horizon, CacheConfig.loader_horizon)."""
+loader samples that far ahead (CacheConfig.horizon, lsm_gnn.train.loader.loader_horizon)."""
 
 import numpy as np
 
 from lsm_gnn.config import load_config
 from lsm_gnn.sources.ideal import MemoryFeatureSource
+from lsm_gnn.train.loader import loader_horizon
 
 
 class OwnCache:
@@ -28,11 +29,11 @@ def test_the_horizon_is_the_window_or_k_for_a_long_lookahead_policy():
 
 def test_the_loader_samples_the_horizon_ahead_when_the_cache_is_on():
     c = _cache(enabled=True, window=6)
-    assert c.loader_horizon() == c.loader_horizon(MemoryFeatureSource(np.zeros((4, 1)))) == 6
+    assert loader_horizon(c) == loader_horizon(c, MemoryFeatureSource(np.zeros((4, 1)))) == 6
 
 
 def test_with_the_cache_off_only_a_callers_own_source_gets_the_horizon():
     c = _cache(enabled=False, window=6)
-    assert c.loader_horizon() == 0
-    assert c.loader_horizon(MemoryFeatureSource(np.zeros((4, 1)))) == 0
-    assert c.loader_horizon(OwnCache()) == 6
+    assert loader_horizon(c) == 0
+    assert loader_horizon(c, MemoryFeatureSource(np.zeros((4, 1)))) == 0
+    assert loader_horizon(c, OwnCache()) == 6

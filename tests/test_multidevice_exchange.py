@@ -87,7 +87,7 @@ def _cpu_runs(rank, G, ports, outdir, plane):
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     """The folder of the 2 CPU ranks' results (one spawn for every CPU test of this module)."""
-    from lsm_gnn.ranks.group import pick_free_port
+    from lsm_gnn.multidevice.group import pick_free_port
 
     out = tmp_path_factory.mktemp("exchange")
     for t in TRANSPORTS:
@@ -254,7 +254,7 @@ def _nccl_rank(rank, G, port, outdir):
 
 
 def _over_nccl(tmp_path, G):
-    from lsm_gnn.ranks.group import pick_free_port
+    from lsm_gnn.multidevice.group import pick_free_port
 
     mp.spawn(_nccl_rank, args=(G, pick_free_port(), str(tmp_path)), nprocs=G)
     for r in range(G):
@@ -332,3 +332,23 @@ def test_bench_exchange_times_both_transports_on_the_same_rows():
     for t in ("collective", "shm"):
         assert out["by_transport"][t]["seconds"] > 0 and out["by_transport"][t]["bytes_per_s"] > 0
     assert out["shm_vs_collective_time"] > 0
+
+
+@pytest.mark.parametrize("gpus, local_ranks, want", [(0, None, "gloo"), (1, None, "gloo"), (2, None, "nccl"),
+                                                       (4, None, "nccl"), (1, "1", "nccl"), (2, "3", "gloo")])
+def test_auto_backend_is_nccl_only_where_every_rank_of_the_host_has_a_gpu(monkeypatch, gpus, local_ranks, want):
+    import torch
+
+    from lsm_gnn.config import DistributedConfig
+    from lsm_gnn.multidevice.group import resolve_backend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    if local_ranks is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_ranks)   # torchrun: the ranks on this host
+    two = DistributedConfig(devices=2)
+    assert resolve_backend(two, "cuda") == want
+    assert resolve_backend(two, "cpu") == "gloo"
+    assert resolve_backend(DistributedConfig(devices=2, backend="nccl"), "cpu") == "nccl"   # as configured

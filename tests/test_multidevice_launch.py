@@ -102,6 +102,28 @@ def test_shared_reads_at_most_isolated_and_runs_are_deterministic(setup):
     assert strip_times(shared["metrics"]) == strip_times(again["metrics"])
 
 
+def test_each_rank_reads_its_own_storage_folder_and_decides_as_with_one_folder(setup, tmp_path):
+    ds, trace, _ = setup
+    dirs = [str(tmp_path / "nvme0"), str(tmp_path / "nvme1")]
+    t, static = Trace.load(trace), ds.static_scores()
+    for mode, made in (("shared", "owners-2/owner-{r}.bin"), ("isolated", "owners-1/owner-0.bin")):
+        cfg = cfg_for(ds, mode)
+        cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"rank_dirs": dirs})})
+        # the ranks verify every row they fetch against features.bin (worker_args verify)
+        rec = run_multi_device(cfg, worker="trace", progress=False, worker_args={"trace": str(trace), "verify": True})
+        for r in range(G):
+            assert (tmp_path / f"nvme{r}" / made.format(r=r)).is_file(), (mode, r)
+        # the cache engine's decisions, as with every rank reading the one folder
+        if mode == "shared":
+            budget = memory_budget(cfg.cache, 3000, 16 * 4, owned_rows=local_rows(3000, G))
+            want = [replay([np.concatenate([x[x % G == o] for x in b]) for b in t.batches], cfg.cache, 3000,
+                           static, budget=budget, num_owners=G, owner=o) for o in range(G)]
+        else:
+            budget = memory_budget(cfg.cache, 3000, 16 * 4)
+            want = [replay(t.device(d), cfg.cache, 3000, static, budget=budget) for d in range(G)]
+        assert rec["metrics"]["rows"]["storage_rows"] == sum(w.totals["storage_rows"] for w in want), mode
+
+
 @pytest.mark.parametrize("kind", ["kill", "hang"])
 def test_failed_rank_stops_the_others_and_is_named(setup, monkeypatch, kind):
     ds, trace, root = setup

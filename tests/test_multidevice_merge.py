@@ -1,7 +1,7 @@
 """One record from the ranks' training records: counts summed over devices, per epoch too."""
 
 from lsm_gnn.config import parse_config
-from lsm_gnn.records import merge_records
+from lsm_gnn.ranks.merge import merge_records
 
 
 def rank_result(rank: int, storage: tuple[int, int]) -> dict:

@@ -1,5 +1,6 @@
 """Owner split, reorder and per-owner feature files (CPU engine; GPU engine against it)."""
 
+import json
 import shutil
 
 import numpy as np
@@ -85,6 +86,52 @@ def test_owner_files_under_an_owners_dir_leave_the_dataset_folder_untouched(rand
     assert [la.path.parent for la in lays] == [tmp_path / "res/owners-2"] * 2
     assert np.array_equal(read_owner_rows(lays[1], np.arange(1, 301, 2) // 2), ds.feature_array()[1::2])
     assert not (ds.root / "owners-2").exists()
+
+def test_owner_files_go_each_into_its_ranks_own_folder_with_a_manifest_of_its_own(random_dataset, tmp_path):
+    from lsm_gnn.multidevice.owner_files import owner_files_build_seconds
+
+    ds = random_dataset(num_nodes=301, dim=12)
+    feats = ds.feature_array()
+    dirs = [str(tmp_path / "nvme0" / "lsm"), str(tmp_path / "nvme1" / "lsm")]
+    # a rank writes only its own file, in its own folder
+    lays = ensure_owner_files(ds, 2, owners=[1], rank_dirs=dirs, progress=False)
+    assert [la.path for la in lays] == [tmp_path / f"nvme{o}/lsm/owners-2/owner-{o}.bin" for o in range(2)]
+    assert not lays[0].path.exists() and lays[1].path.is_file()
+    lays = ensure_owner_files(ds, 2, rank_dirs=dirs, progress=False)
+    for o, lay in enumerate(lays):
+        assert sorted(p.name for p in lay.path.parent.iterdir()) == ["manifest.json", f"owner-{o}.bin"]
+        assert json.loads((lay.path.parent / "manifest.json").read_text())["files"] == [f"owner-{o}.bin"]
+        assert np.array_equal(read_owner_rows(lay, np.arange(o, 301, 2) // 2), feats[o::2])
+    mtimes = [la.path.stat().st_mtime_ns for la in lays]
+    assert [la.path.stat().st_mtime_ns for la in ensure_owner_files(ds, 2, rank_dirs=dirs, progress=False)] == mtimes
+    assert owner_files_build_seconds(ds, 2, rank_dirs=dirs) >= 0.0
+    assert not (ds.root / "owners-2").exists()
+    with pytest.raises(InputError, match=r"storage.rank_dirs names 1 folder\(s\); expected one per device \(2\)"):
+        ensure_owner_files(ds, 2, rank_dirs=dirs[:1], progress=False)
+
+
+@pytest.mark.parametrize("reader", ["direct", "buffered"])
+def test_a_plain_rank_reads_every_row_from_the_replica_in_its_own_folder(random_dataset, tmp_path, reader):
+    from lsm_gnn.config import parse_config
+    from lsm_gnn.sources.factory import make_feature_source
+
+    ds = random_dataset(num_nodes=301, dim=12)
+    dirs = [str(tmp_path / "r0"), str(tmp_path / "r1")]
+    cfg = parse_config({"dataset": {"path": str(ds.root)}, "cache": {"enabled": False},
+                        "storage": {"reader": reader, "rank_dirs": dirs}, "distributed": {"devices": 2}})
+    src = make_feature_source(cfg, ds, storage_rank=1)   # what a plain loader's rank 1 builds
+    try:
+        assert src.store.path == str(tmp_path / "r1/owners-1/owner-0.bin")
+        assert src.store.checksum_state == "verified"
+        ids = np.array([300, 0, 17, 17, 150])
+        assert np.array_equal(src.fetch(ids), ds.feature_array()[ids])
+    finally:
+        src.close()
+    assert not (tmp_path / "r0").exists()   # rank 0's replica is rank 0's to write
+    bad = cfg.model_copy(update={"distributed": cfg.distributed.model_copy(update={"devices": 3})})
+    with pytest.raises(InputError, match="expected one per device \\(3\\)"):
+        make_feature_source(bad, ds, storage_rank=1)
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("G", [2, 3, 8])

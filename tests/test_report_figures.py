@@ -22,7 +22,7 @@ import figures_report  # noqa: E402
 import pvp_report  # noqa: E402
 import verdicts as V  # noqa: E402
 
-from lsm_gnn.records import STAGES  # noqa: E402
+from lsm_gnn.metrics import STAGES  # noqa: E402
 
 
 def test_min_max_error_bars_span_each_values_runs_and_skip_missing_ones():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lsm_gnn.records import STAGES
+from lsm_gnn.metrics import STAGES
 from lsm_gnn.storage.charge import Charger, charge_summary, link_seconds
 from lsm_gnn.testbed import GPU_RATES, PARTS, TABLE, as_record, component, part_of
 from lsm_gnn.utils.errors import InputError

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from lsm_gnn.config import load_config
-from lsm_gnn.sources.contract import TierCounters
+from lsm_gnn.contract import TierCounters
 from lsm_gnn.records import read_record, validate_record
 from lsm_gnn.sampling import NeighborSampler
 from lsm_gnn.train.loader import FeatureLoader
@@ -456,7 +456,7 @@ def test_cuda_with_the_cache_gets_the_device_cache_and_its_tensors_train(random_
     rows = src.fetch(ids)
     assert isinstance(rows, torch.Tensor) and torch.equal(rows, torch.from_numpy(np.asarray(ds.feature_array())[ids]))
     lay = ds.features()
-    assert src.memory() == system_memory(_cfg(ds, **over), "lsm", lay.num_rows, lay.row_bytes)
+    assert src.memory() == system_memory(_cfg(ds, **over).cache, "lsm", lay.num_rows, lay.row_bytes)
     assert src.io_counters().bytes_read > 0 and src.stats()["iterations"] == 1
     assert set(src.stage_seconds()) == {"cache", "victim", "storage"}
     src.close()

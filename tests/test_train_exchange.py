@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from lsm_gnn.config import load_config, parse_config
-from lsm_gnn.records import EXCHANGE_STAGES, FETCH_BUSY_STAGES, bound_stage, validate_record
+from lsm_gnn.metrics import EXCHANGE_STAGES, FETCH_BUSY_STAGES, bound_stage
+from lsm_gnn.records import validate_record
 from lsm_gnn.train.loader import fetch_split
 
 CACHE_ONLY = SimpleNamespace(fetch_stage="fetch_cache")   # a cache: its stages, no exchange

@@ -11,7 +11,7 @@ import torch
 
 from lsm_gnn.config import parse_config
 from lsm_gnn.ranks.launch import run_multi_device
-from lsm_gnn.records import bound_stage, exposed_times
+from lsm_gnn.metrics import bound_stage, exposed_times
 
 
 def _grads_worker(rank, world, init, out):
@@ -40,7 +40,7 @@ def _grads_worker(rank, world, init, out):
 def test_the_explicit_all_reduce_gives_ddps_averaged_gradients(tmp_path):
     import torch.multiprocessing as mp
 
-    from lsm_gnn.ranks.group import pick_free_port
+    from lsm_gnn.multidevice.group import pick_free_port
 
     init = f"tcp://127.0.0.1:{pick_free_port('127.0.0.1')}"
     mp.spawn(_grads_worker, args=(2, init, str(tmp_path)), nprocs=2, join=True)

@@ -248,6 +248,31 @@ def test_each_repeat_of_the_baseline_chain_runs_with_its_own_seed_shared_by_its_
         r = int(re.search(r"-r(\d+)\.json$", run)[1])
         assert seed == run_seed(3, r), run
     assert len({seeds[k] for k in seeds if "-a100-" in k}) == 3
+    # the default device: no job is told one (train.device's default, cpu), so a CPU run's commands
+    # are those of a workflow without the key
+    assert "train.device" not in proc.stdout
+
+
+def test_device_cuda_trains_every_training_job_on_the_gpu_into_results_of_its_own(tmp_path):
+    """`device=cuda`: train_run and every baseline run but Dist-DGL's get train.device=cuda, and the
+    run writes results/<tag>-cuda and reports/<tag>-cuda, apart from the CPU run's."""
+    targets = ["results/synthetic-tiny-cuda/train/summary.csv", "results/synthetic-tiny-cuda/baselines/summary.csv"]
+    proc = snakemake(tmp_path, "-n", "-p", *targets,
+                     config=["size=tiny", "device=cuda", "train_repeats=1", "baselines_repeats=1",
+                             "baselines_real_runs=1", "baselines_systems=[lsm,isolated,direct,memory]"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = dict((out, cmd) for cmd, out in re.findall(r"(python -m lsm_gnn\.cli (?:train|run) [^\n]*)--record (\S+)",
+                                                        proc.stdout))
+    trained = {out for out, cmd in runs.items() if "--set train.device=cuda" in cmd}
+    want = {f"results/synthetic-tiny-cuda/train/{s}-r0.json" for s in ("lsm", "memory")}
+    want |= {f"results/synthetic-tiny-cuda/baselines/{s}-{mode}-r0.json"
+             for s in ("lsm-d2-c0.1", "isolated-d2-c0.1", "direct-d2-c0", "memory-d2-c0") for mode in ("a100", "real")}
+    assert trained == want, sorted(trained ^ want)
+    assert {out for out in runs if "distdgl" in out} and all("train.device" not in runs[o] for o in runs if "distdgl" in o)
+    assert all(out.startswith("results/synthetic-tiny-cuda/") for out in runs)
+    # the dataset is the CPU run's (generated once, its log beside it); nothing else of it is touched
+    assert not re.search(r"results/synthetic-tiny/(train|baselines|owners)", proc.stdout)
+
 
 
 def test_the_training_runs_are_chained_rotated_and_seeded_per_round(tmp_path):
@@ -369,6 +394,7 @@ def test_dataset_forms_and_size_alias(tmp_path, random_dataset):
     (["cache_fraction=1.5"], "cache_fraction"),
     (["no_such_key=1"], "no_such_key"),
     (["fanouts=ten"], "fanouts"),
+    (["device=tpu"], "device"),
 ])
 def test_bad_config_is_refused_naming_the_key(tmp_path, config, message):
     proc = snakemake(tmp_path, "-n", config=config)

@@ -5,12 +5,12 @@ whole step after three warm-up steps (lazy imports done): fetch t (split, exchan
 cache), the train step t, advance(t+1's window), the sampling thread's work meanwhile.
 
 Counted: the lsm_gnn modules with at least one Python or C call in that step; the contract's
-entries, calls into lsm_gnn.sources.contract from a frame outside it (the public fetch calling
+entries, calls into lsm_gnn.contract from a frame outside it (the public fetch calling
 its own check_ids is one entry), and the calls of the id check (check_feature_ids)."""
 import json, os, sys, threading, collections
 
 STATE = {"on": False, "calls": collections.Counter(), "funcs": collections.Counter(), "entries": collections.Counter()}
-CONTRACT = "lsm_gnn.sources.contract"
+CONTRACT = "lsm_gnn.contract"
 
 
 def _prof(frame, event, arg):

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-PACKAGED = ("a100", "h200")
+from lsm_gnn.choices import ACCELERATOR_PROFILES as PACKAGED  # the one list, which the config reads too
+
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 AU_TARGET = 0.90
 """MLPerf Storage's minimum accelerator utilisation for a run to count (3D U-Net, ResNet-50)."""
@@ -41,7 +42,7 @@ class StepModel(_S):
     """The time of one train step (forward, backward, optimiser) of one worker on its accelerator.
 
     DDP's gradient all-reduce is not in it: waiting for the peers is the record's `sync` stage
-    (lsm_gnn.records.STAGES), the projection's `allreduce` stage."""
+    (lsm_gnn.metrics.STAGES), the projection's `allreduce` stage."""
 
     fixed_s: float = Field(0.0, ge=0)
     """What every step pays whatever its size (kernel launches, optimiser, framework)."""

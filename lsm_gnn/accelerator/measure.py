@@ -187,10 +187,11 @@ def write_profile(profile: AcceleratorProfile, path: Path) -> Path:
     """The profile as YAML (what load_accelerator reads back), checked by reading it back."""
     import yaml
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from lsm_gnn.utils.atomic import write_text
+
     header = (f"# {profile.name}: measured by lsm_gnn.accelerator.measure (`lsm-gnn check gpu`); use it with\n"
               f"# load_accelerator('{path.name}') or copy it to lsm_gnn/accelerator/profiles/.\n")
-    path.write_text(header + yaml.safe_dump(profile.model_dump(), sort_keys=False, width=110))
+    write_text(path, header + yaml.safe_dump(profile.model_dump(), sort_keys=False, width=110))
     load_accelerator(path)
     return path
 

@@ -19,7 +19,8 @@ import click
 import numpy as np
 
 from lsm_gnn.cache.policies import configurable_names
-from lsm_gnn.records import distinct_hit_rate
+from lsm_gnn.metrics import distinct_hit_rate
+from lsm_gnn.utils.seeds import SEED_MAX
 
 # every policy of the registry, the paper's first (the headline)
 POLICY_NAMES = ("hybrid",) + tuple(n for n in configurable_names() if n != "hybrid")
@@ -63,7 +64,8 @@ def measure(batches, cfg, num_rows, static, budget, repeat=3, engine="cpu") -> t
               help="PageRank bytes (.npy, uint8 per row) for --trace; default: all equal.")
 @click.option("--rows", default=1_000_000, show_default=True, help="Rows of the generated trace.")
 @click.option("--batches", default=60, show_default=True, help="Batches of the generated trace.")
-@click.option("--batch-size", default=50_000, show_default=True, help="Distinct ids per generated batch.")
+@click.option("--batch-size", default=50_000, show_default=True, type=click.IntRange(min=1),
+              help="Distinct ids per generated batch.")
 @click.option("--skew", default=0.9, show_default=True, help="Zipf exponent of the generated popularity.")
 @click.option("--capacity-fraction", default=0.1, show_default=True,
               help="Total memory budget (cache lines + victim buffer + landing buffer) / rows.")
@@ -76,7 +78,7 @@ def measure(batches, cfg, num_rows, static, budget, repeat=3, engine="cpu") -> t
 @click.option("--reference-requests", default=30_000, show_default=True,
               help="Requests of the trace's prefix replayed by the pure-Python reference.")
 @click.option("--repeat", default=3, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, SEED_MAX))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 def bench_cache(trace_path, device, static_path, rows, batches, batch_size, skew, capacity_fraction, ways, window, depth,
                 policies, reference_requests, repeat, seed, as_json):
@@ -89,7 +91,11 @@ def bench_cache(trace_path, device, static_path, rows, batches, batch_size, skew
         tr = Trace.load(trace_path)
         trace = [np.asarray(b, np.int64) for b in tr.device(device)]
         num_rows = tr.num_rows
-        static = np.load(static_path) if static_path else np.full(num_rows, 128, np.uint8)
+        if static_path:
+            from lsm_gnn.utils.bounds import npy_header
+
+            npy_header(static_path)  # the stated shape within the file and memory, before numpy allocates
+        static = np.load(static_path, allow_pickle=False) if static_path else np.full(num_rows, 128, np.uint8)
         source = {"trace": str(trace_path), "device": device}
     else:
         trace, static = synthetic_trace(rows, batches, batch_size, skew, seed)

@@ -54,6 +54,7 @@ from lsm_gnn.bench.replicate import (SPREAD_LIMIT, correlation, per_round_ratios
                                      summarise_run, summarise_system, with_seed)
 from lsm_gnn.bench.validate import load_outputs, primitive_run, print_validation, validation
 from lsm_gnn.records import emulation_label
+from lsm_gnn.utils.outpaths import output_option
 from lsm_gnn.utils.output import emit
 from lsm_gnn.utils.seeds import run_seed
 
@@ -554,7 +555,7 @@ def _scales(text: str | None) -> list[float]:
 @click.command("compare")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--dataset", default=None, help="Dataset directory.")
-@click.option("--devices", type=int, default=2, show_default=True)
+@click.option("--devices", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--machines", type=int, default=2, show_default=True)
 @click.option("--trainers", type=int, default=2, show_default=True)
 @click.option("--warmup", type=int, default=5, show_default=True, help="Warm-up iterations per epoch.")
@@ -586,8 +587,10 @@ def _scales(text: str | None) -> list[float]:
 @click.option("--validate-against", "validate_against", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Other bench compare outputs (JSON) for the validation's dilation and emulator-vs-real checks.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
-@click.option("--records", "records_dir", default=None, help="Also write each run's record here.")
-@click.option("--output", default=None, help="Also write the JSON object to this file (atomically).")
+@click.option("--records", "records_dir", default=None, callback=output_option("into", "records folder"),
+              help="Also write each run's record here.")
+@click.option("--output", default=None, callback=output_option(),
+              help="Also write the JSON object to this file (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_compare(config_path, dataset, devices, machines, trainers, warmup, timed, accelerator, systems, repeats,
                   sweep, limits, fio_path, storage_device, storage_profile, time_scale, system_scales, host_speed,

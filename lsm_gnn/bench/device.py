@@ -20,7 +20,9 @@ import time
 import click
 import numpy as np
 
+from lsm_gnn.utils.outpaths import output_option
 from lsm_gnn.utils.output import emit
+from lsm_gnn.utils.seeds import SEED_MAX
 
 TARGET = 0.03
 """Achieved IOPS within 3 % of the model's formula at every queue depth."""
@@ -88,8 +90,9 @@ def sweep(dataset, profile: str = "paper", depths=DEPTHS, *, time_scale: float =
 @click.option("--time-scale", type=float, default=1.0, show_default=True,
               help="emulation.time_scale: the SSD S times slower (its rates / S); rates reported x S.")
 @click.option("--batches", type=click.IntRange(1, 100), default=2, show_default=True, help="Batches per depth.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--output", default=None, help="Also write the JSON object to this file (atomically).")
+@click.option("--seed", type=click.IntRange(0, SEED_MAX), default=0, show_default=True)
+@click.option("--output", default=None, callback=output_option(),
+              help="Also write the JSON object to this file (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_device(dataset, profile, depths, time_scale, batches, seed, output, as_json):
     """The emulated storage device's achieved IOPS against its model's formula, QD 1-1024 (target 3 %)."""

@@ -82,10 +82,10 @@ def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, warmup: in
     from lsm_gnn.sources.factory import make_feature_source
     from lsm_gnn.integrations.dgl import DGLDataLoader
     from lsm_gnn.sampling import NeighborSampler
-    from lsm_gnn.train.loader import FeatureLoader
+    from lsm_gnn.train.loader import FeatureLoader, loader_horizon
 
     fan, bs, seed = list(cfg.sampler.fanouts), cfg.sampler.batch_size, cfg.train.seed
-    W = cfg.cache.loader_horizon()
+    W = loader_horizon(cfg.cache)
     common = dict(sample_ahead=cfg.sampler.prefetch_batches, overlap_fetch=cfg.train.overlap_fetch)
     step = _step(step_ms)
 
@@ -145,14 +145,14 @@ def measure(cfg, dataset, *, iters: int, repeat: int, step_ms: float, warmup: in
 @click.argument("dataset", default="data/synthetic-tiny")
 @click.option("--reader", default="direct", show_default=True, help="Storage reader under the cache.")
 @click.option("--cache-fraction", type=float, default=0.10, show_default=True)
-@click.option("--batch-size", type=int, default=1024, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=1024, show_default=True)
 @click.option("--fanouts", default="10,15", show_default=True)
 @click.option("--iters", type=int, default=30, show_default=True, help="Iterations per loader and repeat.")
 @click.option("--warmup", type=int, default=5, show_default=True, help="Iterations before the timed ones.")
 @click.option("--repeat", type=int, default=5, show_default=True)
 @click.option("--step-ms", "steps", default="0,20", show_default=True,
               help="Train-step lengths to measure at, in ms (0: no step, the loader's whole cost).")
-@click.option("--threads", type=int, default=None, help="torch threads (default: torch's).")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch threads (default: torch's).")
 @click.option("--no-native-dgl", is_flag=True, help="Skip DGL's own NeighborSampler run.")
 @click.option("--json", "as_json", is_flag=True)
 def bench_loader(dataset, reader, cache_fraction, batch_size, fanouts, iters, warmup, repeat, steps, threads,

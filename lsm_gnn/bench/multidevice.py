@@ -22,6 +22,9 @@ from pathlib import Path
 import click
 import numpy as np
 
+from lsm_gnn.utils.outpaths import output_option
+from lsm_gnn.utils.seeds import SEED_MAX
+
 
 def one_device_replay(cfg, dataset, trace, budget) -> dict:
     """Every device's requests served by one cache with memory `budget` (in this process)."""
@@ -176,12 +179,12 @@ def _cross_duplicates(trace) -> float:
 @click.option("--cache-fraction", default=0.1, show_default=True, type=float, help="total feature memory per device (cache + victim buffer), fraction of feature bytes")
 @click.option("--policy", default="hybrid", show_default=True)
 @click.option("--window", default=8, show_default=True, type=int)
-@click.option("--batch-size", default=1024, show_default=True, type=int)
+@click.option("--batch-size", default=1024, show_default=True, type=click.IntRange(min=1))
 @click.option("--fanouts", default="10,15", show_default=True)
 @click.option("--batches", default=None, type=int, help="iterations per epoch (default: the whole epoch)")
-@click.option("--epochs", default=1, show_default=True, type=int)
+@click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--reader", default="direct", show_default=True)
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, SEED_MAX))
 @click.option("--trace", "trace_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="replay this recorded trace (lsm-gnn simulate --save-trace) instead of sampling one")
 @click.option("--warmup", default=0, show_default=True, type=int,
@@ -192,7 +195,8 @@ def _cross_duplicates(trace) -> float:
 @click.option("--owners-dir", type=click.Path(file_okay=False), default=None,
               help="folder of the per-owner feature files (owners-G/ under it; default: the dataset's folder)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-@click.option("--output", type=click.Path(dir_okay=False), default=None, help="also write the JSON here")
+@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=output_option(),
+              help="also write the JSON here")
 def bench_multidevice(dataset, devices, cache_fraction, policy, window, batch_size, fanouts, batches, epochs,
                       reader, seed, trace_path, warmup, victim_depth, victim, verify, owners_dir, as_json, output):
     """Shared cache vs isolated caches vs one device (same total memory) on one trace."""

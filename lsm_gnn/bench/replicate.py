@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 
-from lsm_gnn.records import bound_stage, timed_iterations, timed_window
+from lsm_gnn.metrics import bound_stage, timed_iterations, timed_window
 from lsm_gnn.testbed import stage_view
 
 

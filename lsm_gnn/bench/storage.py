@@ -35,8 +35,9 @@ import numpy as np
 
 from lsm_gnn.bench.replicate import SPREAD_LIMIT, rotated_order, spread_of
 from lsm_gnn.storage.faults import capped_fault_seconds
+from lsm_gnn.utils.outpaths import output_option
 from lsm_gnn.utils.output import emit
-from lsm_gnn.utils.seeds import run_seed
+from lsm_gnn.utils.seeds import SEED_MAX, run_seed
 
 TARGETS = {"random_iops_vs_fio": 0.80, "seq_bw_vs_fio": 0.90}
 RATIO_MIN_BATCH = 4096
@@ -255,7 +256,7 @@ def _parse_ints(text: str, what: str) -> list[int]:
               help="Measuring time per reader, pattern and batch size.")
 @click.option("--readers", default="direct,buffered,mmap,memory", show_default=True,
               help="Readers to measure; direct:aio / direct:threads / direct:io_uring pick a backend.")
-@click.option("--threads", default=128, show_default=True, type=int,
+@click.option("--threads", default=128, show_default=True, type=click.IntRange(min=1),
               help="Reads in flight for random batches (AIO queue depth, or reader threads).")
 @click.option("--seq-depth", default=FIO_SEQ["iodepth"], show_default=True, type=click.IntRange(min=1),
               help="Reads in flight for sequential batches: the block readers' depth and fio's "
@@ -273,10 +274,11 @@ def _parse_ints(text: str, what: str) -> list[int]:
 @click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1),
               help="Rounds of every point and of fio's random and sequential jobs, each with a new seed and "
                    "the order rotated; the figures are the medians, with each one's spread over the rounds.")
-@click.option("--seed", default=0, show_default=True, type=int,
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, SEED_MAX),
               help="Base seed; round r draws its random batches with run_seed(seed, r).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON object here.")
+@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=output_option(),
+              help="Also write the JSON object here.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar (only on a terminal).")
 def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threads, seq_depth, fio_path,
                   fio_seconds, fault_processes, fault_batch, checksum_repeats, repeats, seed, as_json, output, progress):

@@ -45,7 +45,7 @@ def _system(cfg, progress):
 @click.option("--window", type=int, default=8, show_default=True)
 @click.option("--warmup", type=int, default=30, show_default=True, help="Warm-up iterations (not timed).")
 @click.option("--timed", type=int, default=30, show_default=True, help="Timed iterations after the warm-up.")
-@click.option("--batch-size", type=int, default=1024, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=1024, show_default=True)
 @click.option("--fanouts", default="10,15", show_default=True)
 @click.option("--model", default="sage", show_default=True)
 @click.option("--hidden", type=int, default=256, show_default=True)

@@ -17,13 +17,3 @@ from lsm_gnn.cache.replay import ReplayResult, replay
 __all__ = ["CpuCacheEngine", "EvictionPolicy", "MemoryBudget", "memory_budget", "REGISTRY", "ReplayResult",
            "get_policy", "register_policy", "replay"]
 
-
-def __getattr__(name):
-    # The old path `from lsm_gnn.cache import CachedFeatureSource` (docs/cache.md showed it), kept
-    # for users' scripts: the source now lives in lsm_gnn.sources.cached, a floor above this
-    # package, so it is imported on first use (importing it here would run sources.cached while
-    # this package is half built, since sources.cached imports cache.engine).
-    if name == "CachedFeatureSource":
-        from lsm_gnn.sources.cached import CachedFeatureSource
-        return CachedFeatureSource
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

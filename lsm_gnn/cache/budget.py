@@ -195,7 +195,7 @@ def budget_for_cache_rows(cfg, cache_rows: int, num_rows: int, row_bytes: int = 
                         int(num_rows))
 
 
-def system_memory(cfg, system: str, num_rows: int, row_bytes: int, *, devices: int = 1,
+def system_memory(cache_cfg, system: str, num_rows: int, row_bytes: int, *, devices: int = 1,
                   page_cache_bytes: int | None = None, machines: int | None = None) -> dict:
     """The record's `memory` block of any system: per device, what holds feature rows.
 
@@ -207,9 +207,9 @@ def system_memory(cfg, system: str, num_rows: int, row_bytes: int, *, devices: i
     from lsm_gnn.ownership import local_rows
 
     feature_bytes = int(num_rows) * int(row_bytes)
-    if system in ("lsm", "isolated") and cfg.cache.enabled:
+    if system in ("lsm", "isolated") and cache_cfg.enabled:
         owned = local_rows(num_rows, devices) if system == "lsm" else num_rows
-        out = memory_budget(cfg.cache, num_rows, row_bytes, owned_rows=owned).record()
+        out = memory_budget(cache_cfg, num_rows, row_bytes, owned_rows=owned).record()
     elif system == "memory":
         out = memory_record(feature_bytes, 0, feature_bytes)
     elif system == "mmap":

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lsm_gnn.sources.contract import check_feature_ids
+from lsm_gnn.contract import check_feature_ids
 from lsm_gnn.ownership import check_owned, local_rows, owned_count  # noqa: F401 (local_rows: re-export)
 from lsm_gnn.utils.errors import InputError
 
@@ -48,7 +48,7 @@ def check_owner_args(num_rows: int, num_owners: int, owner: int) -> None:
 
 def check_owned_ids(ids: np.ndarray, num_rows: int, num_owners: int, owner: int, what: str = "ids") -> np.ndarray:
     """ids as a 1-D int64 array; InputError unless they are feature ids (the contract's check,
-    lsm_gnn.sources.contract.check_feature_ids) in [0, num_rows) and every one is owned by `owner`."""
+    lsm_gnn.contract.check_feature_ids) in [0, num_rows) and every one is owned by `owner`."""
     arr = check_feature_ids(ids, num_rows, what)
     check_owned(arr, num_owners, owner, what)
     return arr

@@ -21,7 +21,7 @@ from lsm_gnn.cache.geometry import cache_geometry, check_owned_ids, check_owner_
 from lsm_gnn.ownership import local_rows
 from lsm_gnn.cache.policies import get_policy, lookahead_horizon, resolve_policy
 from lsm_gnn.cache.window import MAX_ITERATIONS, ring_capacity
-from lsm_gnn.records import distinct_hit_rate
+from lsm_gnn.metrics import distinct_hit_rate
 from lsm_gnn.utils.errors import InputError
 
 
@@ -57,7 +57,7 @@ class ReplayResult:
         return len(self.per_batch["requests"])
 
     def distinct_hit_rate(self) -> float:
-        """(cache + victim hits) / distinct rows (lsm_gnn.records.distinct_hit_rate)."""
+        """(cache + victim hits) / distinct rows (lsm_gnn.metrics.distinct_hit_rate)."""
         return distinct_hit_rate(self.totals)
 
     def as_dict(self) -> dict:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from lsm_gnn.check.gpu import BUDGET_S, STEPS, TESTS_SHARE
+from lsm_gnn.utils.outpaths import output_option
 
 
 @click.group("check")
@@ -17,6 +18,7 @@ def check():
 
 @check.command("gpu")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              callback=output_option("into", "check folder"),
               help="Folder for gpu_check.json, the logs and the measured accelerator profile.")
 @click.option("--quick", is_flag=True, help="Smaller sizes and a shorter budget.")
 @click.option("--budget", type=float, default=None,
@@ -46,6 +48,7 @@ def gpu(out, quick, budget, tests_dir, data_dir, keep_data, skip, skip_tests, lo
 @click.option("--arch", default="sm_80,sm_90", show_default=True,
               help="Comma-separated real architectures (sm_80: A100, sm_90: H100).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              callback=output_option(),
               help="Also write the report (every unit, every kernel's resources and occupancy) to this JSON file.")
 def compile_(arch, json_path):
     """Compile every CUDA program of the GPU engines for real GPUs (no GPU needed) and report each
@@ -105,10 +108,12 @@ def _compile_nvrtc(archs) -> int:
 @click.option("-k", "names", multiple=True, help="Only cases whose name contains this (repeatable).")
 @click.option("--list", "list_only", is_flag=True, help="List the cases and exit.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              callback=output_option(),
               help="Also write every case's outcome and the totals to this JSON file.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the temporary folders go (default: the system's temporary folder).")
-def faults(cheap, names, list_only, json_path, workdir):
+@click.pass_context
+def faults(ctx, cheap, names, list_only, json_path, workdir):
     """Inject each fault into a copy of a tiny synthetic graph and count how every run ended:
     clear error, failed record, recovered, silently wrong, hang, traceback (docs/faults.md).
 
@@ -123,7 +128,7 @@ def faults(cheap, names, list_only, json_path, workdir):
         return
     if not cases:
         raise click.UsageError("no case matches")
-    result = run_suite(cases, workdir=workdir, say=click.echo)
+    result = run_suite(cases, command=ctx.find_root().command, workdir=workdir, say=click.echo)
     if json_path is not None:
         write_json(json_path, result)
     sys.exit(0 if result["ok"] else 1)

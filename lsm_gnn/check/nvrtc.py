@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import re
 
-from lsm_gnn.cache import gpu_engine
+from lsm_gnn.cache import gpu_codegen
 from lsm_gnn.multidevice import gpu
 from lsm_gnn.utils import cuda_sources
 
 
 def translation_units() -> dict[str, tuple[str, list[str]]]:
     """Every program the GPU engines compile: name -> (source text, the files it is made of)."""
-    units = {"cache module": (gpu_engine.module_source(), gpu_engine.module_files())}
+    units = {"cache module": (gpu_codegen.module_source(), gpu_codegen.module_files())}
     for name in gpu.SOURCES:
         units[name] = (gpu.module_source(name), gpu.module_files(name))
     return units

@@ -8,6 +8,9 @@ import time
 
 import click
 
+from lsm_gnn.utils.outpaths import output_option
+from lsm_gnn.utils.seeds import SEED_MAX
+
 # Real datasets handled by lsm_gnn.datasets.real (name -> (sizes, description)).
 REAL_DATASETS = {
     "igb": (("tiny", "small", "medium", "large", "full"),
@@ -45,7 +48,7 @@ def list_datasets():
 
 @dataset.command()
 @click.argument("size", default="tiny")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="RNG seed.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, SEED_MAX), help="RNG seed.")
 @click.option("--hetero", is_flag=True, help="IGBH-like heterogeneous graph (paper/author/fos/institute).")
 @click.option("--dim", default=1024, show_default=True, type=click.IntRange(min=1), help="Feature dimension.")
 @click.option("--dtype", default="float32", show_default=True,
@@ -97,7 +100,7 @@ def generate(size, seed, hetero, dim, dtype, classes, avg_degree, out, pagerank,
               help="Three .npy files of node ids (or boolean masks), comma-separated.")
 @click.option("--split-fractions", default=None, metavar="F,F,F",
               help="Seeded random split of the labelled nodes [default: 0.6,0.2,0.2].")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, SEED_MAX),
               help="Seed of the random splits, placeholder labels and random features.")
 @click.option("--num-nodes", type=click.IntRange(min=1), default=None,
               help="Node count [default: from the DGL graph, the feature rows, the labels, else largest id + 1].")
@@ -178,7 +181,7 @@ def verify(path, quick, write_checksums, as_json, no_progress):
 @dataset.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
 @click.option("--devices", required=True, type=click.IntRange(min=2), help="Number of owners G (devices).")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
+@click.option("--out", type=click.Path(file_okay=False), default=None, callback=output_option("into", "owners folder"),
               help="Folder under which owners-G/ is written [default: the dataset's folder].")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def owners(path, devices, out, no_progress):
@@ -240,6 +243,7 @@ def _real():
 @click.argument("name", type=click.Choice(list(REAL_DATASETS)))
 @click.option("--size", default=None, help="Size for igb/igbh: tiny, small, medium, large or full.")
 @click.option("--dest", type=click.Path(file_okay=False), default=None,
+              callback=output_option("into", "download folder"),
               help="Download directory [default: data/raw/NAME].")
 @click.option("--base-url", default=None, help="Mirror to download from instead of the official host.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")

@@ -11,6 +11,7 @@ import click
 
 from lsm_gnn.choices import ENGINES
 from lsm_gnn.config import POLICIES, CacheConfig
+from lsm_gnn.utils.seeds import SEED_MAX
 
 _CACHE = CacheConfig()  # the defaults the help texts name (written once, in lsm_gnn.config)
 
@@ -29,32 +30,37 @@ def _int_list(text: str) -> list[int]:
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="Run config (YAML) whose sampler, seed and cache settings are the defaults.")
 @click.option("--fanouts", default=None, help="Sampler fan-outs, e.g. 10,15 (default: config's).")
-@click.option("--batch-size", type=int, default=None, help="Seeds per mini-batch (default: config's).")
-@click.option("--seed", type=int, default=None, help="Sampler seed, as train.seed (default: config's).")
-@click.option("--epochs", type=int, default=1, show_default=True, help="Epochs to sample.")
-@click.option("--devices", type=int, default=None, help="Devices G (default 1, or the trace's).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Seeds per mini-batch (default: config's).")
+@click.option("--seed", type=click.IntRange(0, SEED_MAX), default=None,
+              help="Sampler seed, as train.seed (default: config's).")
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True, help="Epochs to sample.")
+@click.option("--devices", type=click.IntRange(min=1), default=None, help="Devices G (default 1, or the trace's).")
 @click.option("--mode", type=click.Choice(["shared", "isolated"]), default="shared", show_default=True,
               help="shared: owner v % G caches v for all devices; isolated: each device caches its own.")
-@click.option("--max-batches", type=int, default=None, help="Cut each epoch to its first N iterations.")
+@click.option("--max-batches", type=click.IntRange(min=1), default=None,
+              help="Cut each epoch to its first N iterations.")
 @click.option("--split", type=click.Choice(["train", "val", "test"]), default="train", show_default=True)
 @click.option("--policy", "policies", multiple=True, type=click.Choice(list(POLICIES) + ["all"]),
               help="Eviction policy (repeatable; default all).")
-@click.option("--cache-fraction", "fractions", multiple=True, type=float,
+@click.option("--cache-fraction", "fractions", multiple=True, type=click.FloatRange(0, 1, min_open=True),
               help="Total memory per device (cache + victim buffer + landing buffer) as a fraction of all "
                    f"rows (repeatable; default config's, {_CACHE.capacity_fraction}).")
-@click.option("--window", "windows", multiple=True, type=int, help=f"Lookahead window W (repeatable; default config's, {_CACHE.window}).")
-@click.option("--lookahead", "lookaheads", multiple=True, type=int,
+@click.option("--window", "windows", multiple=True, type=click.IntRange(0, 1024),
+              help=f"Lookahead window W (repeatable; default config's, {_CACHE.window}).")
+@click.option("--lookahead", "lookaheads", multiple=True, type=click.IntRange(1, 65536),
               help="K, future batches a long-lookahead policy (horizon) reads (repeatable: a K sweep; default "
                    f"config's, {_CACHE.lookahead}). Other policies read W.")
 @click.option("--victim-depth", default="config", show_default=True,
               help="Victim-buffer lines per queue: an integer (taken out of the same budget) or 'config' (the "
                    "run config's cache.victim_buffer: by default its host_fraction of the budget).")
-@click.option("--host-fraction", type=float, default=None,
+@click.option("--host-fraction", type=click.FloatRange(0, 1, max_open=True), default=None,
               help="Share of the budget for the victim buffer + landing buffer (default config's; unset: the "
                    "policy's share, lsm_gnn.cache.budget).")
 @click.option("--victim/--no-victim", "victim", default=None, help=f"Victim buffer + PVP on/off (default config's, "
               f"{'on' if _CACHE.victim_buffer.enabled else 'off'}).")
-@click.option("--ways", type=int, default=None, help=f"Set associativity (default config's, {_CACHE.ways}).")
+@click.option("--ways", type=click.IntRange(1, 1024), default=None,
+              help=f"Set associativity (default config's, {_CACHE.ways}).")
 @click.option("--engine", type=click.Choice(ENGINES), default=_CACHE.engine, show_default=True)
 @click.option("--save-trace", type=click.Path(dir_okay=False), help="Write the trace (.npz) for later replays.")
 @click.option("--trace-only", is_flag=True, help="Only sample (and --save-trace) the trace; replay nothing.")
@@ -81,6 +87,11 @@ def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs
 
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
+    from lsm_gnn.utils.outpaths import check_output
+
+    for out_path, what in ((save_trace, "trace"), (out_csv, "CSV")):  # before any work (the record: below)
+        if out_path:
+            check_output(out_path, "file", what)
     if record_path:  # checked and locked before the simulation, held until the command ends
         from lsm_gnn.records import claim_record
 
@@ -100,9 +111,9 @@ def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs
 
         trace = generate_trace(
             ds, fanouts=_int_list(fanouts) if fanouts else run_cfg.sampler.fanouts,
-            batch_size=batch_size or run_cfg.sampler.batch_size,
+            batch_size=run_cfg.sampler.batch_size if batch_size is None else batch_size,
             seed=run_cfg.train.seed if seed is None else seed, epochs=epochs,
-            devices=devices or run_cfg.distributed.devices, max_batches=max_batches,
+            devices=run_cfg.distributed.devices if devices is None else devices, max_batches=max_batches,
             shuffle=run_cfg.sampler.shuffle, split=split, progress=progress)
     if save_trace:
         trace.save(save_trace)
@@ -126,8 +137,11 @@ def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs
 
     if any(k < 1 for k in lookaheads):
         raise InputError(f"--lookahead must be >= 1, found {min(lookaheads)}")
+    if not fractions and base.capacity_fraction is None:  # never a fraction of our own in its place
+        raise InputError(f"{config_path}: cache.capacity_bytes is set and simulate sweeps fractions of the rows: "
+                         "give --cache-fraction")
     configs = []
-    for frac in fractions or [base.capacity_fraction or 0.10]:
+    for frac in fractions or [base.capacity_fraction]:
         if not 0 < frac <= 1:
             raise InputError(f"--cache-fraction must lie in (0, 1], found {frac}")
         for w in windows or [base.window]:

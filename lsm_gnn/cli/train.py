@@ -110,7 +110,7 @@ def _fmt(v, unit="s"):
 
 
 def _summary(rec: dict, path: Path, as_json: bool):
-    from lsm_gnn.records import timed_window
+    from lsm_gnn.metrics import timed_window
 
     m = rec["metrics"]
     if as_json:
@@ -136,7 +136,7 @@ def _summary(rec: dict, path: Path, as_json: bool):
         click.echo(f"  fetch hidden behind compute: {100 * t['hidden_fetch_fraction']:.0f}%")
     rows = m.get("rows") or {}
     if rows.get("requests"):
-        from lsm_gnn.records import HIT_KEYS
+        from lsm_gnn.metrics import HIT_KEYS
 
         parts = [(k, rows.get(k, 0)) for k in HIT_KEYS + ("storage_rows",)]
         click.echo(f"  rows: {rows['requests']} requested; "

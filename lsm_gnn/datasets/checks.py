@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -68,6 +69,18 @@ def _from_error(file: str, e: DataError) -> Problem:
     if e.expected is not None or e.found is not None:
         msg += f" (expected {e.expected}, found {e.found})"
     return Problem(file, msg)
+
+
+def _non_finite(obj, path: str = ""):
+    """(dotted path, value) of the first non-finite number in a JSON value, None when all are finite."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return path or "(root)", obj
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        found = _non_finite(v, f"{path}.{k}" if path else str(k))
+        if found is not None:
+            return found
+    return None
 
 
 def _is_count(v, low: int = 0) -> bool:
@@ -180,6 +193,10 @@ class Checker:
         if not isinstance(meta, dict):
             self.add(M, f"expected a JSON object, found {type(meta).__name__}")
             return False
+        bad = _non_finite(meta)
+        if bad is not None:  # 1e400 reads as inf: no count, size or offset is that
+            self.add(M, f"field {bad[0]}: a number must be finite (found {bad[1]!r}: beyond the float range or NaN)")
+            return False
         self.meta = meta
         ok = True
         if meta.get("format") != FORMAT_NAME:
@@ -256,8 +273,11 @@ class Checker:
             rel = f["file"]
             if not isinstance(rel, str):
                 raise TypeError(f"file must be a string, found {rel!r}")
-            dim, rows, stride = int(f["dim"]), int(f["num_rows"]), int(f["row_stride"])
-            row_bytes, file_bytes, offsets = int(f["row_bytes"]), int(f["file_bytes"]), dict(f["type_offsets"])
+            for k in ("dim", "num_rows", "row_stride", "row_bytes", "file_bytes"):  # never int(16.5) == 16
+                if not _is_count(f[k]):
+                    raise ValueError(f"features.{k} must be an integer >= 0, found {f[k]!r}")
+            dim, rows, stride = f["dim"], f["num_rows"], f["row_stride"]
+            row_bytes, file_bytes, offsets = f["row_bytes"], f["file_bytes"], dict(f["type_offsets"])
             dtype = np.dtype(f["dtype"])
         except (KeyError, TypeError, ValueError) as e:
             self.add(M, f"field features: malformed ({type(e).__name__}: {e})")
@@ -362,11 +382,41 @@ class Checker:
                 self.add(rel, f"shape: expected {shape}, found {found_shape} (metadata.json field {field})")
             else:
                 self.headers_ok.add(rel)
+        self.identity()
         for et, (_, _, ne) in self.edges.items():  # the two ends of every offset array: O(1)
             for kind in ("csc", "csr"):
                 rel = f"topology/{et}/{kind}_indptr.npy"
                 if rel in self.headers_ok:
                     self.problems += indptr_problems(rel, np.load(self.root / rel, mmap_mode="r"), ne, ends_only=True)
+
+    def identity(self):
+        """The feature file and its checksums belong to this metadata (O(1): 64 rows): the checksums of
+        `checksums.identity_rows` hash to features.checksums.identity, and those rows of the feature
+        file match them. A feature file and checksum file swapped in from another dataset agree with
+        each other, so only this catches them before training on them."""
+        f = self.features
+        cs = self.meta["features"].get("checksums") if f else None
+        if not f or not isinstance(cs, dict) or CHECKSUM_FILE not in self.headers_ok:
+            return
+        want = cs.get("identity")
+        if want is None:
+            return  # written before identities: the row checks still hold
+        sums = checksums.load(self.root / CHECKSUM_FILE)
+        if not isinstance(want, str) or checksums.identity(sums) != want:
+            self.add(CHECKSUM_FILE, f"not this dataset's checksums: their identity differs from metadata.json "
+                     f"features.checksums.identity (expected {str(want)[:20]}, found {checksums.identity(sums)}); the "
+                     "feature file and its checksums were replaced, perhaps from another dataset")
+            return
+        rows = checksums.identity_rows(f["num_rows"])
+        if not rows.size or not f["path"].is_file() or f["path"].stat().st_size < f["num_rows"] * f["row_stride"]:
+            return  # a short or missing feature file is named by its own check
+        with open(f["path"], "rb") as fh:
+            got = np.frombuffer(b"".join(os.pread(fh.fileno(), f["row_bytes"], int(r) * f["row_stride"])
+                                         for r in rows), np.uint8).reshape(len(rows), f["row_bytes"])
+        bad = np.flatnonzero(checksums.row_checksums(got, f["row_bytes"]) != np.asarray(sums[rows]))
+        if bad.size:
+            self.add(f["rel"], f"not this dataset's feature file: row {int(rows[bad[0]])} (and {bad.size - 1} more of "
+                     f"{rows.size} sampled) differ from {CHECKSUM_FILE}; the file was replaced or is corrupt")
 
     # ---- listed files, their sizes and hashes; metadata.sha256 ---------------------------------
     def files(self):

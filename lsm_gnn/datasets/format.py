@@ -27,6 +27,7 @@ from lsm_gnn.datasets.spec import (BLOCK, CHECKSUM_FILE, FEATURE_FILE, FORMAT_NA
 from lsm_gnn.utils.atomic import WRITE_ERRNOS, make_parent, remove_leftovers, replace_dir, temp_dir
 from lsm_gnn.utils.errors import DataError, InputError, OutputError
 from lsm_gnn.utils.locks import exclusive
+from lsm_gnn.utils.outpaths import check_output
 
 
 _warned: set[str] = set()
@@ -237,13 +238,59 @@ class Dataset:
                 f"types={self.node_types})")
 
 
+# the folders of a dataset that other writers of this project add (lsm_gnn.multidevice.owner_files)
+_OWNED_FOLDER_PREFIXES = ("owners-",)
+
+
+def check_dataset_output(root: str | os.PathLike, overwrite: bool = False) -> Path:
+    """The one check of a dataset folder to be written, before any work: the output path rule
+    (lsm_gnn.utils.outpaths: a folder or nothing, never a symbolic link, a name the file system
+    takes); what is there is replaced only with `overwrite` (CLI: --force), and only when it is a
+    dataset this project wrote: an empty folder, or a folder whose metadata.json says format
+    lsm-gnn and every file of which that metadata (or an owner-file folder) accounts for. Anything
+    else -- a folder of the user's files, `.` -- is refused and nothing is removed. Returns the
+    path to write (absolute where the given one names no folder, such as `.`)."""
+    given = Path(root)
+    path = check_output(root, "dir", "dataset folder")
+    if given.name in ("", ".", ".."):
+        given = path
+    if not os.path.lexists(path):
+        return given
+    if not overwrite:
+        raise InputError(f"{given}: already exists; pass overwrite=True (CLI: --force) to replace it "
+                         "(only a dataset folder this project wrote is replaced)")
+    entries = sorted(path.rglob("*"))
+    if not entries:
+        return given
+    meta_path = path / METADATA_FILE
+    try:
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() and not meta_path.is_symlink() else None
+    except (OSError, ValueError):
+        meta = None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME or not isinstance(meta.get("files"), dict):
+        raise OutputError(given, f"--force replaces only a dataset folder this project wrote, and this one has no "
+                                 f"{METADATA_FILE} of format {FORMAT_NAME!r} with its file list; nothing was "
+                                 "removed (choose another output folder, or empty this one yourself)")
+    known = set(meta["files"]) | {METADATA_FILE, METADATA_HASH_FILE}
+    foreign = []
+    for p in entries:
+        rel = p.relative_to(path).as_posix()
+        if rel.split("/")[0].startswith(_OWNED_FOLDER_PREFIXES) and not p.is_symlink():
+            continue
+        if p.is_symlink() or (p.is_file() and rel not in known) or not (p.is_file() or p.is_dir()):
+            foreign.append(rel)
+    if foreign:
+        raise OutputError(given, f"--force replaces only what this project wrote, and {len(foreign)} file(s) here are "
+                                 f"not in its {METADATA_FILE}: {', '.join(foreign[:5])}"
+                                 f"{' ...' if len(foreign) > 5 else ''}; nothing was removed")
+    return given
+
+
 class DatasetWriter:
     """Builds a dataset directory; `commit()` writes metadata.json and renames it into place."""
 
     def __init__(self, root: str | os.PathLike, name: str, source: dict | None = None, overwrite: bool = False):
-        self.root = Path(root)
-        if self.root.exists() and not overwrite:
-            raise InputError(f"{self.root}: already exists; pass overwrite=True (CLI: --force) to replace it")
+        self.root = check_dataset_output(root, overwrite)
         # one writer per directory (a second is refused); a killed writer's temporary copy is removed
         make_parent(self.root)
         self._lock = contextlib.ExitStack()
@@ -444,6 +491,8 @@ class DatasetWriter:
         if not f.get("checksums"):  # a writer that did not hash its rows (a linked or copied file)
             sums = checksums.file_checksums(self.tmp / f["file"], f["num_rows"], f["row_stride"], f["row_bytes"])
             self.add_checksums(sums)
+        # one identity for the dataset's files (checked on open: foreign features + checksums are refused)
+        f["checksums"]["identity"] = checksums.identity(checksums.load(self.tmp / CHECKSUM_FILE))
         files = {}
         for p in sorted(self.tmp.rglob("*")):
             if p.is_file():

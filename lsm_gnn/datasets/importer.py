@@ -35,9 +35,11 @@ import numpy as np
 from tqdm import tqdm
 
 from lsm_gnn.datasets import validate
-from lsm_gnn.datasets.format import Dataset, DatasetWriter, row_stride_for
+from lsm_gnn.datasets.format import check_dataset_output, Dataset, DatasetWriter, row_stride_for
 from lsm_gnn.datasets.synthetic import FEATURE_DTYPES, write_features
+from lsm_gnn.utils.bounds import check_nodes, npy_header
 from lsm_gnn.utils.errors import DataError, InputError
+
 
 NODE_TYPE = "node"
 RELATION = "edge"
@@ -155,6 +157,7 @@ def _dgl_edges(path: Path):
 def _load_npy(path: Path) -> np.ndarray:
     if not path.is_file():
         raise DataError(path, "file does not exist")
+    npy_header(path)  # the stated shape within the file's size and this machine's memory
     try:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
@@ -263,8 +266,7 @@ def import_graph(out: str | os.PathLike, edges: str | os.PathLike, *, features: 
     field, what was expected and what was found. See the module docstring for the formats.
     """
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise InputError(f"{out}: already exists; pass overwrite=True (CLI: --force) to replace it")
+    out = check_dataset_output(out, overwrite)  # before any work: what --force may replace
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise InputError(f"--seed: expected a non-negative integer, found {seed!r}")
     if feature_dim is not None and (not isinstance(feature_dim, (int, np.integer)) or feature_dim < 1):
@@ -308,6 +310,10 @@ def import_graph(out: str | os.PathLike, edges: str | os.PathLike, *, features: 
     if n < 1:
         raise DataError(edges, "no nodes: the edge list is empty and no --num-nodes was given",
                         expected="at least one node", found=0)
+    # before any table of n entries (lsm_gnn.utils.bounds.NODE_TABLE_BYTES): one very large id or
+    # --num-nodes is refused here, not by the allocator (a 160-byte edge file asked for 7.3 TiB)
+    check_nodes(n, Path(edges) if num_nodes is None else "--num-nodes",
+                 "num_nodes", why=f"{n:,} nodes (from {n_from})")
     entry, first = how.get("entry", "edge"), how.get("first_entry", 0)
     validate.ids_in_range(src, n, edges, f"source id (num_nodes {n} from {n_from})", entry=entry, first_entry=first)
     validate.ids_in_range(dst, n, edges, f"destination id (num_nodes {n} from {n_from})", entry=entry,

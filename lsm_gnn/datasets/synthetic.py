@@ -32,9 +32,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from lsm_gnn.datasets.format import Dataset, DatasetWriter, row_stride_for
+from lsm_gnn.datasets.format import check_dataset_output, Dataset, DatasetWriter, row_stride_for
 from lsm_gnn.utils.atomic import make_parent
 from lsm_gnn.utils.errors import InputError
+
 
 SIZES = {"tiny": 100_000, "small": 1_000_000, "medium": 10_000_000}
 RECIPE_VERSION = 1
@@ -80,6 +81,9 @@ def resolve_size(size: str | int) -> tuple[str, int]:
         raise InputError(f"size: expected one of {', '.join(SIZES)} or a node count, found {size!r}") from None
     if isinstance(size, float) or n < 2:
         raise InputError(f"size: a node count must be an integer >= 2, found {size!r}")
+    from lsm_gnn.utils.bounds import check_nodes
+
+    check_nodes(n, "size", "num_nodes", why=f"{n:,} nodes")  # before any table of n
     return str(n), n
 
 
@@ -284,8 +288,7 @@ def generate(root: str | os.PathLike, size: str | int = "tiny", *, seed: int = 0
     if not 0 < avg_degree <= n - 1:
         raise InputError(f"avg_degree: expected a value in (0, {n - 1}] for {n} nodes, found {avg_degree!r}")
     root = Path(root)
-    if root.exists() and not overwrite:
-        raise InputError(f"{root}: already exists; pass overwrite=True (CLI: --force) to replace it")
+    root = check_dataset_output(root, overwrite)  # before any work: what --force may replace
     dtype = np.dtype(feature_dtype)
 
     counts = igbh_node_counts(n) if heterogeneous else {"paper": n}

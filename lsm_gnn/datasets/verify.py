@@ -55,7 +55,8 @@ def write_checksums(root: str | os.PathLike, progress: bool = False) -> list[Pro
     if not f.get("checksums"):
         sums = checksums.file_checksums(root / f["file"], f["num_rows"], f["row_stride"], f["row_bytes"], progress)
         checksums.save(root / CHECKSUM_FILE, sums)
-        f["checksums"] = {"file": CHECKSUM_FILE, "algorithm": checksums.ALGORITHM, "unit": "row"}
+        f["checksums"] = {"file": CHECKSUM_FILE, "algorithm": checksums.ALGORITHM, "unit": "row",
+                          "identity": checksums.identity(sums)}
         p = root / CHECKSUM_FILE
         meta["files"][CHECKSUM_FILE] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
         text = json.dumps(meta, indent=2) + "\n"

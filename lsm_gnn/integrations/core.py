@@ -6,7 +6,7 @@ seeds to the ranks exactly as lsm-gnn's own sampler does (lsm_gnn.sampling.deal_
 into batches and calls `sample(seeds, epoch, step) -> MiniBatch`.
 
 `WindowedLoader` runs FeatureLoader over it, so an integration samples the lookahead window
-ahead (W batches, K for horizon: `cfg.cache.loader_horizon(source)`), calls the source's `advance(window)` before
+ahead (W batches, K for horizon: `lsm_gnn.train.loader.loader_horizon`), calls the source's `advance(window)` before
 each `fetch`, overlaps sampling and fetching with the user's train step, and times every stage
 as `lsm-gnn train` does. The user's step is the time between a yield and the next request (the
 record's "train"; "other" is the loader's own work in the training thread). Every `iter(loader)`
@@ -15,7 +15,7 @@ is the next epoch (0, 1, ...: reshuffled with the seed), unless `set_epoch(e)` n
 `loader.stats()` is the run record's metrics block so far (rows per tier, hit rates, storage
 traffic, seconds per iteration and stage); `loader.record(path)` the whole record, in the schema
 of `lsm-gnn train` (lsm_gnn.records), merged over the ranks under torch.distributed
-(lsm_gnn.records.merge_records, as the torchrun entry does) and written by rank 0.
+(lsm_gnn.ranks.merge.merge_records, as the torchrun entry does) and written by rank 0.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ import time
 import numpy as np
 import torch
 
-from lsm_gnn.sources.contract import as_source, numeric_stats
+from lsm_gnn.contract import as_source
+from lsm_gnn.records import numeric_stats
 from lsm_gnn.models.blocks import batch_edges
 from lsm_gnn.records import (dataset_block, emulation_records, epoch_window, new_record, system_name, training_metrics,
                              write_record)
 from lsm_gnn.sampling import deal_seeds
-from lsm_gnn.train.loader import FeatureLoader, StageTimes
+from lsm_gnn.train.loader import FeatureLoader, StageTimes, loader_horizon
 from lsm_gnn.utils.errors import InputError
 from lsm_gnn.utils.machine import process_cpu_seconds
 
@@ -118,7 +119,7 @@ class WindowedLoader:
         self.cfg, self.dataset, self.batches = cfg, dataset, batches
         self.source = as_source(source)
         if window is None:
-            window = cfg.cache.loader_horizon(source) if cfg is not None else 0
+            window = loader_horizon(cfg.cache, source) if cfg is not None else 0
         self.window = int(window)
         self.warmup_iters = int(setting(warmup_iters, cfg, "train", "warmup_iters"))
         if max_iters is None and cfg is not None and cfg.train.timed_iters is not None:
@@ -261,7 +262,7 @@ def _record(loader: WindowedLoader) -> dict:
 def _merged(loader: WindowedLoader, rec: dict, world: int, cpu_s: float) -> tuple[dict, float]:
     """Every rank's record and source figures gathered, merged as the torchrun entry merges them;
     and the ranks' CPU seconds summed (the merged record's CPU share counts every rank)."""
-    from lsm_gnn.records import merge_records
+    from lsm_gnn.ranks.merge import merge_records
     from lsm_gnn.ranks.workers import source_metrics
 
     if loader.cfg is None:

@@ -37,7 +37,7 @@ import torch
 from torch_geometric.data import Data, FeatureStore, TensorAttr
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
-from lsm_gnn.sources.contract import FeatureSource, as_source
+from lsm_gnn.contract import FeatureSource, as_source
 from lsm_gnn.integrations.core import SeedBatches, WindowedLoader, process_rank, require_homogeneous, setting
 from lsm_gnn.sampling import MiniBatch, NeighborSampler
 from lsm_gnn.utils.errors import InputError

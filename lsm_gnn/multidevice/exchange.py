@@ -57,7 +57,7 @@ import torch
 import torch.distributed as dist
 
 from lsm_gnn.ownership import reorder_blocks
-from lsm_gnn.ranks.health import NULL_HEARTBEAT, Heartbeat
+from lsm_gnn.multidevice.health import NULL_HEARTBEAT, Heartbeat
 from lsm_gnn.utils.errors import DistributedError, InputError
 
 TRANSPORTS = ("auto", "shm", "collective")

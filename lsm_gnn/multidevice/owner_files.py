@@ -40,6 +40,28 @@ def owner_dir(dataset: Dataset, num_owners: int, out_dir: str | os.PathLike | No
     return base / f"owners-{num_owners}"
 
 
+def owner_dirs(dataset: Dataset, num_owners: int, out_dir: str | os.PathLike | None = None,
+               rank_dirs: list | None = None) -> list[Path]:
+    """The folder of each owner's file: `rank_dirs[o]/owners-G` where every rank has a storage
+    folder of its own (`storage.rank_dirs`, one per owner), else the one `owner_dir` for all."""
+    if rank_dirs is None:
+        return [owner_dir(dataset, num_owners, out_dir)] * num_owners
+    if len(rank_dirs) != num_owners:
+        raise InputError(f"storage.rank_dirs names {len(rank_dirs)} folder(s); expected one per device "
+                         f"({num_owners}): {list(rank_dirs)}")
+    return [Path(d) / f"owners-{num_owners}" for d in rank_dirs]
+
+
+def replica_layout(dataset: Dataset, rank_dirs: list, rank: int, world: int, progress: bool = False) -> FeatureLayout:
+    """Rank `rank`'s full copy of features.bin in its own storage folder (`rank_dirs[rank]`): the
+    one-owner file of that folder (`owners-1/owner-0.bin`, written on first use, every row checked
+    against its checksum), which holds every row at its own position, as features.bin does."""
+    if len(rank_dirs) != world:
+        raise InputError(f"storage.rank_dirs names {len(rank_dirs)} folder(s); expected one per device "
+                         f"({world}): {list(rank_dirs)}")
+    return ensure_owner_files(dataset, 1, out_dir=rank_dirs[rank], progress=progress)[0]
+
+
 def owner_layout(layout: FeatureLayout, path: Path, num_owners: int, owner: int) -> FeatureLayout:
     n = owner_num_rows(layout.num_rows, num_owners, owner)
     data = n * layout.row_stride
@@ -91,27 +113,42 @@ def _write_owner_file(src_rows: np.ndarray, lay: FeatureLayout, num_owners: int,
 
 def ensure_owner_files(dataset: Dataset | str | os.PathLike, num_owners: int, *,
                        out_dir: str | os.PathLike | None = None, owners: list[int] | None = None,
-                       progress: bool = True) -> list[FeatureLayout]:
+                       progress: bool = True, rank_dirs: list | None = None) -> list[FeatureLayout]:
     """Layouts of the G owner files, writing any that are missing or stale.
 
     `owners` limits which files this call writes (a rank writes only its own); the returned list
-    always has all G layouts.
+    always has all G layouts. `rank_dirs` (one folder per owner, `storage.rank_dirs`) puts owner
+    o's file, and a manifest of its own, under `rank_dirs[o]/owners-G/` instead of `out_dir`.
     """
     if not isinstance(dataset, Dataset):
         dataset = Dataset(dataset)
     if num_owners < 1:
         raise InputError(f"num_owners must be >= 1, found {num_owners}")
     lay = dataset.features()
-    directory = owner_dir(dataset, num_owners, out_dir)
-    layouts = [owner_layout(lay, directory / f"owner-{o}.bin", num_owners, o) for o in range(num_owners)]
+    dirs = owner_dirs(dataset, num_owners, out_dir, rank_dirs)
+    layouts = [owner_layout(lay, dirs[o] / f"owner-{o}.bin", num_owners, o) for o in range(num_owners)]
+    wanted = list(range(num_owners) if owners is None else owners)
+    for directory in dict.fromkeys(dirs[o] for o in wanted):  # each folder once, in owner order
+        _ensure_in(dataset, lay, directory, num_owners, [o for o in wanted if dirs[o] == directory],
+                   [la for o, la in enumerate(layouts) if dirs[o] == directory], layouts, progress)
+    return layouts
+
+
+def _ensure_in(dataset: Dataset, lay: FeatureLayout, directory: Path, num_owners: int, wanted: list[int],
+               listed: list[FeatureLayout], layouts: list[FeatureLayout], progress: bool) -> None:
+    """Write the `wanted` owners' files of one folder where missing or stale, then its manifest
+    (which lists the files of that folder, `listed`)."""
     expected = _source_id(dataset)
-    wanted = range(num_owners) if owners is None else owners
     if _is_current(directory, expected, [layouts[o] for o in wanted]):
-        return layouts
+        return
     if not lay.path.is_file() or lay.path.stat().st_size < lay.num_rows * lay.row_stride:
         raise DataError(lay.path, "feature file missing or shorter than metadata.json says",
                         expected=lay.num_rows * lay.row_stride,
                         found=lay.path.stat().st_size if lay.path.exists() else None)
+    from lsm_gnn.utils.outpaths import check_output
+
+    for out in [directory / MANIFEST] + [layouts[o].path for o in wanted]:  # before any work
+        check_output(out, "file", "owner file")
     directory.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     raw = np.memmap(lay.path, dtype=np.uint8, mode="r", shape=(lay.num_rows * lay.row_stride,))
@@ -132,19 +169,23 @@ def ensure_owner_files(dataset: Dataset | str | os.PathLike, num_owners: int, *,
     # Dist-DGL's reused partitions report their METIS time)
     with atomic_path(directory / MANIFEST) as tmp:
         tmp.write_text(json.dumps({"source": expected, "num_owners": num_owners,
-                                   "files": [la.path.name for la in layouts],
+                                   "files": [la.path.name for la in listed],
                                    "build_s": time.perf_counter() - t0}, indent=2) + "\n")
-    return layouts
 
 
-def owner_files_build_seconds(dataset: Dataset, num_owners: int, out_dir: str | os.PathLike | None = None) -> float | None:
-    """Seconds the current owner files took to write (None if unknown)."""
-    try:
-        manifest = json.loads((owner_dir(dataset, num_owners, out_dir) / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
-    value = manifest.get("build_s")
-    return float(value) if isinstance(value, (int, float)) else None
+def owner_files_build_seconds(dataset: Dataset, num_owners: int, out_dir: str | os.PathLike | None = None,
+                              rank_dirs: list | None = None) -> float | None:
+    """Seconds the current owner files took to write, every folder's together (None if unknown)."""
+    total = 0.0
+    for directory in dict.fromkeys(owner_dirs(dataset, num_owners, out_dir, rank_dirs)):
+        try:
+            value = json.loads((directory / MANIFEST).read_text()).get("build_s")
+        except (OSError, ValueError):
+            return None
+        if not isinstance(value, (int, float)):
+            return None
+        total += float(value)
+    return total
 
 
 def read_owner_rows(layout: FeatureLayout, local_rows: np.ndarray) -> np.ndarray:

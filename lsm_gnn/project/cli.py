@@ -9,7 +9,6 @@ import statistics
 from pathlib import Path
 
 import click
-import yaml
 
 from lsm_gnn.utils.errors import ConfigError, InputError
 
@@ -40,7 +39,9 @@ def _set_dotted(data: dict, item: str, source: str) -> None:
             else:
                 raise ConfigError(source, key, f"{part!r} is not a section")
         node = node[part]
-    node[parts[-1]] = yaml.safe_load(raw)
+    from lsm_gnn.utils.yamlmodel import load_yaml
+
+    node[parts[-1]] = load_yaml(raw, f"{source} {key}")
 
 
 def load_profile_with(name: str, sets=()):
@@ -50,7 +51,9 @@ def load_profile_with(name: str, sets=()):
     prof = load_profile(name)  # named errors for the file itself
     if not sets:
         return prof
-    data = yaml.safe_load(profile_path(name).read_text())
+    from lsm_gnn.utils.yamlmodel import load_yaml
+
+    data = load_yaml(profile_path(name).read_text(), os.fspath(profile_path(name)))
     for item in sets:
         _set_dotted(data, item, "--set")
     src = (profile_path(name).name if name in PACKAGED else os.fspath(name)) + " with --set"

@@ -26,7 +26,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lsm_gnn.records import record_measured_epochs, timed_window
+from lsm_gnn.metrics import record_measured_epochs, timed_window
 from lsm_gnn.utils.errors import DataError
 
 PAGE = 4096  # page size of the mmap loader's faults

@@ -4,7 +4,7 @@
 `cfg.distributed.devices` ranks and watches them (spawn.py), each joining a torch.distributed
 process group (group.py: gloo on the CPU, NCCL on CUDA) and running a worker (workers.py: the
 training loop by default, or a trace replay), then merges the ranks' results into one record
-(lsm_gnn.records.merge_records). A failed rank stops the others; the record says which one failed ("failed" status,
+(merge.py). A failed rank stops the others; the record says which one failed ("failed" status,
 `failure.rank`) and a `DistributedError` names it.
 
 `python -m lsm_gnn.ranks.launch` / `torchrun ... -m lsm_gnn.ranks.launch` runs
@@ -17,16 +17,12 @@ import os
 import sys
 
 from lsm_gnn.config import RunConfig
-from lsm_gnn.ranks.group import init_process_group
-from lsm_gnn.ranks.health import Heartbeat
-from lsm_gnn.records import failed_record, merge_records
+from lsm_gnn.multidevice.group import init_process_group
+from lsm_gnn.multidevice.health import Heartbeat
+from lsm_gnn.ranks.merge import failed_record, merge_records
 from lsm_gnn.ranks.spawn import run_ranks
 from lsm_gnn.ranks.workers import train_worker
-
-# names this module had before it was split, still importable from here
-from lsm_gnn.ranks.group import exchange_group, pick_free_port, resolve_backend  # noqa: F401, E402
-from lsm_gnn.ranks.workers import WORKERS, source_metrics, trace_worker  # noqa: F401, E402
-from lsm_gnn.utils.errors import DataError, DistributedError, LsmGnnError, OutputError
+from lsm_gnn.utils.errors import ConfigError, DistributedError, InputError, LsmGnnError
 
 
 def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict | None = None,
@@ -45,14 +41,18 @@ def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict
             if cfg.distributed.mode == "shared" and G > 1:
                 from lsm_gnn.multidevice.owner_files import ensure_owner_files
 
-                ensure_owner_files(Dataset(cfg.dataset.path), G, out_dir=cfg.dataset.owners_dir, progress=progress)  # once, before the ranks
-        except (DataError, OutputError) as e:  # the dataset does not open: a failed run, with its record
-            if record_path:
+                ensure_owner_files(Dataset(cfg.dataset.path), G, out_dir=cfg.dataset.owners_dir, progress=progress,
+                                   rank_dirs=cfg.storage.rank_dirs)  # once, before the ranks
+            with cpu_time_around() as cpu:  # the ranks are this process's children, reaped by the end
+                results, failure, wall = run_ranks(cfg, worker, worker_args or {})
+        except Exception as e:
+            # a failure before or while starting the ranks (a dataset that does not open, owner files
+            # that cannot be written, ranks that cannot be spawned) is a failed run, with its record;
+            # a config or argument rejected before anything ran is an error only, as in one process
+            if record_path and not isinstance(e, (ConfigError, InputError)):
                 write_record(record_path, failed_record(cfg, {"rank": None, "message": f"{type(e).__name__}: {e}"},
                                                         worker))
             raise
-        with cpu_time_around() as cpu:  # the ranks are this process's children, reaped by the end
-            results, failure, wall = run_ranks(cfg, worker, worker_args or {})
         record = merge_records(cfg, results, worker, wall) if failure is None else failed_record(cfg, failure, worker)
         if failure is None:
             emulation_records(record, cfg, cpu)
@@ -81,7 +81,7 @@ def torchrun_main(argv: list[str] | None = None) -> None:
         path, argv = argv[1], argv[2:]
     cfg = load_config(path, argv)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    init_process_group(cfg, rank, world)
+    init_process_group(cfg.distributed, cfg.train.device, rank, world)
     hb = Heartbeat(rank)
     result = train_worker(cfg, rank, world, hb, {})
     gathered = [None] * world
@@ -96,7 +96,7 @@ def torchrun_main(argv: list[str] | None = None) -> None:
 
 
 def main() -> None:
-    """`python -m` entry (this module and its old path, lsm_gnn.multidevice.launch)."""
+    """`python -m lsm_gnn.ranks.launch` entry."""
     try:
         torchrun_main()
     except LsmGnnError as e:

@@ -25,8 +25,8 @@ import traceback
 from pathlib import Path
 
 from lsm_gnn.config import RunConfig, config_to_dict, parse_config
-from lsm_gnn.ranks.group import init_process_group, pick_free_port
-from lsm_gnn.ranks.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LIMIT_S, WORKING, Heartbeat, \
+from lsm_gnn.multidevice.group import init_process_group, pick_free_port
+from lsm_gnn.multidevice.health import DONE, IN_COLLECTIVE, STARTING, STARTUP_LIMIT_S, WORKING, Heartbeat, \
     die_with_parent
 from lsm_gnn.ranks.workers import resolve_worker
 from lsm_gnn.utils.atomic import write_json
@@ -35,6 +35,7 @@ from lsm_gnn.utils.threads import pinned_thread_env
 
 POLL_S = 0.2
 TERMINATE_GRACE_S = 5.0
+PAUSE_GAP_S = 5.0  # a watchdog poll this late (25 polls) means the launcher was stopped, not slow
 
 
 # ---- inside a rank ---------------------------------------------------------------------------------
@@ -53,7 +54,7 @@ def rank_main(rank, world_size, cfg_dict, worker, worker_args, init_method, stam
 
         cfg = parse_config(cfg_dict)
         torch.set_num_threads(rank_threads(cfg, world_size))
-        init_process_group(cfg, rank, world_size, init_method)
+        init_process_group(cfg.distributed, cfg.train.device, rank, world_size, init_method)
         hb.beat(STARTING)
         result = resolve_worker(worker)(cfg, rank, world_size, hb, worker_args)
         hb.beat(IN_COLLECTIVE)
@@ -132,24 +133,55 @@ def _read_error(outdir: Path, r: int) -> dict | None:
         return None
 
 
+def _stopped(pid: int | None) -> bool:
+    """Whether process `pid` is stopped now (SIGSTOP, SIGTSTP, a debugger): state T or t in /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return data[data.rindex(b")") + 2:][:1] in (b"T", b"t")
+    except (OSError, ValueError):
+        return False
+
+
 def _watch(procs, stamps, phases, outdir: Path, timeout: float) -> dict | None:
-    """Poll until every rank is done (None) or one failed (a failure dict naming the rank)."""
+    """Poll until every rank is done (None) or one failed (a failure dict naming the rank).
+
+    A rank's silence is counted from its last heartbeat or the last time it was seen stopped,
+    whichever is later: a rank paused (SIGSTOP) and resumed (SIGCONT) is not a hung rank, and it
+    gets the whole timeout after it resumes. A gap in this loop itself (the launcher was stopped
+    with its ranks, as Ctrl-Z does) excuses every rank the same way."""
+    excused = [0.0] * len(procs)
+    stopped_since: list[float | None] = [None] * len(procs)
+    last = time.monotonic()
     while True:
         codes = [p.exitcode for p in procs]
         if all(c == 0 for c in codes):
             return None
         now = time.monotonic()
+        if now - last > PAUSE_GAP_S:  # this loop was not scheduled: the launcher itself was stopped
+            excused = [now] * len(procs)
+        last = now
+        for r, p in enumerate(procs):
+            if codes[r] is None and _stopped(p.pid):
+                stopped_since[r] = stopped_since[r] or now
+                excused[r] = now
+            else:
+                stopped_since[r] = None
+        # stopped for longer than the timeout: no longer a pause, the rank is what the others wait for
+        held = [r for r, t in enumerate(stopped_since) if t is not None and now - t > timeout]
         dead = [r for r, c in enumerate(codes) if c not in (None, 0)]
         alive = [r for r, c in enumerate(codes) if c is None and phases[r] != DONE]
         stale = [r for r in alive
-                 if now - stamps[r] > (max(timeout, STARTUP_LIMIT_S) if phases[r] == STARTING else timeout)]
+                 if r in held or now - max(stamps[r], excused[r]) >
+                 (max(timeout, STARTUP_LIMIT_S) if phases[r] == STARTING else timeout)]
         # a slow rank is only a hung rank when another one is blocked waiting for it (or all are
         # stuck): ranks that are all busy (JIT compiles, evaluation) are not a failure
-        waiting = [r for r in stale if phases[r] == IN_COLLECTIVE]
-        hung = [r for r in stale if phases[r] != IN_COLLECTIVE]
-        if dead or (hung and waiting) or (alive and len(stale) == len(alive)):
+        waiting = [r for r in stale if phases[r] == IN_COLLECTIVE and r not in held]
+        hung = [r for r in stale if phases[r] != IN_COLLECTIVE or r in held]
+        if dead or (hung and waiting) or (alive and len(stale) == len(alive)) or (held and len(held) < len(alive)):
             time.sleep(POLL_S)  # let simultaneous error files land before judging
-            failure = _judge(procs, stamps, phases, outdir, dead, stale, timeout)
+            failure = _judge(procs, stamps, phases, outdir, dead, stale, timeout,
+                             {r: now - stopped_since[r] for r in held})
             _terminate(procs)
             for state, p in zip(failure["ranks"], procs):
                 state["exitcode"] = p.exitcode
@@ -157,9 +189,14 @@ def _watch(procs, stamps, phases, outdir: Path, timeout: float) -> dict | None:
         time.sleep(POLL_S)
 
 
-def _judge(procs, stamps, phases, outdir, dead, stale, timeout) -> dict:
+def _judge(procs, stamps, phases, outdir, dead, stale, timeout, held: dict | None = None) -> dict:
     errors = {r: _read_error(outdir, r) for r in range(len(procs))}
     codes = [p.exitcode for p in procs]
+    if held:  # 0. a rank stopped (SIGSTOP, a debugger) for longer than the timeout
+        r = min(held)
+        return {"rank": r, "message": f"stopped (SIGSTOP or a debugger) for {held[r]:.0f} s, longer than "
+                                      f"distributed.timeout_s={timeout:g}; the other ranks were waiting for it",
+                "ranks": _states(procs, errors)}
     # 1. a rank that died by itself (killed, crashed, or an error of its own)
     own = [r for r in dead if errors[r] is None or errors[r]["kind"] == "own"]
     for r in own:

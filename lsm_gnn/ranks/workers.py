@@ -6,7 +6,7 @@
 - any `module:function` with the same signature (e.g. `baselines.loaders:plain_worker`).
 
 A worker returns a JSON-able dict; `source_metrics` is what a rank's feature source contributes
-to the merged record (lsm_gnn.records.merge_records).
+to the merged record (lsm_gnn.ranks.merge.merge_records).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 from lsm_gnn.config import RunConfig
-from lsm_gnn.sources.contract import numeric_stats
-from lsm_gnn.ranks.health import Heartbeat
+from lsm_gnn.records import numeric_stats
+from lsm_gnn.multidevice.health import Heartbeat
 from lsm_gnn.sources.factory import make_feature_source
 
 

@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from lsm_gnn.utils.outpaths import output_option
+
 
 @click.group()
 def report():
@@ -17,7 +19,8 @@ def report():
 @click.argument("reference", type=click.Path(exists=True))
 @click.argument("other", type=click.Path(exists=True))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of markdown.")
-@click.option("--out", "out", type=click.Path(dir_okay=False), default=None, help="Also write the markdown here.")
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None, callback=output_option(),
+              help="Also write the markdown here.")
 def compare_cmd(reference, other, as_json, out):
     """Put the report OTHER beside REFERENCE (report folders, e.g. reports/reference and
     reports/synthetic-small): the hardware-independent figures (figures.json) must agree exactly for

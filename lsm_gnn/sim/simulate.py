@@ -29,7 +29,7 @@ from tqdm import tqdm
 from lsm_gnn.cache.budget import MemoryBudget, memory_budget
 from lsm_gnn.ownership import local_rows
 from lsm_gnn.config import CacheConfig
-from lsm_gnn.records import hit_rate
+from lsm_gnn.metrics import hit_rate
 from lsm_gnn.sim import bounds as B
 from lsm_gnn.sim.trace import Trace
 from lsm_gnn.utils.errors import InputError

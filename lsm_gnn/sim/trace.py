@@ -52,6 +52,10 @@ class Trace:
     def load(cls, path: str | os.PathLike) -> "Trace":
         """Read a trace, checking it as a dataset is checked on open: the header's fields, the
         arrays' dtypes, offsets from 0 to len(ids) that never decrease, ids in [0, num_rows)."""
+        from lsm_gnn.utils.bounds import check_npz
+
+        # the stated shapes within the file and memory, before numpy allocates them
+        check_npz(path, ("header", "ids", "offsets"))
         try:
             with np.load(path) as z:
                 header = json.loads(bytes(z["header"]).decode())

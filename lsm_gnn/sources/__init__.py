@@ -1,7 +1,6 @@
-"""Every feature source, the contract they keep, and the one factory of them all (docs/architecture.md).
+"""Every feature source and the one factory of them all (docs/architecture.md); the contract they
+keep is lsm_gnn.contract, a floor below (the cache's id check and the owner rule import it too).
 
-contract       FeatureSource, TierCounters, check_feature_ids, as_source: the contract,
-               importing no source
 ideal          MemoryFeatureSource: the ideal, every feature row in memory
 store          StoreFeatureSource: every request read from a FeatureStore (the plain storage loader)
 shard          OwnerShard: what both cache planes share (store, owner, budget, window, counters,
@@ -13,5 +12,5 @@ isolated       IsolatedFeatureSource: isolated mode, a rank's own cache over the
 factory        make_feature_source(cfg, dataset, rank, world, ...): the source a run asks for; it
                stands above every source it builds
 
-This package's __init__ imports nothing, so importing the contract loads no source.
+This package's __init__ imports nothing.
 """

@@ -24,13 +24,26 @@ from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.rowpool import OutputRows, RowPool
 from lsm_gnn.cache.victim import LandingBuffer, VictimQueues
 from lsm_gnn.sources.shard import OwnerShard
-from lsm_gnn.sources.contract import SourceStats
+from lsm_gnn.contract import SourceStats
 from lsm_gnn.storage.base import FeatureStore
 from lsm_gnn.utils.errors import ConfigError
 
 
+def _check_budget_fits(budget: MemoryBudget, cfg) -> None:
+    """The rows of a budget are allocated here (lines, queues, landing buffer): a capacity beyond this
+    machine's memory is a ConfigError naming the key, before numpy is asked for it."""
+    from lsm_gnn.utils.bounds import memory_bytes
+
+    need = budget.total_rows * max(budget.row_bytes, 1)
+    if need > memory_bytes():
+        key = "cache.capacity_bytes" if cfg.capacity_bytes is not None else "cache.capacity_fraction"
+        raise ConfigError("<config>", key, f"a budget of {budget.total_rows:,} rows ({need / 2**30:,.1f} GiB) per "
+                                           f"device is more than this machine's memory "
+                                           f"({memory_bytes() / 2**30:,.1f} GiB)")
+
+
 class CachedFeatureSource(OwnerShard):
-    """A FeatureSource (lsm_gnn.sources.contract) backed by a FeatureStore and the cache engine.
+    """A FeatureSource (lsm_gnn.contract) backed by a FeatureStore and the cache engine.
 
     `budget` (lsm_gnn.cache.budget) splits the device's memory between cache lines, victim queues
     and landing buffer; None: the budget `cfg` gives this owner. Only ids owned by `owner`
@@ -47,6 +60,7 @@ class CachedFeatureSource(OwnerShard):
             raise ConfigError("<config>", "cache.engine", f"rows are served through the 'cpu' engine; found "
                               f"{cfg.engine!r} (the gpu and reference engines replay traces: lsm-gnn simulate)")
         self._init_shard(store, num_rows, row_dim, dtype, cfg, num_owners, owner, budget)
+        _check_budget_fits(self.budget, cfg)
         self.pvp = self.budget.pvp and self.enabled
         self.stats = SourceStats((k, 0) for k in ("iterations", "evictions", "spilled", "spill_dropped", "prefetched",
                                                   "prefetched_used", "victim_bytes", "prefetch_bytes", "bypassed"))
@@ -142,14 +156,4 @@ class CachedFeatureSource(OwnerShard):
         return rows[inverse]
 
     # stats: the SourceStats dict above (src.stats["spilled"], src.stats() -> a copy); the
-    # other reports are the shard's (lsm_gnn.sources.shard)
-    def close(self) -> None:
-        self._close_reader()
-        self.pool = None
-        self._close_store()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+    # other reports and `close` are the shard's (lsm_gnn.sources.shard)

@@ -37,7 +37,7 @@ from lsm_gnn.cache.engine import STORAGE, VICTIM_HIT
 from lsm_gnn.cache.engines import make_engine
 from lsm_gnn.sources.shard import OwnerShard
 from lsm_gnn.choices import ROW_ENGINES
-from lsm_gnn.sources.contract import SourceStats
+from lsm_gnn.contract import SourceStats
 from lsm_gnn.utils.errors import ConfigError, InputError
 
 STAT_KEYS = ("iterations", "bypassed", "evictions", "spilled", "spill_dropped", "prefetched", "prefetched_used",
@@ -100,7 +100,7 @@ def _plan(res, keys: torch.Tensor, depth: int) -> tuple[dict, list]:
 
 
 class DeviceCachedFeatureSource(OwnerShard):
-    """A FeatureSource (lsm_gnn.sources.contract) backed by a FeatureStore, a cache engine and a
+    """A FeatureSource (lsm_gnn.contract) backed by a FeatureStore, a cache engine and a
     DeviceRowPool on `device`; `fetch` returns a tensor there.
 
     As CachedFeatureSource: `budget` splits the device's memory between cache lines, victim
@@ -275,15 +275,8 @@ class DeviceCachedFeatureSource(OwnerShard):
         self.window.clear()
         return out.view(self.torch_dtype)
 
-    def close(self) -> None:
-        self._close_reader()
+    def _release_pool(self) -> None:
+        """Close the pool (it waits for its queued copies, then drops its tensors) in the shard's `close`."""
         if self.pool is not None:
             self.pool.close()
             self.pool = None
-        self._close_store()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass

@@ -1,7 +1,7 @@
 """`make_feature_source(cfg, dataset, rank, world, ...)`: the one factory of feature sources.
 
 Every training run, rank (trace replay included) and plain-loader baseline gets its source here.
-The factory stands above every source it builds (the contract, lsm_gnn.sources.contract, below them all):
+The factory stands above every source it builds (the contract, lsm_gnn.contract, below them all):
 it imports them, none of them imports it. Caches size themselves from the config
 (lsm_gnn.cache.budget.memory_budget); the factory computes no sizes.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from lsm_gnn.sources.cached_device import DeviceCachedFeatureSource
 from lsm_gnn.sources.cached import CachedFeatureSource
-from lsm_gnn.sources.contract import FeatureSource
+from lsm_gnn.contract import FeatureSource
 from lsm_gnn.multidevice.exchange import Exchange
-from lsm_gnn.ranks.group import exchange_group, resolve_backend
-from lsm_gnn.ranks.health import NULL_HEARTBEAT
-from lsm_gnn.multidevice.owner_files import ensure_owner_files
+from lsm_gnn.multidevice.group import exchange_group, resolve_backend
+from lsm_gnn.multidevice.health import NULL_HEARTBEAT
+from lsm_gnn.multidevice.owner_files import ensure_owner_files, replica_layout
 from lsm_gnn.sources.isolated import IsolatedFeatureSource
 from lsm_gnn.sources.shared import SharedCacheFeatureSource
 from lsm_gnn.sources.ideal import MemoryFeatureSource
@@ -42,7 +42,7 @@ def _over_store(cfg, store, lay, static, *, num_owners: int, owner: int) -> Feat
 
 
 def make_feature_source(cfg, dataset, rank: int = 0, world: int = 1, *, heartbeat=None, exchange=None,
-                        owner_layouts=None) -> FeatureSource:
+                        owner_layouts=None, storage_rank: int | None = None) -> FeatureSource:
     """The feature source `cfg` asks for, on rank `rank` of `world` devices.
 
     One device's source (world 1 without a heartbeat; inside a rank, see below):
@@ -60,7 +60,11 @@ def make_feature_source(cfg, dataset, rank: int = 0, world: int = 1, *, heartbea
                                         plus the exchange; rows on the device when its cache is
       isolated (or world 1)             IsolatedFeatureSource over the one-device source
     `exchange`: the Exchange to use (default: one on a process group of its own);
-    `owner_layouts`: the per-owner files (default: written or reused beside the dataset).
+    `owner_layouts`: the per-owner files (default: written or reused beside the dataset, or in
+    each rank's folder of `storage.rank_dirs`);
+    `storage_rank`: the rank whose folder of `storage.rank_dirs` a one-device source reads its
+    replica of features.bin from (a plain loader's rank, which builds its source with world 1;
+    default: `rank`).
     """
     if not 0 <= rank < world:
         raise InputError(f"rank must lie in [0, world), found rank={rank} world={world}")
@@ -71,8 +75,11 @@ def make_feature_source(cfg, dataset, rank: int = 0, world: int = 1, *, heartbea
         local = MemoryFeatureSource(lay.load_rows(verify=cfg.storage.verify_checksums),
                                     device="cuda" if cfg.train.device == "cuda" else None)
     else:
-        local = _over_store(cfg, open_from_config(lay, cfg.storage, time_scale=cfg.emulation.time_scale), lay, dataset.static_scores(),
-                            num_owners=1, owner=0)
+        # every row of the file, from this rank's own folder where each rank has one
+        read = lay if cfg.storage.rank_dirs is None else replica_layout(
+            dataset, cfg.storage.rank_dirs, rank if storage_rank is None else storage_rank, cfg.distributed.devices)
+        local = _over_store(cfg, open_from_config(read, cfg.storage, time_scale=cfg.emulation.time_scale), lay,
+                            dataset.static_scores(), num_owners=1, owner=0)
     if world == 1 and heartbeat is None:
         return local
     return IsolatedFeatureSource(local, rank, heartbeat=heartbeat or NULL_HEARTBEAT, devices=world)
@@ -81,14 +88,15 @@ def make_feature_source(cfg, dataset, rank: int = 0, world: int = 1, *, heartbea
 def _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_layouts):
     hb = heartbeat or NULL_HEARTBEAT
     layouts = owner_layouts or ensure_owner_files(dataset, world, out_dir=cfg.dataset.owners_dir, owners=[rank],
-                                                   progress=False)
+                                                   progress=False, rank_dirs=cfg.storage.rank_dirs)
     # the owner's own file: global id v is its row v // G (ids of other owners are an error)
     store = open_from_config(layouts[rank], cfg.storage, row_map=owner_row_map(rank, world),
                              time_scale=cfg.emulation.time_scale)
     local = _over_store(cfg, store, lay, dataset.static_scores(), num_owners=world, owner=rank)
     try:
-        ex = exchange or Exchange(rank, world, device="cuda" if resolve_backend(cfg) == "nccl" else "cpu",
-                                  group=exchange_group(cfg), heartbeat=hb,
+        nccl = resolve_backend(cfg.distributed, cfg.train.device) == "nccl"
+        ex = exchange or Exchange(rank, world, device="cuda" if nccl else "cpu",
+                                  group=exchange_group(cfg.distributed, cfg.train.device), heartbeat=hb,
                                   transport=cfg.distributed.row_transport)
         # the future batches the owner's policy reads (W, or K for horizon)
         max_horizon = cfg.cache.horizon

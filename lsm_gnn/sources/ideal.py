@@ -14,7 +14,7 @@ import torch
 
 from lsm_gnn.cache.budget import device_memory
 from lsm_gnn.cache.rowpool import OutputRows
-from lsm_gnn.sources.contract import FeatureSource, TierCounters
+from lsm_gnn.contract import FeatureSource, TierCounters
 from lsm_gnn.utils.native import gather_rows
 
 

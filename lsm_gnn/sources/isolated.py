@@ -5,8 +5,8 @@ file and caches what it requests; nothing is exchanged (the shared mode: lsm_gnn
 from __future__ import annotations
 
 from lsm_gnn.cache.budget import for_devices
-from lsm_gnn.ranks.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
-from lsm_gnn.sources.contract import as_source
+from lsm_gnn.multidevice.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
+from lsm_gnn.contract import as_source
 from lsm_gnn.sources.shared import _OverOwnerCache
 
 

@@ -49,7 +49,7 @@ from lsm_gnn.cache.geometry import check_owned_ids, check_owner_store
 from lsm_gnn.ownership import local_rows
 from lsm_gnn.cache.policies import lookahead_horizon
 from lsm_gnn.cache.window import LookaheadWindow
-from lsm_gnn.sources.contract import STAGES, FeatureSource, TierCounters
+from lsm_gnn.contract import STAGES, FeatureSource, TierCounters
 from lsm_gnn.storage.base import IOCounters
 
 
@@ -76,8 +76,8 @@ def cache_stage_seconds(stats: dict) -> dict:
 
 class OwnerShard(FeatureSource):
     """A FeatureSource over one owner's rows and the fetch order of both data planes (the module
-    docstring). A plane sets `stats` (then `_init_readahead`), `engine`, the hooks below and
-    `close` (which calls `_close_reader` and `_close_store`), and says where rows land:
+    docstring). A plane sets `stats` (then `_init_readahead`), `engine` and `pool`, and says
+    where rows land through the hooks below:
 
         _decide(ids) -> res            the engine's step (res.distinct / res.status on the host
                                        or a device), in the engine's stream
@@ -93,6 +93,7 @@ class OwnerShard(FeatureSource):
         _served(res, out, storage_rows, landed) the plane's own byte counts; returns the rows
         _grown(buf, n)                 a host buffer of >= n rows the reader can fill
         _fetch_uncached(ids)           the cache off
+        _release_pool()                its rows' memory freed (`close`; by default dropped)
 
     and `_last_on_host` where its decisions live on a device."""
 
@@ -279,6 +280,22 @@ class OwnerShard(FeatureSource):
     def memory(self) -> dict:
         """This device's budget (cache lines + victim queues + landing buffer)."""
         return for_devices(self.budget.record(), 1)
+
+    def close(self) -> None:
+        """Stop the reader thread, release the rows (`_release_pool`), close the store if this
+        source owns it."""
+        self._close_reader()
+        self._release_pool()
+        self._close_store()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _release_pool(self) -> None:
+        self.pool = None
 
     def _close_store(self) -> None:
         if self._owns_store:

@@ -16,7 +16,9 @@ Two data planes, chosen by where the local source's rows live (`plane="auto"`):
   stream, counts, ids and rows travel as device tensors (NCCL), and `fetch` returns a tensor on
   the device. The ids an owner received cross to the host once (8 bytes a row; its cache
   engine decides on the host), the rows never do.
-Both planes make the same split and the same reorder, so they return the same rows.
+Both planes make the same split and the same reorder, so they return the same rows: one fetch
+(`SharedCacheFeatureSource._fetch`) runs the stages for both, and a plane (`_HostPlane`,
+`_DevicePlane`) says only where the rows land.
 
 `advance(window)` announces this rank's next W batches to their owners, W batches ahead, so each
 owner's cache sees the future requests of *every* rank (reuse tags and the victim-buffer
@@ -39,11 +41,11 @@ import torch
 
 from lsm_gnn.cache.budget import for_devices
 from lsm_gnn.cache.rowpool import OutputRows
-from lsm_gnn.sources.contract import FeatureSource, TierCounters, as_source
+from lsm_gnn.contract import FeatureSource, TierCounters, as_source
 from lsm_gnn.multidevice.exchange import Exchange
-from lsm_gnn.ranks.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
+from lsm_gnn.multidevice.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
 from lsm_gnn.ownership import check_owned, split_valid_ids
-from lsm_gnn.records import EXCHANGE_STAGES
+from lsm_gnn.metrics import EXCHANGE_STAGES
 from lsm_gnn.utils.errors import InputError
 
 HEADER = 3  # shift, kept, new
@@ -51,6 +53,74 @@ HEADER = 3  # shift, kept, new
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return a is b or (a.shape == b.shape and np.array_equal(a, b))
+
+
+def _on_host(a):
+    """A tensor as a numpy array on the host (the device plane's received ids cross once)."""
+    return a.cpu().numpy() if isinstance(a, torch.Tensor) else a
+
+
+# ---- where rows land: the two planes of one fetch (SharedCacheFeatureSource._fetch) ---------------
+class _HostPlane:
+    """Rows in host memory, numpy: the numba split, the counts as headers, the rows back by the
+    exchange's host transport (`send_rows`), the memcpy reorder into reused output arrays."""
+
+    def __init__(self, exchange: Exchange, row_dim: int, dtype: np.dtype):
+        self.ex, self.row_dim, self.dtype = exchange, row_dim, dtype
+        self._out = None   # reused output arrays (cache.rowpool.OutputRows)
+
+    def split(self, ids: np.ndarray):
+        s = split_valid_ids(ids, self.ex.world_size)
+        return s.send_ids, s.positions, s.counts
+
+    def exchange_counts(self, counts: np.ndarray):
+        return counts, self.ex.headers(counts[:, None])[:, 0]
+
+    def rows(self, served) -> np.ndarray:
+        return np.asarray(_on_host(served)).astype(self.dtype, copy=False)
+
+    def send_rows(self, served, recv_counts, send_counts):
+        return self.ex.send_rows(served, recv_counts, send_counts)
+
+    def reorder(self, received, positions) -> np.ndarray:
+        if self._out is None:
+            self._out = OutputRows(self.row_dim, received.dtype)
+        return received.reorder(positions, out=self._out.get(len(received)))
+
+
+class _DevicePlane:
+    """Rows on the owner's torch device: the ids go there once, the split and the reorder run as
+    CUDA kernels (multidevice.gpu), counts, ids and rows travel as device tensors."""
+
+    def __init__(self, exchange: Exchange, dtype: np.dtype, device: torch.device):
+        self.ex, self.device = exchange, device
+        self.torch_dtype = torch.from_numpy(np.empty(0, dtype)).dtype
+
+    def split(self, ids: np.ndarray):
+        from lsm_gnn.multidevice import gpu
+
+        ids_t = torch.from_numpy(ids if ids.flags.writeable else ids.copy()).to(self.device)
+        return gpu.split_by_owner_tensor(ids_t, self.ex.world_size)
+
+    def exchange_counts(self, counts: torch.Tensor):
+        G = self.ex.world_size
+        recv_counts = self.ex.counts(counts)
+        # split sizes are host integers: one copy for both directions
+        both = torch.cat([counts.to(recv_counts.device), recv_counts]).cpu().numpy()
+        return both[:G], both[G:]
+
+    def rows(self, served) -> torch.Tensor:
+        if not isinstance(served, torch.Tensor):
+            served = torch.from_numpy(np.ascontiguousarray(served))
+        return served.to(device=self.device, dtype=self.torch_dtype)
+
+    def send_rows(self, served, recv_counts, send_counts) -> torch.Tensor:
+        return self.ex.rows(served, recv_counts, send_counts).to(self.device)
+
+    def reorder(self, received, positions) -> torch.Tensor:
+        from lsm_gnn.multidevice import gpu
+
+        return gpu.reorder_tensor(received, positions)
 
 
 class _OverOwnerCache(FeatureSource):
@@ -96,9 +166,9 @@ class SharedCacheFeatureSource(_OverOwnerCache):
             raise InputError(f"plane must be auto, host or device, found {plane!r}")
         self.plane = plane
         self.device = owner_device if plane == "device" else "cpu"
-        self.torch_dtype = torch.from_numpy(np.empty(0, self.dtype)).dtype if plane == "device" else None
+        self._plane = (_DevicePlane(exchange, self.dtype, owner_device) if plane == "device"
+                       else _HostPlane(exchange, self.row_dim, self.dtype))
         self.counters = TierCounters()
-        self._out = None            # reused output arrays (cache.rowpool.OutputRows), host plane
         self.peer_rows = 0          # rows this rank received from other owners
         self.served_for_peers = 0   # rows this rank's cache served to other ranks
         self.coalesced = 0          # requests served by another request's row in the same fetch
@@ -166,19 +236,20 @@ class SharedCacheFeatureSource(_OverOwnerCache):
 
     # ---- one iteration ----------------------------------------------------------------------------
     def _fetch(self, ids: np.ndarray):
+        """One iteration on either plane (`self._plane` says where the rows land): split by owner,
+        exchange counts then ids, serve, send the rows back, reorder (times are the host's: on
+        CUDA, launching the work; the count and id copies to the host wait for it)."""
         self.fault.tick()
         self.heartbeat.beat()
-        if self.plane == "device":
-            return self._fetch_device(ids)
-        ch = self.charger
+        plane, ex, ch = self._plane, self.ex, self.charger
         t0 = time.perf_counter()
-        split = split_valid_ids(ids, self.world_size)
+        send_ids, positions, counts = plane.split(ids)
         t1 = time.perf_counter()
-        recv_counts = self.ex.headers(split.counts[:, None])[:, 0]
-        th = time.perf_counter_ns()  # the headers' collective: every peer has arrived
-        recv_ids = self.ex.ids(split.send_ids, split.counts, recv_counts)
+        send_counts, recv_counts = plane.exchange_counts(counts)
+        th = time.perf_counter_ns()  # the counts' collective: every peer has arrived
+        recv_ids = _on_host(ex.ids(send_ids, send_counts, recv_counts))
         if ch is not None:
-            self._charge_link("exchange_ids", th, split.counts, recv_counts, 8)
+            self._charge_link("exchange_ids", th, send_counts, recv_counts, 8)
         t2 = time.perf_counter()
         self._check_owned(recv_ids)
         if ch is None:
@@ -187,41 +258,13 @@ class SharedCacheFeatureSource(_OverOwnerCache):
             served = self._serve_charged(recv_ids, recv_counts)
         t3 = time.perf_counter()
         if ch is not None:  # a meeting of the peers first, so that a peer's slower serve is not the link's
-            self.ex.headers(np.zeros((self.world_size, 1), np.int64))
+            ex.headers(np.zeros((self.world_size, 1), np.int64))
             tr = time.perf_counter_ns()
-        received = self.ex.send_rows(served, recv_counts, split.counts)
+        received = plane.send_rows(served, recv_counts, send_counts)
         if ch is not None:
-            self._charge_link("exchange_rows", tr, recv_counts, split.counts, self.row_dim * self.dtype.itemsize)
+            self._charge_link("exchange_rows", tr, recv_counts, send_counts, self.row_dim * self.dtype.itemsize)
         t4 = time.perf_counter()
-        if self._out is None:
-            self._out = OutputRows(self.row_dim, received.dtype)
-        out = received.reorder(split.positions, out=self._out.get(len(received)))
-        t5 = time.perf_counter()
-        self._count(ids, split.counts, recv_counts, (t0, t1, t2, t3, t4, t5))
-        return out
-
-    def _fetch_device(self, ids: np.ndarray) -> torch.Tensor:
-        """The device plane: split, exchange and reorder on the owner's device (times are the
-        host's: on CUDA, launching the work; the count and id copies to the host wait for it)."""
-        from lsm_gnn.multidevice import gpu
-
-        G, dev = self.world_size, self.device
-        t0 = time.perf_counter()
-        ids_t = torch.from_numpy(ids if ids.flags.writeable else ids.copy()).to(dev)
-        send_ids, positions, counts = gpu.split_by_owner_tensor(ids_t, G)
-        t1 = time.perf_counter()
-        recv_counts = self.ex.counts(counts)
-        # split sizes are host integers: one copy for both directions
-        both = torch.cat([counts.to(recv_counts.device), recv_counts]).cpu().numpy()
-        send_counts, recv_counts = both[:G], both[G:]
-        recv_ids = self.ex.ids(send_ids, send_counts, recv_counts).cpu().numpy()
-        t2 = time.perf_counter()
-        self._check_owned(recv_ids)
-        served = self._serve(recv_ids, recv_counts)
-        t3 = time.perf_counter()
-        rows = self.ex.rows(served, recv_counts, send_counts).to(dev)
-        t4 = time.perf_counter()
-        out = gpu.reorder_tensor(rows, positions)
+        out = plane.reorder(received, positions)
         t5 = time.perf_counter()
         self._count(ids, send_counts, recv_counts, (t0, t1, t2, t3, t4, t5))
         return out
@@ -271,15 +314,7 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         c = self.cache.counters
         before = (c.local_hits, c.victim_hits, c.storage_rows, c.distinct)
         # validated once: by each requester's public fetch (range) and _check_owned (owner)
-        served = self.cache._fetch(recv_ids)
-        if self.plane == "device":
-            if not isinstance(served, torch.Tensor):
-                served = torch.from_numpy(np.ascontiguousarray(served))
-            served = served.to(device=self.device, dtype=self.torch_dtype)
-        elif isinstance(served, torch.Tensor):
-            served = served.cpu().numpy()
-        else:
-            served = np.asarray(served)
+        served = self._plane.rows(self.cache._fetch(recv_ids))
         if tuple(served.shape) != (len(recv_ids), self.row_dim):
             raise InputError(f"owner cache of rank {self.rank} returned {tuple(served.shape)} rows for "
                              f"{len(recv_ids)} ids")
@@ -300,7 +335,7 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         self.counters.victim_hits += victim_hits
         self.counters.storage_rows += storage_rows
         self.coalesced += len(recv_ids) - distinct
-        return served if self.plane == "device" else served.astype(self.dtype, copy=False)
+        return served
 
     # ---- reporting ----------------------------------------------------------------------------------
     def stage_seconds(self) -> dict:

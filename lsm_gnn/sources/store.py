@@ -6,12 +6,12 @@ import numpy as np
 
 from lsm_gnn.cache.budget import device_memory
 from lsm_gnn.cache.rowpool import OutputRows
-from lsm_gnn.sources.contract import FeatureSource, TierCounters, check_feature_ids
+from lsm_gnn.contract import FeatureSource, TierCounters, check_feature_ids
 
 
 class StoreFeatureSource(FeatureSource):
     """Every request read from a FeatureStore (no cache): the plain storage loader. With a
-    `heartbeat` (lsm_gnn.ranks.health), every fetch stamps the rank's progress. The store
+    `heartbeat` (lsm_gnn.multidevice.health), every fetch stamps the rank's progress. The store
     checks the ids (and maps them to an owner file's rows); `close()` closes it.
     `feature_bytes`: the bytes of the whole feature file (default: the store's), for memory()."""
 

@@ -22,11 +22,11 @@ counters for this batch alone (taken in the fetch stage, so they do not depend o
 it runs), and `.h2d_bytes`: the bytes this loader copied to the device (0 when the source's rows
 are already there: a source on a CUDA device returns torch tensors, which are used as they are).
 
-The source is anything with the FeatureSource contract (lsm_gnn.sources.contract); an object with only
+The source is anything with the FeatureSource contract (lsm_gnn.contract); an object with only
 advance/fetch/counters is wrapped in a ForeignSource.
 
 Whoever consumes the batches adds their `.times` up per iteration with the stage timers at the end
-of this module, in the run-record vocabulary (`lsm_gnn.records.STAGES`): `StageTimes` is a plain
+of this module, in the run-record vocabulary (`lsm_gnn.metrics.STAGES`): `StageTimes` is a plain
 dict-like accumulator; `StageTimer.stage(name)` times a `with` block into it (the loop's `train` and
 `sync`). Each iteration's times are kept so a run can report means over any window (the timed
 window after warm-up) and epoch totals.
@@ -42,11 +42,22 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from lsm_gnn.sources.contract import STAGES as SOURCE_STAGES
-from lsm_gnn.sources.contract import as_source
-from lsm_gnn.records import EXCHANGE_STAGES, ITERATION_KEYS, ROW_KEYS, mean_times
+from lsm_gnn.contract import STAGES as SOURCE_STAGES
+from lsm_gnn.contract import FeatureSource, as_source
+from lsm_gnn.metrics import EXCHANGE_STAGES, ITERATION_KEYS, ROW_KEYS, mean_times
 from lsm_gnn.sampling import Background, Lookahead, MiniBatch, NeighborSampler
 from lsm_gnn.utils.errors import InputError
+
+
+def loader_horizon(cache_cfg, source=None) -> int:
+    """Batches the loader samples ahead and hands `source.advance`: the cache's horizon
+    (`CacheConfig.horizon`: W, or K for a long-lookahead policy) when something reads it, else 0.
+    Something reads it when the cache is on, or when `source` is a caller's own (an object that is
+    no lsm_gnn FeatureSource, such as a cache of its own: it gets `advance(window)` and the config's
+    horizon). With the cache off a source of lsm_gnn's (the ideal, the plain store) reads nothing
+    ahead: the window is 0 (docs/integrations.md)."""
+    own = source is not None and not isinstance(source, FeatureSource)
+    return cache_cfg.horizon if (cache_cfg.enabled or own) else 0
 
 
 def counts(source) -> dict:

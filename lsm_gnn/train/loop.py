@@ -52,17 +52,19 @@ from tqdm import tqdm
 from lsm_gnn.accelerator import EmulatedAccelerator, load_accelerator, step_scale
 from lsm_gnn.config import RunConfig, config_to_dict
 from lsm_gnn.datasets.format import Dataset
-from lsm_gnn.sources.contract import FeatureSource, as_source, numeric_stats
+from lsm_gnn.contract import FeatureSource, as_source
+from lsm_gnn.records import numeric_stats
 from lsm_gnn.models import build_model
 from lsm_gnn.models.blocks import batch_edges
-from lsm_gnn.records import claim_record, dataset_block, emulation_records, epoch_window, mean_times, new_record, \
+from lsm_gnn.metrics import mean_times
+from lsm_gnn.records import claim_record, dataset_block, emulation_records, epoch_window, new_record, \
     system_name, training_metrics, write_record
 from lsm_gnn.sampling import NeighborSampler
 from lsm_gnn.sources.factory import make_feature_source
 from lsm_gnn.sources.ideal import MemoryFeatureSource
 from lsm_gnn.storage.emulated import timed_window_begin, timed_window_end, timed_windows_reset
 from lsm_gnn.train.evaluate import evaluate
-from lsm_gnn.train.loader import FeatureLoader, StageTimer
+from lsm_gnn.train.loader import FeatureLoader, StageTimer, loader_horizon
 from lsm_gnn.train.sync import Meeting, allreduce_gradients
 from lsm_gnn.utils.errors import ConfigError, DataError, InputError, NumericalError
 from lsm_gnn.utils.machine import cpu_time_around
@@ -260,7 +262,7 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
         from lsm_gnn.cache.budget import system_memory
 
         lay = dataset.features()
-        source = as_source(source, system_memory(cfg, system_name(cfg), lay.num_rows, lay.row_bytes,
+        source = as_source(source, system_memory(cfg.cache, system_name(cfg), lay.num_rows, lay.row_bytes,
                                                  devices=world_size))
     opened["source"] = source
     preprocessing_s = time.perf_counter() - t0
@@ -282,7 +284,7 @@ def _train(cfg: RunConfig, record: dict, rank: int, world_size: int, feature_sou
         raise ConfigError("<config>", "train.warmup_iters",
                           f"{tr.warmup_iters} warm-up iterations leave none to time in an epoch of {planned}")
     # the loader samples as far ahead as the policy reads (W, or K for horizon), when anything reads it
-    window = cfg.cache.loader_horizon(feature_source)
+    window = loader_horizon(cfg.cache, feature_source)
     loader = FeatureLoader(sampler, source, window=window, sample_ahead=cfg.sampler.prefetch_batches,
                            overlap_fetch=tr.overlap_fetch, device=device, max_iters=planned)
     eval_features = None if not evaluating else \

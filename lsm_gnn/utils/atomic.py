@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterator
 
 from lsm_gnn.utils.errors import OutputError, is_environment_error
+from lsm_gnn.utils.outpaths import check_output
 
 # errors of a write in progress that are the file system's, not the caller's
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
@@ -57,9 +58,14 @@ def make_parent(path: str | os.PathLike) -> Path:
 _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}(?:\.probe)?\.partial")
 
 
+# the lock file of NAME (lsm_gnn.utils.locks): its holder removes it; one killed leaves it
+_LOCK = re.compile(r"^\.(?P<name>.+)\.lock$")
+
+
 def is_leftover(name: str) -> bool:
-    """Whether a file or folder of this name is an atomic writer's temporary sibling."""
-    return bool(_LEFTOVER.match(name))
+    """Whether a file or folder of this name is an atomic writer's temporary sibling or a writer's
+    lock file (which only a killed writer leaves behind)."""
+    return bool(_LEFTOVER.match(name) or _LOCK.match(name))
 
 
 def leftovers(path: str | os.PathLike) -> list[Path]:
@@ -103,6 +109,8 @@ def sweep_leftovers(folder: str | os.PathLike, *, say=None) -> list[Path]:
     starts, under its working directory's lock (workflow/Snakefile, `onstart`), so whoever made them
     was killed with an earlier run (tests/test_workflow_kill.py found one PNG's half-written sibling
     left that way)."""
+    from lsm_gnn.utils.locks import is_locked
+
     say = say or _stderr
     removed = []
     for root, dirs, files in os.walk(folder):
@@ -110,14 +118,17 @@ def sweep_leftovers(folder: str | os.PathLike, *, say=None) -> list[Path]:
             m = _LEFTOVER.match(name)
             if m:
                 removed.append(_remove(Path(root) / name, Path(root) / m["name"], say))
+            elif (m := _LOCK.match(name)) and name in files and not is_locked(Path(root) / m["name"]):
+                removed.append(_remove(Path(root) / name, Path(root) / m["name"], say))
         dirs[:] = [d for d in dirs if not is_leftover(d)]
     return removed
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path next to `path`; rename it onto `path` only if the block succeeds."""
-    path = Path(path)
+    """Yield a temporary path next to `path`; rename it onto `path` only if the block succeeds.
+    `path` is checked first (lsm_gnn.utils.outpaths): a regular file or nothing."""
+    path = check_output(path, "file")
     make_parent(path)
     with refused(path):
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial" + suffix, dir=path.parent)
@@ -158,10 +169,11 @@ def _json_default(o):
 
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Build a directory under a temporary name; replace `path` with it only on success."""
+    """Build a directory under a temporary name; replace `path` with it only on success. `path` is
+    checked first (lsm_gnn.utils.outpaths): a folder or nothing, never a symbolic link."""
     from lsm_gnn.utils.locks import exclusive
 
-    path = Path(path)
+    path = check_output(path, "dir")
     make_parent(path)
     with exclusive(path, "directory"):
         remove_leftovers(path)

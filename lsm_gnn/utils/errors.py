@@ -10,6 +10,15 @@ class LsmGnnError(Exception):
     """Base of every error this project raises on purpose."""
 
 
+MESSAGE_MAX = 2000
+"""Characters of an error message: a value found in a file or a config (a 10 MB string, a 32 MB
+expanded alias) is cut, never echoed whole (the part kept names the file, the key and the start)."""
+
+
+def capped(text: str, limit: int = MESSAGE_MAX) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters in all)"
+
+
 class DataError(LsmGnnError):
     """A file on disk does not match what its metadata (or its documented format) says."""
 
@@ -20,8 +29,8 @@ class DataError(LsmGnnError):
         self.found = found
         msg = f"{self.path}: {problem}"
         if expected is not None or found is not None:
-            msg += f" (expected {expected}, found {found})"
-        super().__init__(msg)
+            msg += f" (expected {capped(str(expected), 300)}, found {capped(str(found), 300)})"
+        super().__init__(capped(msg))
 
 
 class ConfigError(LsmGnnError):
@@ -29,7 +38,7 @@ class ConfigError(LsmGnnError):
 
     def __init__(self, source: str, key: str, problem: str):
         self.source, self.key, self.problem = source, key, problem
-        super().__init__(f"{source}: {key}: {problem}")
+        super().__init__(capped(f"{source}: {key}: {problem}"))
 
 
 class InputError(LsmGnnError):
@@ -57,7 +66,7 @@ class OutputError(LsmGnnError):
     def __init__(self, path: str | os.PathLike, problem: str):
         self.path = os.fspath(path)
         self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        super().__init__(capped(f"{self.path}: {problem}"))
 
     @classmethod
     def from_os_error(cls, path: str | os.PathLike, err: OSError, doing: str = "cannot write") -> "OutputError":
@@ -94,3 +103,14 @@ class DistributedError(LsmGnnError):
         self.rank = rank
         who = f"rank {rank}" if rank is not None else "a peer rank"
         super().__init__(f"{who}: {problem}")
+
+
+def reported_error(e: BaseException) -> str | None:
+    """The `error: ...` line the command prints instead of a traceback, or None for a bug (one rule,
+    used by the CLI's `main` and by the fault suite's in-process runs): an LsmGnnError, or the file system
+    refusing a write that no writer named (full, read-only, no permission)."""
+    if isinstance(e, LsmGnnError):
+        return f"error: {e}"
+    if isinstance(e, OSError) and is_environment_error(e) and e.errno != errno.ENOENT:
+        return f"error: {describe_os_error(e)}"
+    return None

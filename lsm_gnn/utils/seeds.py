@@ -4,6 +4,9 @@ repeated runs (workflow/rules/common.smk) all call `run_seed`."""
 
 from __future__ import annotations
 
+SEED_MAX = 2**32 - 1
+"""The largest seed every generator here takes (numpy's RandomState and torch.manual_seed: 0..2**32-1)."""
+
 
 def run_seed(base: int, index: int) -> int:
     """The seed of run `index` of a comparison whose base seed is `base`: independent draws that the

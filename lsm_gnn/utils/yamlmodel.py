@@ -15,6 +15,88 @@ from pydantic import BaseModel, ValidationError
 
 from lsm_gnn.utils.errors import ConfigError
 
+MAX_VALUES = 100_000
+"""Values a YAML document may hold once its aliases are expanded: a config or a profile has a few
+hundred; a document of a few hundred bytes with nested aliases expands to billions (and hung the
+validator for minutes), so anything beyond this bound is refused before it is built."""
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+class _Refused(ValueError):
+    def __init__(self, key: str, problem: str):
+        self.key = key
+        super().__init__(problem)
+
+
+def _walk(node, path: tuple, memo: dict, active: set, bound: int) -> int:
+    """Values `node` holds with every alias expanded (a shared node counted each time it is used),
+    refusing past `bound`; a key given twice in one mapping (PyYAML keeps the last) refused too,
+    by its dotted path and both lines."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    where = ".".join(path) or "(root)"
+    if key in active:
+        raise _Refused(where, f"line {node.start_mark.line + 1}: an alias refers to a value that contains it")
+    active.add(key)
+    n = 1
+    if isinstance(node, yaml.SequenceNode):
+        for i, child in enumerate(node.value):
+            n += _walk(child, path + (str(i),), memo, active, bound)
+            if n > bound:
+                break
+    elif isinstance(node, yaml.MappingNode):
+        seen: dict = {}
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.tag != _MERGE:
+                line = k.start_mark.line + 1
+                if k.value in seen:
+                    raise _Refused(".".join(path + (shorten(k.value),)),
+                                   f"duplicate key: given on line {seen[k.value]} and again on line {line}")
+                seen[k.value] = line
+            name = shorten(k.value, 40) if isinstance(k, yaml.ScalarNode) else "(key)"
+            n += _walk(k, path, memo, active, bound) + _walk(v, path + (name,), memo, active, bound)
+            if n > bound:
+                break
+    active.discard(key)
+    memo[key] = n
+    if n > bound:
+        raise _Refused(where, f"line {node.start_mark.line + 1}: aliases expand this value to more than "
+                              f"{bound:,} values")
+    return n
+
+
+def shorten(value, limit: int = 80) -> str:
+    """`value` as text for a message, cut to `limit` characters (a message never echoes a huge value)."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def load_yaml(text: str, source: str, *, bound: int = MAX_VALUES):
+    """`text` parsed as YAML (safe tags only) for `source`; a ConfigError naming `source` for text
+    that is not YAML, a key given twice in one mapping (both lines named) or aliases that expand to
+    more than `bound` values (refused before anything is built)."""
+    loader = None
+    try:
+        loader = yaml.SafeLoader(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        try:
+            _walk(node, (), {}, set(), bound)
+        except _Refused as e:
+            raise ConfigError(source, e.key, str(e)) from None
+        return loader.construct_document(node)
+    except (yaml.YAMLError, RecursionError) as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        what = getattr(e, "problem", None) or e
+        raise ConfigError(source, "(yaml)", f"not valid YAML: {where}{shorten(str(what), 300)}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
 
 def yaml_path(name_or_path: str | os.PathLike, folder: Path) -> Path:
     """A packaged file `<folder>/<name>.yaml` by name, or the path itself."""
@@ -62,10 +144,5 @@ def load_model(model: type[BaseModel], name_or_path: str | os.PathLike, folder: 
                           f"no such {what} file; packaged {what}s: {', '.join(packaged)}") from None
     except OSError as e:
         raise ConfigError(source, "(file)", f"cannot read: {e.strerror or e}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        raise ConfigError(source, "(yaml)", f"not valid YAML: {where}{getattr(e, 'problem', None) or e}") from None
+    data = load_yaml(text, source)
     return parse_model(model, data, source, f"a {what}")

@@ -39,7 +39,7 @@ rule train_run:
         batch=BATCH,
         fanouts=FANOUTS,
         fraction=CACHE_FRACTION,
-        window=TRAIN_WINDOW,
+        window=TRAIN_FLAGS,
         eval_nodes=config["train_eval_nodes"] or "null",
     message:
         "Training {params.model} with the {wildcards.system} configuration ({params.epochs} epochs, batch {params.batch}, "

@@ -38,7 +38,7 @@ rule baselines_run:
         cli=CLI,
         data=data_dir,
         cache=bl_cache,
-        sets=bl_sets,
+        sets=bl_run_sets,
         mode_sets=bl_mode_sets,
         owners=owners_set,
     message:

@@ -129,10 +129,25 @@ DS = resolve_dataset(config)
 DATA = DS["data"]
 DATA_META = f"{DATA}/metadata.json"
 TAG = DS["tag"]
-RES = f"results/{TAG}"
-REPORT = f"reports/{TAG}"
+# the device the training jobs train on (`device`): a GPU run's results and report go apart from the
+# CPU run's (results/<tag>-cuda), so neither overwrites the other nor is compared as the other
+DEVICE = config["device"]
+RUN_TAG = TAG if DEVICE == "cpu" else f"{TAG}-{DEVICE}"
+RES = f"results/{RUN_TAG}"
+REPORT = f"reports/{RUN_TAG}"
 LOGS = f"{RES}/logs"
 SEED = int(config["seed"])
+# the training jobs' --set for it, carried in a parameter they already have (train_run's window,
+# baselines_run's sets: bl_run_sets): none on the CPU (train.device's default), so a CPU run's rules,
+# parameters and command lines, and with them its finished results, are those of a workflow
+# without the key (Snakemake reruns a job whose shell command or parameters changed)
+DEVICE_SETS = "" if DEVICE == "cpu" else f"--set train.device={DEVICE}"
+
+
+def with_device(flags: str) -> str:
+    """`flags` followed by the device's --set (unchanged on the CPU)."""
+    return f"{flags} {DEVICE_SETS}" if DEVICE_SETS else flags
+
 
 # the sampler and model every section runs with
 BATCH = int(config["batch_size"])
@@ -305,6 +320,8 @@ TRAIN_WINDOW = (
     if config["train_timed"] is None
     else f"--warmup {config['train_warmup']} --timed {config['train_timed']}"
 )
+# ... and the device it trains on (train_run's `window` parameter)
+TRAIN_FLAGS = with_device(TRAIN_WINDOW)
 
 
 # `train_repeats` rounds; round r runs every system with run_seed(SEED, r) (a new seed per round, the
@@ -404,6 +421,11 @@ def bl_sets(wildcards):
     from lsm_gnn.utils.seeds import run_seed
 
     return f"{BL_SETS} --set train.seed={run_seed(SEED, int(wildcards.repeat))}"
+
+
+def bl_run_sets(wildcards):
+    """bl_sets and the device the run trains on (baselines_run; Dist-DGL's emulated machines stay on the CPU)."""
+    return with_device(bl_sets(wildcards))
 
 
 def bl_mode_sets(wildcards):

@@ -15,17 +15,17 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+import matplotlib.pyplot as plt   # noqa: E402
+import pandas as pd   # noqa: E402
+import seaborn as sns   # noqa: E402
 
-from lsm_gnn.records import (EXCHANGE_STAGES, STAGES, bound_stage, read_record, timed_iterations,  # noqa: E402
-                             timed_window)
+from lsm_gnn.metrics import EXCHANGE_STAGES, STAGES, bound_stage, timed_iterations, timed_window  # noqa: E402
+from lsm_gnn.records import read_record  # noqa: E402
 from lsm_gnn.bench.replicate import SPREAD_LIMIT  # noqa: E402  (MLPerf Storage's replication rule)
-from lsm_gnn.utils.atomic import write_json, write_text  # noqa: E402
+from lsm_gnn.utils.atomic import write_json, write_text   # noqa: E402
 
-from figtools import STAGE_NAMES, minmax_errorbars, save_figure  # noqa: E402
-from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, md_table, record_regime, row_bytes  # noqa: E402
+from figtools import STAGE_NAMES, minmax_errorbars, save_figure   # noqa: E402
+from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, md_table, record_regime, row_bytes   # noqa: E402
 
 
 

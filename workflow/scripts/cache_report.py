@@ -38,7 +38,7 @@ windows = sorted(sweep["window"].unique())
 sns.set_theme(style="whitegrid", context="paper")
 fig, axes = plt.subplots(2, len(windows), figsize=(4.2 * len(windows), 7.2), sharey="row", squeeze=False)
 for ax, w in zip(axes[1], windows):
-    # the hit rate against the cache size (lsm_gnn.records.hit_rate: rows served by a cache tier / rows asked)
+    # the hit rate against the cache size (lsm_gnn.metrics.hit_rate: rows served by a cache tier / rows asked)
     part = sweep[sweep["window"] == w].assign(hit_pct=lambda d: 100 * d.hit_rate)
     sns.lineplot(data=part, x="cache %", y="hit_pct", hue="policy", style="policy", markers=True, dashes=False,
                  ax=ax, legend=False)

@@ -12,7 +12,7 @@ import numpy as np
 
 from lsm_gnn.utils.atomic import atomic_path
 
-# the stages of an iteration (lsm_gnn.records.STAGES) as every figure and table names them
+# the stages of an iteration (lsm_gnn.metrics.STAGES) as every figure and table names them
 STAGE_NAMES = {"sample": "sample", "exchange_ids": "exchange ids", "fetch_cache": "fetch (cache)",
                "fetch_victim": "fetch (victim)", "fetch_storage": "fetch (storage)",
                "exchange_rows": "exchange rows / KVStore pull", "train": "train",

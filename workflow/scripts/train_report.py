@@ -13,7 +13,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from lsm_gnn.bench.replicate import SPREAD_LIMIT, spread_of  # noqa: E402
-from lsm_gnn.records import read_record, timed_window  # noqa: E402
+from lsm_gnn.metrics import timed_window  # noqa: E402
+from lsm_gnn.records import read_record  # noqa: E402
 from lsm_gnn.utils.atomic import atomic_path, write_text  # noqa: E402
 
 from figtools import STAGE_NAMES, minmax_errorbars, save_figure  # noqa: E402

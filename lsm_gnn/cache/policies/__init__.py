@@ -5,7 +5,7 @@ Python class, whose hooks the reference engine calls (on_hit, on_fill, victim, a
 base.EvictionPolicy), its traits (long_lookahead, admission, victim_choice, state) and its table
 of numba hooks (`kernels`), which the CPU engine's kernels inline (`kernels.py` resolves them at
 compile time from the registry); cuda/policies/<module>.cuh holds the same hooks for the GPU
-engine, whose dispatch by policy code `lsm_gnn.cache.gpu_engine.policy_dispatch()` generates from
+engine, whose dispatch by policy code `lsm_gnn.cache.gpu_codegen.policy_dispatch()` generates from
 the registry. The registry below is the one list of policies: `lsm_gnn.config` derives the names
 a config may use from it (`configurable_names`), the simulator's `--policy all`, the tests and
 the benchmarks run them all.

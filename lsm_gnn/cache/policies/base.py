@@ -52,7 +52,7 @@ STAMP, VISITED, NEWER, OLDER, RR_COUNTER, HEAD, TAIL, HAND = range(len(STATE_ORD
 # (`ps`: the tuple of state arrays in STATE_ORDER; `sl` = base + way a slot, `si` its set, `base`
 # the set's first slot, `now` = t + 1). Only `victim` is required; a missing hook does nothing
 # (admit: always). cuda/policies/<module>.cuh defines `<name>_<hook>` for the same hooks
-# (`<name>_victim_key` for a "key" victim choice), with the signatures of lsm_gnn.cache.gpu_engine.CUDA_HOOKS.
+# (`<name>_victim_key` for a "key" victim choice), with the signatures of lsm_gnn.cache.gpu_codegen.CUDA_HOOKS.
 KERNEL_HOOKS: dict[str, str] = {
     "on_hit": "(ps, sl, now)",
     "victim": "(ps, si, base, ways, t, window, pagerank, tag) -> way, or for a 'key' policy the same answer",

@@ -35,9 +35,12 @@ class Ran:
 class Ctx:
     """A case's temporary folder, the pristine tiny graph and the ways to run `lsm-gnn` in it."""
 
-    def __init__(self, tmp: Path, base: Path):
-        self.tmp, self.base = tmp, base
+    def __init__(self, tmp: Path, base: Path, command):
+        # `command`: the `lsm-gnn` group the suite was started from (lsm_gnn.cli.cli), handed down
+        # so that this room, which the CLI's table names, imports no CLI back
+        self.tmp, self.base, self.command = tmp, base, command
         self.notes: list[str] = []
+        self.before: dict = {}  # what a case's folder held before the command (the outputs cases)
 
     def dataset(self, name: str = "ds") -> Path:
         """A fresh copy of the tiny graph to damage."""
@@ -54,7 +57,9 @@ class Ctx:
         clear error, anything else a traceback."""
         import click
 
-        from lsm_gnn.cli import cli, reported_error
+        from lsm_gnn.utils.errors import reported_error
+
+        cli = self.command
 
         out = io.StringIO()
         ran = Ran()
@@ -63,6 +68,7 @@ class Ctx:
                 cli.main([str(a) for a in args], prog_name="lsm-gnn", standalone_mode=False)
             except click.exceptions.ClickException as e:
                 ran.error, ran.kind, ran.code = e, "clear", e.exit_code
+                print(f"Error: {e.format_message()}")  # what the console prints: the option's name included
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
                 if code:
@@ -196,18 +202,9 @@ def _wait_for(pred: Callable[[], bool], timeout: float, poll: float = 0.1) -> bo
 
 
 def _lock_held(path: Path) -> bool:
-    from filelock import FileLock, Timeout
+    from lsm_gnn.utils.locks import is_locked
 
-    from lsm_gnn.utils.locks import lock_file
-
-    lf = lock_file(path)
-    if not lf.exists():
-        return False
-    try:
-        FileLock(lf, timeout=0).acquire().lock.release()
-        return False
-    except Timeout:
-        return True
+    return is_locked(path)
 
 
 # ---- the cases -------------------------------------------------------------------------------------

@@ -169,3 +169,38 @@ def _baseline_ro(ctx: Ctx) -> Outcome:
     ctx.note(readonly_dir(ctx.tmp / "ro"))
     return judge_error(ctx.cli("run", "--system", "memory", "--dataset", ctx.dataset(), "--record",
                                ctx.tmp / "ro" / "run.json", "--no-progress"), names="ro")
+
+
+# consistent but foreign data; numbers of the metadata outside their type
+def _foreign(files: tuple[str, ...]):
+    def run(ctx: Ctx) -> Outcome:
+        other = ctx.tmp / "other"
+        made = ctx.cli("dataset", "generate", str(BASE_NODES), "--dim", "16", "--seed", "7", "--out", other,
+                       "--no-progress")
+        if made.error is not None:
+            return Outcome("traceback", f"could not make the other dataset: {made.error}")
+        ds = ctx.dataset()
+        for f in files:
+            shutil.copyfile(other / f, ds / f)
+        rec = ctx.tmp / "run.json"
+        return judge_error(ctx.train(ds, rec), rec, names=files[-1])
+    return run
+
+
+case("dataset-foreign-features-and-checksums",
+     "features.bin and features.xxh3.npy swapped in together from another dataset of the same shape; train")(
+    _foreign(("features.bin", "features.xxh3.npy")))
+case("dataset-foreign-features", "features.bin swapped in from another dataset of the same shape; train")(
+    _foreign(("features.bin",)))
+
+
+for _field, _value in (("num_rows", "1e400"), ("dim", "16.5")):
+    def _meta_number(ctx: Ctx, _field=_field, _value=_value) -> Outcome:
+        ds = ctx.dataset()
+        text = (ds / "metadata.json").read_text()
+        old = _meta(ds)["features"][_field]
+        (ds / "metadata.json").write_text(text.replace(f'"{_field}": {old}', f'"{_field}": {_value}', 1))
+        rec = ctx.tmp / "run.json"
+        return judge_error(ctx.train(ds, rec), rec, names=_field)
+    case(f"metadata-{_field.replace('_', '-')}-{'overflow' if 'e' in _value else 'fraction'}",
+         f"metadata.json features.{_field}: {_value}; train")(_meta_number)

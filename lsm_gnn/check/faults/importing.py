@@ -89,3 +89,28 @@ def _import_labels(ctx: Ctx) -> Outcome:
     np.save(lab, np.zeros(10, dtype=np.int64))
     return judge_error(ctx.cli("dataset", "import", "--edges", e, "--labels", lab, "--out", ctx.tmp / "imp",
                                "--no-progress"), names="labels.npy")
+
+
+# inputs whose stated size would take the machine down
+@case("import-header-terabytes", "dataset import of a 66 KB edge .npy whose header states 10**12 x 2 int64")
+def _import_huge_header(ctx: Ctx) -> Outcome:
+    from numpy.lib import format as npf
+
+    e = ctx.tmp / "edges.npy"
+    with open(e, "wb") as fh:
+        npf.write_array_header_1_0(fh, {"descr": "<i8", "fortran_order": False, "shape": (10**12, 2)})
+        fh.write(b"\0" * 65_000)
+    return judge_error(ctx.cli("dataset", "import", "--edges", e, "--out", ctx.tmp / "imp", "--no-progress"),
+                       names="edges.npy")
+
+
+@case("import-huge-node-id", "dataset import of three edges, one of them to node 10**12")
+def _import_huge_id(ctx: Ctx) -> Outcome:
+    import numpy as np
+
+    return _import_case(np.array([[0, 1], [1, 2], [2, 10**12]], np.int64), names="num_nodes")(ctx)
+
+
+@case("import-huge-num-nodes", "dataset import with --num-nodes 10**12")
+def _import_huge_n(ctx: Ctx) -> Outcome:
+    return _import_case(_edges(), extra=("--num-nodes", str(10**12)), names="num_nodes")(ctx)

@@ -115,3 +115,50 @@ def _rank_stop(ctx: Ctx) -> Outcome:
                 os.kill(p, signal.SIGKILL)
         if launcher.poll() is None:
             launcher.kill()
+
+
+@case("rank-sigstop-sigcont", "SIGSTOP of rank 1 for 10 s, then SIGCONT (within distributed.timeout_s=30)",
+      cheap=False, timeout_s=240)
+def _rank_pause(ctx: Ctx) -> Outcome:
+    ds = ctx.dataset()
+    rec = ctx.tmp / "run.json"
+    args = _multi(ctx, ds, rec)
+    args[args.index("50")] = "6"
+    launcher = _spawn_cli(args)
+    try:
+        if not _wait_for(lambda: len(_training(launcher.pid)) >= 2 or launcher.poll() is not None, 200, 0.2):
+            return Outcome("hang", "the ranks never started training")
+        ranks = _rank_pids(launcher.pid)
+        os.kill(ranks[-1], signal.SIGSTOP)
+        time.sleep(10)
+        os.kill(ranks[-1], signal.SIGCONT)
+        try:
+            rc = launcher.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            return Outcome("hang", "the launcher did not end 180 s after the rank was resumed")
+        status = _record_status(rec)
+        if rc == 0 and status == "complete":
+            return Outcome("recovered", "rank 1 paused 10 s and resumed: the run completed (a pause is no failure)")
+        failure = json.loads(rec.read_text()).get("failure") if status == "failed" else None
+        return Outcome("silently wrong", f"a pause within the timeout failed the run: exit status {rc}, record "
+                                         f"{status}" + (f": rank {failure['rank']}: {failure['message'][:200]}"
+                                                        if failure else ""))
+    finally:
+        for p in _rank_pids(launcher.pid):
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGCONT)
+                os.kill(p, signal.SIGKILL)
+        if launcher.poll() is None:
+            launcher.kill()
+
+
+@case("ranks-fail-before-start", "train --devices 2 with distributed.master_addr nonexistent.invalid (fails "
+      "before any rank starts)")
+def _ranks_before(ctx: Ctx) -> Outcome:
+    ds = ctx.dataset()
+    rec = ctx.tmp / "run.json"
+    ran = ctx.cli(*_multi(ctx, ds, rec, "--set", "distributed.master_addr=nonexistent.invalid"))
+    out = judge_error(ran, rec, names="master_addr")
+    if out.outcome == "clear error":  # no record: a failure before the ranks writes one too
+        return Outcome("silently wrong", f"{out.detail}; no failed record at {rec.name}")
+    return out

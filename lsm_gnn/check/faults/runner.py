@@ -39,7 +39,7 @@ def make_base(root: Path) -> Path:
     return base
 
 
-def run_case(c: Case, root: Path, base: Path) -> dict:
+def run_case(c: Case, root: Path, base: Path, command) -> dict:
     """Run one case in a forked child (own process group) with its time limit."""
     tmp = Path(tempfile.mkdtemp(prefix=f"{c.name}-", dir=root))
     r, w = os.pipe()
@@ -50,12 +50,11 @@ def run_case(c: Case, root: Path, base: Path) -> dict:
         code = 0
         try:
             os.setpgid(0, 0)
-            os.environ["LSM_GNN_LOCK_DIR"] = str(root / "locks")
             log = os.open(tmp / "case.log", os.O_WRONLY | os.O_CREAT, 0o644)
             os.dup2(log, 1)
             os.dup2(log, 2)
             os.chdir(tmp)
-            ctx = Ctx(tmp, base)
+            ctx = Ctx(tmp, base, command)
             try:
                 res = c.run(ctx)
                 out = {"outcome": res.outcome, "detail": res.detail, "notes": ctx.notes}
@@ -107,10 +106,11 @@ def _cleanup(tmp: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run_suite(cases: list[Case], *, workdir: str | os.PathLike | None = None, say=print) -> dict:
-    """Run `cases` and return {"cases": [...], "totals": {outcome: n}, "seconds": s}."""
-    import lsm_gnn.cli  # noqa: F401 - the slow imports, paid once before forking
-    import lsm_gnn.cli.dataset, lsm_gnn.cli.simulate, lsm_gnn.cli.train  # noqa: F401, E401
+def run_suite(cases: list[Case], *, command, workdir: str | os.PathLike | None = None, say=print) -> dict:
+    """Run `cases` through `command` (the `lsm-gnn` click group, lsm_gnn.cli.cli) and return
+    {"cases": [...], "totals": {outcome: n}, "seconds": s}."""
+    for name in ("dataset", "simulate", "train"):  # the slow imports, paid once before forking
+        command.get_command(None, name)
     import lsm_gnn.datasets.importer, lsm_gnn.datasets.pagerank, lsm_gnn.sim.simulate  # noqa: F401, E401
     from lsm_gnn.train.loop import import_optimizer
     from lsm_gnn.config import parse_config
@@ -127,7 +127,7 @@ def run_suite(cases: list[Case], *, workdir: str | os.PathLike | None = None, sa
         base = make_base(root)
         width = max(len(c.name) for c in cases)
         for i, c in enumerate(cases, 1):
-            res = run_case(c, root, base)
+            res = run_case(c, root, base, command)
             results.append(res)
             flag = "" if res["outcome"] in GOOD else "  <-- BAD"
             say(f"[{i:2d}/{len(cases)}] {c.name:<{width}}  {res['outcome']:<14} {res['seconds']:6.1f} s  "

@@ -25,11 +25,11 @@ from typing import Callable
 import numpy as np
 from tqdm import tqdm
 
-from lsm_gnn.datasets.format import CHECKSUM_FILE, FEATURE_FILE, Dataset, DatasetWriter
+from lsm_gnn.datasets.format import check_dataset_output, CHECKSUM_FILE, FEATURE_FILE, Dataset, DatasetWriter
 from lsm_gnn.datasets.real import convert
 from lsm_gnn.datasets.real.npy import EdgeArray
 from lsm_gnn.datasets.real.state import PrepareState, fingerprint
-from lsm_gnn.utils.errors import DataError, InputError
+from lsm_gnn.utils.errors import DataError
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +105,7 @@ def check_split(ids: np.ndarray, path, num_nodes: int, labels: np.ndarray | None
 def prepare_graph(name: str, out_dir, inputs: list[Path], read: Callable[[PrepareState], RawGraph], *,
                   progress: bool = True, overwrite: bool = False, fingerprint_extra: dict | None = None) -> Dataset:
     out = Path(out_dir)
-    if out.exists() and not overwrite:
-        raise InputError(f"{out}: already exists; pass overwrite=True (CLI: --force) to replace it")
+    out = check_dataset_output(out, overwrite)  # before any work: what --force may replace
     missing = [p for p in inputs if not Path(p).is_file()]
     if missing:
         raise DataError(missing[0], "missing input file")

@@ -16,7 +16,7 @@ through methods, never through attributes a caller has to guess:
     stage_seconds()          cumulative seconds of the fetch stages {"cache", "victim", "storage"},
                              or None when a fetch is one stage (`fetch_stage`); a source that
                              exchanges rows between devices adds "exchange_ids" and
-                             "exchange_rows" (lsm_gnn.records.EXCHANGE_STAGES: the record's stages
+                             "exchange_rows" (lsm_gnn.metrics.EXCHANGE_STAGES: the record's stages
                              of those names), over a cache or alone
     io_counters()            the storage I/O under the source (IOCounters), or None
     memory() -> dict         the run record's memory block (lsm_gnn.cache.budget)
@@ -24,7 +24,7 @@ through methods, never through attributes a caller has to guess:
     device                   where fetched rows live: "cpu" (a numpy array, or a CPU tensor from
                              a torch data plane) or a CUDA device (torch tensors already there)
     last_tiers               a cache's tier of each request of its last fetch (None elsewhere)
-    heartbeat                the rank's liveness stamps (lsm_gnn.ranks.health), or None
+    heartbeat                the rank's liveness stamps (lsm_gnn.multidevice.health), or None
 
 This module imports no source: the sources stand above it (the in-memory ideal and the plain
 store in lsm_gnn.sources; the LSM-GNN cache, lsm_gnn.sources.cached.CachedFeatureSource, and its
@@ -78,19 +78,6 @@ def check_feature_ids(ids, num_rows: int | None = None, what: str = "ids") -> np
         if lo < 0 or (num_rows is not None and hi >= num_rows):
             raise FeatureIdError(f"{what}: feature ids must lie in [0, {num_rows}), found range [{lo}, {hi}]")
     return arr
-
-
-def numeric_stats(stats: dict) -> dict:
-    """The numbers of a source's stats (ints and floats; strings and flags left out), for records."""
-    out = {}
-    for k, v in stats.items():
-        if isinstance(v, (bool, np.bool_)):
-            continue
-        if isinstance(v, (int, np.integer)):
-            out[k] = int(v)
-        elif isinstance(v, (float, np.floating)):
-            out[k] = float(v)
-    return out
 
 
 class SourceStats(dict):

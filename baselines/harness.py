@@ -81,7 +81,12 @@ def run_system(system: str, cfg: RunConfig, *, devices: int = 1, machines: int =
                 if system == "distdgl":
                     rec = run_distdgl(cfg, machines=machines, trainers=trainers, progress=progress)
                 else:
-                    rec = _run_lsm_family(system, cfg, devices, progress)
+                    tb = testbed_args(cfg)
+                    run_cfg = cfg if tb is None else cfg.model_copy(
+                        update={"emulation": cfg.emulation.model_copy(update={"testbed": tb})})
+                    rec = _run_lsm_family(system, run_cfg, devices, progress)
+                    if tb is not None:
+                        rec["metrics"]["testbed"] = testbed_block(system, tb, rec["metrics"].pop("testbed_per_rank", []))
         except Exception as e:  # a failed run leaves a failed record (a rejected config: none)
             if record_path is not None and not isinstance(e, ConfigError):
                 _write_failed(record_path, system, cfg, e)
@@ -166,6 +171,27 @@ def network_shape(cfg: RunConfig, time_scale: float = 1.0):
     return replace(shape, delay_required=(mode == "emulated"))
 
 
+def testbed_args(cfg: RunConfig) -> dict | None:
+    """What the emulated testbed charges Dist-DGL's stages with (None: not the testbed, i.e. no emulated
+    storage device): the time scale S, the host factor f (emulation.host_speed, else the hardware
+    profile's cpu.host_time_factor), the profile's PCIe and NIC links."""
+    if cfg.storage.device != "emulated":
+        return None
+    from lsm_gnn.project.profiles import load_profile
+
+    prof = load_profile(cfg.emulation.hardware_profile)
+    if cfg.baseline.network_emulation != "real":
+        raise ConfigError("<config>", "baseline.network_emulation",
+                          f"the emulated testbed (storage.device: emulated) charges the network in user space "
+                          f"(round trips x RTT x S, bytes / the NIC); found {cfg.baseline.network_emulation!r}, "
+                          "which would shape it twice: use real")
+    f = cfg.emulation.host_speed if cfg.emulation.host_speed is not None else prof.cpu.host_time_factor
+    return {"time_scale": float(cfg.emulation.time_scale), "host_speed": float(f), "profile": prof.name,
+            "host_speed_from": "emulation.host_speed" if cfg.emulation.host_speed is not None
+            else f"{prof.name}: cpu.host_time_factor",
+            "pcie": prof.links.pcie.model_dump(), "nic": prof.links.nic.model_dump()}
+
+
 def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progress: bool = False) -> dict:
     from baselines.distdgl.launch import ClusterSpec, run_cluster
     from baselines.distdgl.partition import partition_dataset
@@ -189,7 +215,7 @@ def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progres
                 "eval_nodes": tr.eval_nodes, "threads": b.trainer_threads,
                 "pg_timeout_s": cfg.distributed.timeout_s, "die_at": b.fault_die_at or None,
                 "accelerator": {"profile": tr.accelerator_profile, "scale": step_scale(cfg)}
-                if tr.accelerator == "emulated" else None}
+                if tr.accelerator == "emulated" else None, "testbed": testbed_args(cfg)}
         spec = ClusterSpec(machines=machines, trainers=trainers, servers=b.servers, samplers=b.samplers,
                            network=b.network, timeout_s=b.timeout_s, shape=network_shape(cfg, cfg.emulation.time_scale))
         with cpu_speed_around() as speed:
@@ -197,6 +223,11 @@ def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progres
             res = run_cluster(spec, info.part_config, info.graph_name, args, work / "cluster", progress=progress)
             wall = time.perf_counter() - t0
         rec = distdgl_record(cfg, info, spec, res.trainer_metrics, wall)
+        if args["testbed"]:
+            rec["metrics"]["testbed"] = testbed_block(
+                "distdgl", args["testbed"], [(m.get("testbed") or {}).get("raw") or {} for m in res.trainer_metrics]
+                + [s.get("raw") or {} for s in res.server_metrics], trainers=res.trainer_metrics,
+                servers=len(res.server_metrics))
         rec["metrics"]["cpu_index_s"] = speed
         emu = res.network_emulation
         if emu is not None:
@@ -213,6 +244,30 @@ def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progres
         return rec
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def testbed_block(system: str, tb: dict, raws: list[dict], *, trainers: list[dict] | None = None,
+                  servers: int = 0) -> dict:
+    """metrics.testbed of a run in the emulated testbed: every charged stage (all processes together)
+    with its component and lateness, the parts' validity (lsm_gnn.storage.charge.charge_summary), the
+    links and f charged with, the stage-to-part table; Dist-DGL's round trips counted."""
+    from lsm_gnn.storage.charge import charge_summary
+    from lsm_gnn.testbed import as_record
+
+    out = charge_summary(raws, tb["time_scale"], tb["host_speed"])
+    counted: dict[str, int] = {}
+    for m in trainers or []:
+        for k, v in ((m.get("testbed") or {}).get("counted") or {}).items():
+            counted[k] = counted.get(k, 0) + int(v)
+    out.update({"counted": counted, "links": {"pcie": tb["pcie"], "nic": tb["nic"]}, "profile": tb["profile"],
+                "host_speed_from": tb["host_speed_from"], "processes_charged": len(raws),
+                "table": as_record(system)})
+    if system == "distdgl":
+        out["servers_charged"] = servers
+        out["window"] = "trainers: the timed iterations; servers: every request (they cannot tell the windows)"
+    else:
+        out["window"] = "the timed iterations (lsm_gnn.storage.emulated.timed_window_begin)"
+    return out
 
 
 def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: float) -> dict:
@@ -246,7 +301,8 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
         stage["exchange_rows"] = float(np.mean([it["fetch"] for it in chosen]))  # KVStore pull
         stage["train"] = float(np.mean([it["train"] for it in chosen]))  # forward, backward, Adam
         stage["sync"] = float(np.mean([it.get("sync", 0.0) for it in chosen]))  # the gradient all-reduce
-        stage["other"] = float(np.mean([it["convert"] for it in chosen]))  # DGL block -> lsm-gnn Block
+        # DGL block -> lsm-gnn Block, and (the emulated testbed) the batch's copy to the GPU
+        stage["other"] = float(np.mean([it["convert"] + it.get("copy", 0.0) for it in chosen]))
     net = None
     if spec.network == "netns":
         net = 0

@@ -250,6 +250,17 @@ class EmulationConfig(Section):
     multiplied by S) and every emulated accelerator's step multiplied by S, so the real CPU work
     looks S times faster; every reported time is divided back by S (docs/accelerators.md, "Time
     scale"). 1: no dilation."""
+    host_speed: float | None = Field(None, gt=0.0, le=100.0)
+    """f: the paper's host core's time relative to this machine's core (2: it takes twice as long).
+    In the emulated testbed (storage.device: emulated) host stages are charged at S x f x their thread
+    CPU time (lsm_gnn.storage.charge). None: the hardware profile's `cpu.host_time_factor`."""
+    hardware_profile: str = "paper"
+    """The hardware profile (lsm_gnn/project/profiles: paper, h200x8, this-machine, or a .yaml path) whose
+    links (pcie, nic) and host factor the emulated testbed charges stages with."""
+    testbed: dict | None = None
+    """Filled by the harness (baselines.harness.testbed_args) when storage.device is emulated: the
+    time scale, f and the hardware profile's links the ranks charge their stages with (the ranks stand
+    below the profiles' floor, so they receive the numbers, resolved once). Not set by hand."""
 
 
 class OutputConfig(Section):

@@ -25,7 +25,7 @@ import jsonschema
 import numpy as np
 
 from lsm_gnn.metrics import (IO_KEYS, ITERATION_KEYS, ROW_KEYS, STAGES, TIMED_WINDOW, epoch_times, exposed_times,
-                             hidden_fetch_fraction, hit_rates, mean_times, measured_epochs, slowest, steady_epochs,
+                             hidden_fetch_fraction, hit_rates, mean_times, measured_epochs, steady_epochs,
                              sum_counts)
 from lsm_gnn.utils.atomic import make_parent, refused, remove_leftovers, write_json
 from lsm_gnn.utils.errors import DataError, OutputError
@@ -319,5 +319,7 @@ def emulation_block(rec: dict, time_scale: float, cpu_s: float | None, wall_s: f
            "cpu_share": (cpu_s / wall_s) if (cpu_s is not None and wall_s) else None}
     emu = (m.get("storage") or {}).get("emulation") or {}
     causes = [emu["invalid_cause"]] if emu.get("valid") is False else []
+    tb = m.get("testbed") or {}  # the stages charged at their parts (lsm_gnn.storage.charge)
+    causes += list(tb.get("invalid_causes") or []) if tb.get("valid") is False else []
     out["valid"], out["invalid_causes"] = not causes, causes
     return out

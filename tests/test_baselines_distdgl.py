@@ -190,3 +190,35 @@ def test_partitions_kept_under_a_relative_directory_are_found_from_anywhere(rand
     assert again.reused and os.path.isabs(first.part_config) and os.path.isabs(again.part_config)
     monkeypatch.chdir("/")
     assert os.path.isfile(again.part_config)
+
+
+def test_dist_dgl_in_the_emulated_testbed_charges_every_stage_at_its_part(two_machines, tmp_path):
+    """storage.device: emulated puts Dist-DGL in the testbed: the servers' pull and sampling handlers
+    and the trainers' own work charged as host work, the round trips and remote bytes on the NIC, the
+    copy to the GPU on PCIe; the record names each stage's part and lateness."""
+    from baselines.harness import run_system
+
+    ds, part_dir, _ = two_machines
+    cfg = load_config(None, [f"dataset.path={ds.root}", "sampler.batch_size=128", "sampler.fanouts=[5,5]",
+                             "model.hidden=16", "train.epochs=2", "train.eval=false", "train.warmup_iters=1",
+                             "train.timed_iters=3", "train.accelerator=emulated", "train.accelerator_profile=a100",
+                             "storage.device=emulated", "storage.device_profile=paper", "emulation.time_scale=8",
+                             "emulation.host_speed=1.5", f"baseline.partition_dir={part_dir}"])
+    rec = run_system("distdgl", cfg, machines=2, trainers=1, record_path=tmp_path / "r.json")
+    validate_record(rec)
+    tb = rec["metrics"]["testbed"]
+    assert tb["host_speed"] == 1.5 and tb["time_scale"] == 8 and tb["servers_charged"] == 2
+    st = tb["stages"]
+    for name, part in (("sample", "host"), ("exchange_rows", "host"), ("server_pull", "host"),
+                       ("server_sample", "host"), ("sample_rpc", "nic"), ("pull_rpc", "nic"), ("copy_to_gpu", "pcie")):
+        assert st[name]["component"] == part and st[name]["count"] > 0, name
+    # two machines: some rows come from the other one, each batch's copy carries its feature bytes
+    assert tb["counted"]["remote_rows"] > 0 and tb["counted"]["sample_round_trips"] > 0
+    assert st["copy_to_gpu"]["charged_s"] > 0 and st["server_pull"]["cpu_s"] > 0
+    assert set(tb["parts"]) == {"host", "nic", "pcie"}
+    # METIS balanced the training nodes across the machines, as DGL's guide advises
+    assert rec["metrics"]["distdgl"]["partition"]["balanced_on"] == "train_mask"
+    # a network shaped by tc would be charged twice
+    with pytest.raises(Exception, match="shape it twice"):
+        run_system("distdgl", load_config(None, [f"dataset.path={ds.root}", "storage.device=emulated",
+                                                 "baseline.network_emulation=rate"]), machines=2, trainers=1)

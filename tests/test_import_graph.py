@@ -183,8 +183,9 @@ def test_the_lists_of_accepted_values_import_nothing(library):
 # top-level modules (the comparators' package is one room), and every room stands on one floor: it
 # may import rooms of its own floor and the floors below, never above, with no exception.
 FLOORS = [
-    ("", "utils", "choices", "metrics", "contract", "schemas", "configs"),  # leaves: helpers, the accepted
-                                        # values, the metric vocabulary, the feature-source contract
+    ("", "utils", "choices", "metrics", "contract", "schemas", "configs",  # leaves: helpers, the accepted
+     "testbed"),                        # values, the metric vocabulary, the feature-source contract,
+                                        # the emulated testbed's stage-to-part table
     ("ownership", "datasets", "models"),  # the owner rule, the on-disk format, the models
     ("storage", "sampling"),            # feature stores and the storage device model; the sampler
     ("cache",),                         # the cache engine and its policies

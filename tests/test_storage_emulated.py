@@ -483,7 +483,8 @@ def test_bench_compare_on_an_emulated_device_reports_its_profile_scale_spread_an
     generate(tmp_path / "ds", 200, feature_dim=4, seed=0, progress=False)
     cfg = load_config(None, [f"dataset.path={tmp_path / 'ds'}", "train.accelerator=emulated",
                              "storage.device=emulated", "storage.device_profile=vm", "emulation.time_scale=4"])
-    res = bench.compare(cfg, systems=["lsm", "mmap"], repeats=2, limits=False, records_dir=str(tmp_path))
+    res = bench.compare(cfg, systems=["lsm", "mmap"], repeats=2, limits=False, records_dir=str(tmp_path),
+                        probe_scale=False, check_primitive=False)
     # the vm profile was filled from fio now and every run read it
     m = res["storage_profile_measured"]
     assert m["ssd"] == {"iops": 5e4, "bandwidth": 5e8, "latency_s": 8e-5, "max_queue_depth": None}
@@ -543,3 +544,75 @@ def test_a_multi_device_launch_writes_the_storage_device_and_time_scale_once_for
     assert m["emulation"]["label"] == "emulated at scale 4"
     assert m["emulation"]["epoch_steady_s"] == pytest.approx(m["time"]["epoch_steady_s"] / 4.0)
     assert m["emulation"]["cpu_s"] > 0  # both ranks' CPU: the launcher's reaped children
+
+
+def test_a_scale_too_small_is_raised_before_the_runs_or_refused_when_given_and_a_busy_machine_is_refused(
+        monkeypatch, tmp_path):
+    from lsm_gnn.bench import compare as bench
+    from lsm_gnn.utils.errors import ConfigError
+
+    def probe(ok_from, kind="scale"):
+        def f(cfg, S, f_):
+            ok = S >= ok_from
+            return {"time_scale": S, "ok": ok, "cause_kind": None if ok else kind, "reason": None if ok else "late"}
+        return f
+
+    cfg = load_config(None, ["storage.device=emulated", "storage.device_profile=paper", "emulation.time_scale=1"])
+    monkeypatch.setattr(bench, "scale_probe", probe(16))
+    got = bench.choose_scale(cfg, given=False, host_speed=1.0)
+    assert got["time_scale"] == 16 and got["raised"] and [p["time_scale"] for p in got["probes"]] == [1, 2, 4, 8, 16]
+    with pytest.raises(ConfigError, match="scale 1 is too small for storage profile 'paper'.*raise --time-scale"):
+        bench.choose_scale(cfg, given=True, host_speed=1.0)
+    monkeypatch.setattr(bench, "scale_probe", probe(1e9, kind="busy"))
+    with pytest.raises(ConfigError, match="because the machine is busy"):
+        bench.choose_scale(cfg, given=False, host_speed=1.0)
+
+
+def test_the_scale_probe_reads_through_the_emulated_device_and_charges_a_kernel(tmp_path):
+    from lsm_gnn.bench.compare import scale_probe
+    from lsm_gnn.datasets.synthetic import generate
+
+    generate(tmp_path / "ds", 3000, feature_dim=1024, seed=0, progress=False)
+    cfg = load_config(None, [f"dataset.path={tmp_path / 'ds'}", "storage.device=emulated",
+                             "storage.device_profile=paper"])
+    # a host factor far below 1 cannot be paced at scale 1 whatever the machine: the work outruns its charge
+    p = scale_probe(cfg, 1.0, 0.01, rows=512, batches=2)
+    assert not p["ok"] and p["cause_kind"] == "scale" and "host:" in p["reason"]
+
+
+def test_a_system_runs_at_its_own_time_scale_and_the_dilation_check_reads_each_systems_scale(monkeypatch, tmp_path):
+    import baselines.harness
+    from lsm_gnn.bench import compare as bench
+    from lsm_gnn.bench.validate import validation
+    from lsm_gnn.datasets.synthetic import generate
+    from lsm_gnn.records import emulation_block
+
+    seen = []
+
+    def fake_run(system, cfg, **kw):
+        S = cfg.emulation.time_scale
+        seen.append((system, S))
+        rec = {"system": system, "epochs": [{}, {}], "metrics": {
+            "time": {"epoch_steady_s": 10.0 * S, "per_iteration": {"train": 0.01 * S},
+                     "timing_window": {"warmup_iters": 1, "timed_iters": 5, "iterations_run_per_epoch": 6,
+                                       "iterations_per_epoch": 100}},
+            "accelerator": {"au": 0.9, "busy_s": 0.01 * S * 10, "iterations": 10}, "rows": {}, "traffic": {}}}
+        rec["metrics"]["emulation"] = emulation_block(rec, S, 5.0, 10.0)
+        return rec
+
+    monkeypatch.setattr(baselines.harness, "run_system", fake_run)
+    import lsm_gnn.storage.pagecache as pc
+
+    monkeypatch.setattr(pc, "drop_file_cache", lambda p: None)
+    generate(tmp_path / "ds", 200, feature_dim=4, seed=0, progress=False)
+    outs = []
+    for S in (32, 64):
+        cfg = load_config(None, [f"dataset.path={tmp_path / 'ds'}", "train.accelerator=emulated",
+                                 "storage.device=emulated", "storage.device_profile=paper", f"emulation.time_scale={S}"])
+        outs.append(bench.compare(cfg, systems=["lsm", "distdgl"], limits=False, probe_scale=False,
+                                  check_primitive=False, system_scales={"distdgl": 8}))
+    assert ("distdgl", 8) in seen and ("lsm", 64) in seen and ("distdgl", 64) not in seen
+    assert outs[1]["time_scale_by_system"] == {"lsm": 64, "distdgl": 8}
+    # Dist-DGL ran at 8 in both outputs: the dilation check speaks for lsm alone
+    d = validation(outs)["dilation"]
+    assert set(d["difference"]) == {"lsm"} and d["time_scales_by_system"]["lsm"] == [32, 64]

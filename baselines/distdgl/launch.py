@@ -78,6 +78,7 @@ class ClusterResult:
     logs_dir: Path
     processes: list[int] = field(default_factory=list)  # every pid started (all reaped on return)
     network_emulation: dict | None = None  # netns: the probe, the shape and each machine's qdiscs read back
+    server_metrics: list[dict] = field(default_factory=list)  # the emulated testbed: each server's charges
 
 
 def _pdeathsig():
@@ -270,7 +271,8 @@ class EmulatedCluster:
                 raise DistributedError(rank, f"trainer exited 0 but wrote no metrics ({path})\n"
                                              f"{self._log_tail(f'trainer-r{rank}')}")
             metrics.append(json.loads(path.read_text()))
-        return ClusterResult(trainer_metrics=metrics, wall_s=time.perf_counter() - t_start, network=spec.network,
+        servers = self._server_metrics(spec) if trainer_args.get("testbed") else []
+        return ClusterResult(server_metrics=servers, trainer_metrics=metrics, wall_s=time.perf_counter() - t_start, network=spec.network,
                              logs_dir=self.logs, processes=[p.pid for _, p in self.procs],
                              network_emulation=emulation)
 
@@ -299,6 +301,26 @@ class EmulatedCluster:
             if time.perf_counter() - t_start > spec.timeout_s:
                 raise DistributedError(None, f"Dist-DGL run exceeded its timeout of {spec.timeout_s:.0f} s")
             time.sleep(0.1)
+
+    def _server_metrics(self, spec: ClusterSpec, grace_s: float = 15.0) -> list[dict]:
+        """The servers' charges (the emulated testbed), written when each exits: the servers exit
+        once every trainer has disconnected, so they are waited for (`grace_s` at most)."""
+        deadline = time.monotonic() + grace_s
+        for name, p in self.procs:
+            if name.startswith("server") and p.poll() is None:
+                try:
+                    p.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+        out = []
+        for i in range(spec.machines * spec.servers):
+            path = self.metrics_dir / f"server{i}.json"
+            if not path.is_file():
+                raise DistributedError(None, f"server {i} wrote no testbed charges ({path}): the servers' work "
+                                             "would go uncharged\n" + self._log_tail(f"server-m{i // spec.servers}-s"
+                                                                                   f"{i % spec.servers}"))
+            out.append(json.loads(path.read_text()))
+        return out
 
     # ---- cleanup -------------------------------------------------------------------------
     def close(self, grace_s: float = 10.0):

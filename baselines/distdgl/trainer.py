@@ -78,6 +78,11 @@ def train(args: dict) -> None:
     from lsm_gnn.train.sync import allreduce_gradients
 
     t0 = time.perf_counter()
+    tb = args.get("testbed")  # the emulated testbed: every stage charged at its part (testbed.py)
+    if tb and os.environ.get("DGL_ROLE") == "server":
+        from baselines.distdgl.testbed import patch_server
+
+        patch_server(tb, args["metrics_dir"], os.environ.get("DGL_SERVER_ID", "0"))
     dgl.distributed.initialize(args["ip_config"])  # servers never return from here
     t_init = time.perf_counter()
     torch.set_num_threads(int(args.get("threads") or 1))
@@ -96,6 +101,12 @@ def train(args: dict) -> None:
     torch.manual_seed(int(args.get("seed", 0)))
     loader = dgl.dataloading.DistNodeDataLoader(g, train_nids, sampler, batch_size=batch_size,
                                                 shuffle=bool(args.get("shuffle", True)), drop_last=False)
+    charges = None
+    if tb:
+        from baselines.distdgl.testbed import TrainerCharges
+
+        feat = g.ndata["feat"]
+        charges = TrainerCharges(tb, pb, int(feat.shape[1]) * torch.empty(0, dtype=feat.dtype).element_size())
     accel = meet = None
     if args.get("accelerator"):  # emulated: the step is a wait; the meeting keeps the trainers in step
         from lsm_gnn.accelerator import EmulatedAccelerator, load_accelerator
@@ -133,17 +144,31 @@ def train(args: dict) -> None:
         t_epoch = time.perf_counter()
         it = iter(loader)
         for step in range(planned):
+            if charges is not None:  # the charges of the iterations the record measures
+                charges.ch.recording = step >= warmup and epoch >= min(1, epochs - 1)
             ts = time.perf_counter()
-            input_nodes, seeds, blocks = next(it)
+            input_nodes, seeds, blocks = next(it) if charges is None else charges.sample(it)
             tc = time.perf_counter()
             # lsm-gnn's model reads index blocks; an emulated step needs no model (a DGL model would
             # take DGL's blocks as they are)
-            our_blocks = bridge.convert_blocks(blocks) if accel is None else None
+            if charges is None:
+                our_blocks = bridge.convert_blocks(blocks) if accel is None else None
+            else:
+                with charges.ch.host("other"):
+                    our_blocks = bridge.convert_blocks(blocks) if accel is None else None
             tf = time.perf_counter()
-            x = g.ndata["feat"][input_nodes]
-            y = g.ndata["label"][seeds].long()
+            if charges is None:
+                x = g.ndata["feat"][input_nodes]
+                y = g.ndata["label"][seeds].long()
+            else:
+                x, y = charges.pull(g, input_nodes, seeds)
             tt = time.perf_counter()
             edges = batch_edges(blocks)
+            copy_s = 0.0
+            if charges is not None:  # the batch's copy to the GPU (PCIe)
+                charges.copy_to_gpu(x, y, edges)
+                copy_s = time.perf_counter() - tt
+                tt = time.perf_counter()
             busy = 0.0
             # the gradient all-reduce (emulated: the meeting) is timed apart, as `sync` (lsm_gnn.train.sync)
             if accel is not None:
@@ -165,7 +190,8 @@ def train(args: dict) -> None:
                 opt.step()
                 losses.append(float(loss.detach()))
             te = time.perf_counter()
-            iters.append({"epoch": epoch, "step": step, "sample": tc - ts, "convert": tf - tc, "fetch": tt - tf,
+            iters.append({"epoch": epoch, "step": step, "sample": tc - ts, "convert": tf - tc,
+                          "fetch": tt - tf - copy_s, "copy": copy_s,
                           "train": (tb - tt) + (te - ta), "sync": ta - tb, "total": te - ts,
                           "input_rows": int(len(input_nodes)),
                           "seeds": int(len(seeds)), "edges": edges, "busy": busy,
@@ -198,6 +224,7 @@ def train(args: dict) -> None:
            "overshoot_s_per_step": accel.overshoot_s / max(1, accel.steps) if accel is not None else None,
            "net_start": net_start, "net_end": net_end, "accuracy": acc,
            "startup": {"initialize_s": t_init - t0, "setup_s": t_ready - t_init},
+           "testbed": charges.record() if charges is not None else None,
            "threads": {"torch": torch.get_num_threads(), "env": {k: os.environ.get(k) for k in THREAD_VARS}}}
     mdir = Path(args["metrics_dir"])
     tmp = mdir / f".rank{rank}.json.partial"

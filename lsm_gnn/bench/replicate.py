@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 
 from lsm_gnn.metrics import bound_stage, timed_iterations, timed_window
+from lsm_gnn.testbed import stage_view
 
 
 SPREAD_LIMIT = 0.05
@@ -59,6 +60,10 @@ def summarise_run(rec: dict) -> dict:
             "per_iteration": None if t.get("per_iteration") is None
             else {k: div(v) for k, v in t["per_iteration"].items()},
             "per_iteration_wall": div(t.get("per_iteration_wall")),
+            "stages": stage_view(rec.get("system"), None if t.get("per_iteration") is None
+                                 else {k: div(v) for k, v in t["per_iteration"].items()}, m.get("testbed"),
+                                 (((m.get("storage") or {}).get("emulation")) or {}).get("lateness_fraction")),
+            "testbed": {k: v for k, v in (m.get("testbed") or {}).items() if k not in ("table",)} or None,
             "bound": bound_stage(rec),
             "busy_s_per_iteration": (acc.get("busy_s") or 0.0) / max(1, int(acc.get("iterations") or 0)) / S,
             "time_scale": S, "cpu_share": emu.get("cpu_share"), "valid": emu.get("valid", True),
@@ -75,12 +80,11 @@ def summarise_run(rec: dict) -> dict:
 
 
 def valid_runs(runs: list[dict]) -> list[dict]:
-    """The runs a figure is taken from: those whose emulation held (a run whose storage pacing fell
-    behind measured the machine's other work, not the model: MLPerf Storage counts only runs that
-    pass its checks); all of them when none did, so that a figure still shows (and the record of
-    invalid runs says why)."""
-    ok = [r for r in runs if r.get("valid") is not False]
-    return ok or list(runs)
+    """The runs a figure is taken from: those whose emulation held (a run whose pacing fell behind
+    measured the machine's other work or a scale too small, not the model: MLPerf Storage counts only
+    runs that pass its checks). None when no run held: the figure is then absent (None), never taken
+    from invalid runs; the invalid runs stay in `runs` with their causes."""
+    return [r for r in runs if r.get("valid") is not False]
 
 
 def summarise_system(runs: list[dict]) -> dict:
@@ -89,12 +93,12 @@ def summarise_system(runs: list[dict]) -> dict:
     all_runs, runs = runs, valid_runs(runs)
     steady = [r["epoch_steady_s"] for r in runs]
     med = spread_of(steady)
-    mid = min(runs, key=lambda r: abs((r["epoch_steady_s"] or 0) - (med["median"] or 0)))
+    mid = min(runs, key=lambda r: abs((r["epoch_steady_s"] or 0) - (med["median"] or 0))) if runs else {}
     out = {"epoch_steady_s": med, "au": spread_of([r["au"] for r in runs]),
            "samples_per_s": spread_of([r["samples_per_s"] for r in runs]),
            "first_epoch_s": spread_of([r["first_epoch_s"] for r in runs]),
            "runs": all_runs, "valid_runs": sum(1 for r in all_runs if r.get("valid") is not False)}
-    for k in ("per_iteration", "per_iteration_wall", "bound", "storage_rows_per_iteration",
+    for k in ("per_iteration", "per_iteration_wall", "stages", "bound", "storage_rows_per_iteration",
               "storage_io_ops_per_iteration", "storage_bytes_per_iteration", "exchange_bytes_per_iteration",
               "busy_s_per_iteration", "iterations_per_epoch", "memory", "accelerator", "preprocessing_s"):
         out[k] = mid.get(k)
@@ -120,12 +124,12 @@ def correlation(xs: list, ys: list) -> float | None:
 
 def per_round_ratios(runs: dict[str, list[dict]]) -> dict:
     """Each system's steady epoch over LSM-GNN's in the same round (the runs' `round`; a round's
-    runs follow one another within minutes, so the VM's drift between rounds cancels): spread_of
-    per system, with the ratios in round order."""
-    lsm = {r["round"]: r["epoch_steady_s"] for r in runs.get("lsm", [])}
+    runs follow one another within minutes, so the VM's drift between rounds cancels), from rounds
+    where both runs are valid: spread_of per system, with the ratios in round order."""
+    lsm = {r["round"]: r["epoch_steady_s"] for r in valid_runs(runs.get("lsm", []))}
     out = {}
-    for s, v in runs.items():
-        vals = [r["epoch_steady_s"] / lsm[r["round"]] for r in v
+    for s, v in runs.items():  # valid runs only, on both sides of a round
+        vals = [r["epoch_steady_s"] / lsm[r["round"]] for r in valid_runs(v)
                 if s != "lsm" and r["epoch_steady_s"] and lsm.get(r["round"])]
         if vals:
             out[s] = {**spread_of(vals), "values": vals}

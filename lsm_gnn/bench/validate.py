@@ -4,6 +4,7 @@ the emulator against the real disk) over `bench compare` outputs, the ones `benc
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -34,6 +35,79 @@ def _differences(a: dict, b: dict) -> dict:
     return {s: ma[s] / mb[s] - 1.0 for s in ma if ma.get(s) and mb.get(s)}
 
 
+def primitive_run(time_scale: float, host_speed: float, *, reps: int = 3, kernel_ns: int = 10_000_000) -> dict:
+    """A fixed CPU kernel (about `kernel_ns` of this core's time) charged as host work `reps` times at
+    scale S with host factor f: what the charge reported (wall / S) against f x its CPU time."""
+    import time
+
+    from lsm_gnn.storage.charge import Charger
+
+    def kernel(n):
+        x = 0
+        for i in range(n):
+            x += i * i
+        return x
+
+    # the loop's size for ~kernel_ns of CPU, measured once here
+    c0 = time.thread_time_ns()
+    kernel(20_000)
+    per = max(1, time.thread_time_ns() - c0) / 20_000
+    n = max(1000, int(kernel_ns / per))
+    ch = Charger(time_scale, host_speed)
+    errs, reported, cpus = [], [], []
+    for _ in range(reps):
+        t0 = time.perf_counter_ns()
+        c0 = time.thread_time_ns()
+        with ch.host("kernel"):
+            kernel(n)
+        wall = time.perf_counter_ns() - t0
+        cpu = ch.stages["kernel"].cpu_ns - sum(cpus)
+        cpus.append(cpu)
+        reported.append(wall / time_scale)
+        errs.append(wall / time_scale / (host_speed * cpu) - 1.0 if cpu else None)
+    sm = ch.summary()
+    kind = None
+    if not sm["valid"]:
+        kind = "scale" if any("too small" in c for c in sm["invalid_causes"]) else "busy"
+    return {"time_scale": time_scale, "host_speed": host_speed, "reported_s": [r * 1e-9 for r in reported],
+            "cpu_s": [c * 1e-9 for c in cpus], "error": errs,
+            "late_fraction": sm["parts"].get("host", {}).get("late_fraction"),
+            "valid": sm["valid"], "invalid_causes": sm["invalid_causes"], "cause_kind": kind}
+
+
+PRIMITIVE_LIMIT = 0.02
+"""The charging primitive: a fixed CPU kernel charged at S reports f x its CPU time within 2 %."""
+PRIMITIVE_SCALES = (1.0, 16.0, 64.0)
+
+
+@contextlib.contextmanager
+def busy_core():
+    """Another process spinning on a core for the block (the primitive's check under load)."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield p.pid
+    finally:
+        p.kill()
+        p.wait()
+
+
+def primitive_check(host_speed: float = 1.0, scales=PRIMITIVE_SCALES, *, reps: int = 3, busy: bool = True) -> dict:
+    """The charging primitive's check: the kernel charged at each scale (quiet, and with a busy process
+    on the other core) reports f x its CPU time within PRIMITIVE_LIMIT (each repeat's error), and a
+    run the charger itself marks invalid fails the check with its cause."""
+    runs = {}
+    for label in (("quiet", "busy") if busy else ("quiet",)):
+        with (busy_core() if label == "busy" else contextlib.nullcontext()):
+            for S in scales:
+                runs[f"{label}@{S:g}"] = primitive_run(S, host_speed, reps=reps)
+    worst = max((abs(e) for r in runs.values() for e in r["error"] if e is not None), default=None)
+    return {"limit": PRIMITIVE_LIMIT, "host_speed": host_speed, "scales": list(scales), "runs": runs,
+            "worst_error": worst, "ok": worst is not None and worst <= PRIMITIVE_LIMIT}
+
+
 def validation(outputs: list[dict]) -> dict:
     """The three checks of the emulated testbed, from one or more bench compare outputs (the first is
     this run; the others: --validate-against FILE, or `lsm-gnn bench validate A.json B.json ...`):
@@ -56,19 +130,28 @@ def validation(outputs: list[dict]) -> dict:
     out = {"replication": {"limit": SPREAD_LIMIT, "outputs": rep, "ok": all(r["ok"] for r in rep.values())}
            if rep else None, "dilation": None, "emulator_vs_real": None}
     emu = [(i, o) for i, o in enumerate(outputs) if o.get("storage_device") == "emulated"]
+
+    def scale_of(o, system):  # each system's own scale where the output states one
+        return (o.get("time_scale_by_system") or {}).get(system, o.get("time_scale") or 1.0)
+
     for a_i, (i, a) in enumerate(emu):
         for j, b in emu[a_i + 1:]:
             if (a.get("storage_profile") == b.get("storage_profile") and a.get("accelerator") == b.get("accelerator")
                     and a.get("time_scale") != b.get("time_scale")):
                 (i, a), (j, b) = sorted(((i, a), (j, b)), key=lambda x: x[1].get("time_scale") or 1.0)
                 d = _differences(b, a)  # the epoch at the larger scale over the one at the smaller, - 1
+                # a system run at the same scale in both says nothing about dilation
+                d = {s: x for s, x in d.items() if scale_of(a, s) != scale_of(b, s)}
                 out["dilation"] = {"limit": DILATION_LIMIT, "profile": a.get("storage_profile"),
                                    "time_scales": [a.get("time_scale"), b.get("time_scale")],
+                                   "time_scales_by_system": {s: [scale_of(a, s), scale_of(b, s)] for s in d},
                                    "source": [src(a, i), src(b, j)], "difference": d,
                                    "ok": bool(d) and all(abs(x) <= DILATION_LIMIT for x in d.values())}
                 break
         if out["dilation"]:
             break
+    out["host_ground_truth"] = host_ground_truth(emu, src)
+    out["verdict"] = verdict_by_host_speed(emu, src)
     vm = next(((i, o) for i, o in emu if o.get("storage_profile") == "vm" and (o.get("time_scale") or 1) == 1), None)
     real = next(((i, o) for i, o in enumerate(outputs) if o.get("storage_device", "real") == "real"
                  and o.get("systems")), None)
@@ -77,6 +160,75 @@ def validation(outputs: list[dict]) -> dict:
         out["emulator_vs_real"] = {"limit": EMULATOR_LIMIT, "source": [src(vm[1], vm[0]), src(real[1], real[0])],
                                    "error": d, "ok": bool(d) and all(abs(x) <= EMULATOR_LIMIT for x in d.values())}
     return out
+
+
+CLAIM = 3.75
+"""The paper's headline: Dist-DGL (2 nodes x 2 GPUs) over LSM-GNN (1 node x 2 GPUs), up to 3.75x."""
+HOST_SPEEDS = (0.5, 1.0, 2.0)
+
+
+def claim_class(ratio: float | None) -> str | None:
+    """The verdict's class of a Dist-DGL / LSM-GNN epoch ratio: at least the claim, between, or none."""
+    if ratio is None:
+        return None
+    return ">= 3.75" if ratio >= CLAIM else ("<= 1" if ratio <= 1.0 else "between 1 and 3.75")
+
+
+def verdict_by_host_speed(emu: list[tuple[int, dict]], src) -> dict | None:
+    """The claim's class from outputs at f = 0.5, 1 and 2 (HOST_SPEEDS; lsm and distdgl, valid runs
+    only: a ratio of None is no class): the ratio and its min-max over rounds for each f; decided only
+    where every f gives the same class. None without any output that has the ratio."""
+    by_f = {}
+    for i, o in emu:
+        f = o.get("host_speed")
+        r = o.get("distdgl_vs_lsm_epoch")
+        if f is None or "distdgl" not in (o.get("systems") or {}) or "lsm" not in (o.get("systems") or {}):
+            continue
+        pr = (o.get("per_round_vs_lsm") or {}).get("distdgl") or {}
+        by_f[float(f)] = {"ratio": r, "min": pr.get("min"), "max": pr.get("max"), "class": claim_class(r),
+                          "source": src(o, i)}
+    if not by_f:
+        return None
+    missing = [f for f in HOST_SPEEDS if f not in by_f]
+    classes = {v["class"] for f, v in by_f.items() if f in HOST_SPEEDS}
+    decided = not missing and len(classes) == 1 and None not in classes
+    return {"claim": CLAIM, "host_speeds": list(HOST_SPEEDS), "by_host_speed": {f"{f:g}": v for f, v in by_f.items()},
+            "missing": missing, "class": classes.pop() if decided else None, "decided": decided}
+
+
+HOST_STAGE_LIMIT = 0.10
+HOST_EPOCH_LIMIT = 0.05
+
+
+def host_ground_truth(emu: list[tuple[int, dict]], src) -> dict | None:
+    """Dist-DGL with 1 machine x 1 trainer (+ 1 server: no contention) in two emulated outputs, one at
+    S = 1 with f = 1 (its host work as it ran: the charge S x f x cpu is then its own CPU time) and
+    one at a larger S: every charged stage within HOST_STAGE_LIMIT, the epoch within HOST_EPOCH_LIMIT.
+    None without such a pair."""
+    def one_by_one(o):
+        d = (o.get("systems") or {}).get("distdgl")
+        return d is not None and o.get("machines") == 1 and o.get("trainers_per_machine") == 1 \
+            and (o.get("host_speed") or 1.0) == 1.0
+
+    def S(o):
+        return (o.get("time_scale_by_system") or {}).get("distdgl", o.get("time_scale") or 1.0)
+
+    base = next(((i, o) for i, o in emu if one_by_one(o) and S(o) == 1.0), None)
+    other = next(((i, o) for i, o in emu if one_by_one(o) and S(o) > 1.0), None)
+    if not base or not other:
+        return None
+    a, b = base[1]["systems"]["distdgl"], other[1]["systems"]["distdgl"]
+    ea, eb = a["epoch_steady_s"]["median"], b["epoch_steady_s"]["median"]
+    stages = {}
+    for k, v in (a.get("per_iteration") or {}).items():
+        w = (b.get("per_iteration") or {}).get(k)
+        if v and w and v > 1e-4:  # stages of at least 0.1 ms: the rest are empty
+            stages[k] = w / v - 1.0
+    epoch = (eb / ea - 1.0) if (ea and eb) else None
+    return {"stage_limit": HOST_STAGE_LIMIT, "epoch_limit": HOST_EPOCH_LIMIT, "time_scales": [1.0, S(other[1])],
+            "source": [src(base[1], base[0]), src(other[1], other[0])], "stages": stages, "epoch": epoch,
+            "ok": epoch is not None and abs(epoch) <= HOST_EPOCH_LIMIT
+            and all(abs(x) <= HOST_STAGE_LIMIT for x in stages.values())}
 
 
 def load_outputs(paths) -> list[dict]:
@@ -116,6 +268,27 @@ def print_validation(v: dict | None) -> None:
                f"{d['profile']} at scales {d['time_scales'][0]:g} and {d['time_scales'][1]:g}: "
                + ", ".join(f"{s} {100 * x:+.1f} %" for s, x in d["difference"].items())
                + f" (limit {100 * d['limit']:g} %): {ok(d['ok'])}"))
+    h = v.get("host_ground_truth")
+    if h:
+        click.echo(f"validation, host ground truth (Dist-DGL 1 x 1 at S = 1 against S = {h['time_scales'][1]:g}, "
+                   f"f = 1): epoch {_pct(h['epoch'])} % (limit {100 * h['epoch_limit']:g} %), stages "
+                   + ", ".join(f"{k} {100 * x:+.1f} %" for k, x in h["stages"].items())
+                   + f" (limit {100 * h['stage_limit']:g} %): {ok(h['ok'])}")
+    vd = v.get("verdict")
+    if vd:
+        click.echo("verdict on the 3.75x claim by host speed f: "
+                   + ", ".join(f"f {f}: {'n/a' if x['ratio'] is None else format(x['ratio'], '.2f') + 'x'} ({x['class']})"
+                               for f, x in vd["by_host_speed"].items())
+                   + (f"; decided: {vd['class']}" if vd["decided"] else
+                      f"; not decided ({'missing f ' + ', '.join(f'{m:g}' for m in vd['missing']) if vd['missing'] else 'the classes differ'})"))
+    p = v.get("primitive")
+    if p:
+        per = ", ".join(f"{k} {max(abs(e) for e in r['error'] if e is not None) * 100:.1f} %" for k, r in p["runs"].items()
+                        if any(e is not None for e in r["error"]))
+        click.echo(f"validation, the charging primitive (a fixed CPU kernel at S = "
+                   f"{', '.join(f'{x:g}' for x in p['scales'])}, f = {p['host_speed']:g}, quiet and beside a busy "
+                   f"process): worst error {_pct(p['worst_error'])} % ({per}) (limit {100 * p['limit']:g} %): "
+                   f"{ok(p['ok'])}")
     e = v.get("emulator_vs_real")
     click.echo("validation, emulator vs real disk: " + ("needs a vm-profile output at scale 1 and a real-disk output "
                                                         "(--validate-against)" if not e else
@@ -124,12 +297,23 @@ def print_validation(v: dict | None) -> None:
 
 
 @click.command("validate")
-@click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("outputs", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--primitive", is_flag=True, help="Also check the charging primitive here (a fixed CPU kernel "
+                                                 "charged at S = 1, 16, 64, quiet and beside a busy process).")
+@click.option("--host-speed", "host_speed", type=click.FloatRange(min=0.0, min_open=True), default=1.0,
+              show_default=True, metavar="F", help="f of the primitive's check.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_validate(outputs, as_json):
-    """The emulated testbed's three checks (replication, dilation invariance, emulator vs real disk)
-    from bench compare outputs already written (--output / --json files)."""
-    res = validation(load_outputs(outputs))
+def bench_validate(outputs, primitive, host_speed, as_json):
+    """The emulated testbed's checks (replication, dilation invariance, emulator vs real disk) from
+    bench compare outputs already written (--output / --json files); with --primitive, the charging
+    primitive's check run here."""
+    if not outputs and not primitive:
+        raise click.UsageError("give bench compare outputs (JSON files), --primitive, or both")
+    res = validation(load_outputs(outputs)) if outputs else {"replication": None, "dilation": None,
+                                                              "emulator_vs_real": None, "host_ground_truth": None,
+                                                              "verdict": None}
+    if primitive:
+        res["primitive"] = primitive_check(host_speed)
     if emit(res, None, as_json):
         return
     print_validation(res)

@@ -65,6 +65,10 @@ class Cpu(_S):
     """Dist-DGL: CPU time per pulled row of the KVStore (id mapping, RPC, (de)serialisation, gather)."""
     rpc_sample_rows_per_s: float = Field(gt=0)
     """Dist-DGL: input rows per second that sampling over RPC yields for one trainer."""
+    host_time_factor: float = Field(1.0, gt=0)
+    """f: seconds this profile's host core takes for what this machine's core does in one second
+    (the emulated testbed charges host stages at S x f x their thread CPU time). Each profile states
+    its range and basis beside it."""
     index_s: float | None = Field(None, gt=0)
     """The CPU speed index (lsm_gnn.project.calibrate) measured with these CPU figures: lets
     `lsm-gnn project --calibrate-cpu` scale them to the speed the runs had."""

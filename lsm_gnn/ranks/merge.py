@@ -79,6 +79,11 @@ def merge_records(cfg: RunConfig, results: list[dict], worker: str, wall_s: floa
                             # rows two devices asked of one owner in the same iteration, served once:
                             # distinct = local_hits + peer_hits + victim_hits + storage_rows + coalesced
                             "coalesced": sum(int(s.get("coalesced_requests", 0)) for s in stats)})
+    # the emulated testbed's charges of every rank's stages (lsm_gnn.storage.charge; the harness sums them)
+    if any(k.startswith("testbed:") for s in stats for k in s):
+        from lsm_gnn.storage.charge import raw_from_stats
+
+        metrics["testbed_per_rank"] = [raw_from_stats(s) for s in stats]
     # the emulated storage device's pacing of every rank's store (metrics.storage sums them)
     emu = [((((r.get("record") or {}).get("metrics") or {}).get("source") or {}).get("storage_path") or {})
            .get("emulation") for r in results]

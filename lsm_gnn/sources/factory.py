@@ -101,7 +101,7 @@ def _shared_source(cfg, dataset, lay, rank, world, heartbeat, exchange, owner_la
         # the future batches the owner's policy reads (W, or K for horizon)
         max_horizon = cfg.cache.horizon
         return SharedCacheFeatureSource(local, ex, num_rows=lay.num_rows, row_dim=lay.dim, dtype=lay.dtype,
-                                        max_horizon=max_horizon, heartbeat=hb)
+                                        max_horizon=max_horizon, heartbeat=hb, testbed=cfg.emulation.testbed)
     except BaseException:
         local.close()
         raise

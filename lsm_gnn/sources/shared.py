@@ -151,7 +151,7 @@ class SharedCacheFeatureSource(_OverOwnerCache):
 
     def __init__(self, owner_cache, exchange: Exchange, *, num_rows: int, row_dim: int, dtype,
                  max_horizon: int, heartbeat: Heartbeat = NULL_HEARTBEAT, fault: FaultInjector | None = None,
-                 plane: str = "auto"):
+                 plane: str = "auto", testbed: dict | None = None):
         self.cache = as_source(owner_cache)
         self.ex = exchange
         self.rank, self.world_size = exchange.rank, exchange.world_size
@@ -180,6 +180,15 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         self._future: list[list[np.ndarray]] = [[] for _ in range(self.world_size)]  # owner view
         self._fetches_since_advance = 0
         self.iterations = 0
+        # the emulated testbed (emulation.testbed, resolved by the harness): the exchange charged as PCIe
+        # peer-to-peer, the owner's cache work at the GPU engine's measured rate (lsm_gnn.testbed)
+        self.testbed = testbed
+        self.charger = None
+        if testbed:
+            from lsm_gnn.storage.charge import Charger
+
+            self.charger = Charger(float(testbed["time_scale"]), float(testbed["host_speed"]))
+            self.charger.windowed = True
 
     # ---- lookahead ------------------------------------------------------------------------------
     def _advance(self, window: Sequence[np.ndarray]) -> None:
@@ -232,22 +241,59 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         CUDA, launching the work; the count and id copies to the host wait for it)."""
         self.fault.tick()
         self.heartbeat.beat()
-        plane, ex = self._plane, self.ex
+        plane, ex, ch = self._plane, self.ex, self.charger
         t0 = time.perf_counter()
         send_ids, positions, counts = plane.split(ids)
         t1 = time.perf_counter()
         send_counts, recv_counts = plane.exchange_counts(counts)
+        th = time.perf_counter_ns()  # the counts' collective: every peer has arrived
         recv_ids = _on_host(ex.ids(send_ids, send_counts, recv_counts))
+        if ch is not None:
+            self._charge_link("exchange_ids", th, send_counts, recv_counts, 8)
         t2 = time.perf_counter()
         self._check_owned(recv_ids)
-        served = self._serve(recv_ids, recv_counts)
+        if ch is None:
+            served = self._serve(recv_ids, recv_counts)
+        else:
+            served = self._serve_charged(recv_ids, recv_counts)
         t3 = time.perf_counter()
+        if ch is not None:  # a meeting of the peers first, so that a peer's slower serve is not the link's
+            ex.headers(np.zeros((self.world_size, 1), np.int64))
+            tr = time.perf_counter_ns()
         received = plane.send_rows(served, recv_counts, send_counts)
+        if ch is not None:
+            self._charge_link("exchange_rows", tr, recv_counts, send_counts, self.row_dim * self.dtype.itemsize)
         t4 = time.perf_counter()
         out = plane.reorder(received, positions)
         t5 = time.perf_counter()
         self._count(ids, send_counts, recv_counts, (t0, t1, t2, t3, t4, t5))
         return out
+
+    def _charge_link(self, stage: str, start_ns: int, send_counts, recv_counts, unit_bytes: int) -> None:
+        """The exchange as PCIe peer-to-peer (the paper's node has no NVLink): this device's larger
+        direction (bytes to the other devices, bytes from them) over the link, one latency."""
+        me = self.rank
+        out = int(np.sum(send_counts)) - int(send_counts[me])
+        inn = int(np.sum(recv_counts)) - int(recv_counts[me])
+        pcie = self.testbed["pcie"]
+        self.charger.link(stage, "pcie", start_ns, max(out, inn) * unit_bytes, pcie["bandwidth"], pcie["latency_s"],
+                          transfers=1 if max(out, inn) else 0)
+
+    def _serve_charged(self, recv_ids: np.ndarray, recv_counts: np.ndarray):
+        """_serve, its cache work (everything but the storage reads and the victim buffer, which their
+        own parts pace) ending at the GPU engine's measured rate for the requests (lsm_gnn.testbed.GPU_RATES)."""
+        from lsm_gnn.testbed import GPU_RATES
+
+        before = self.cache.stage_seconds() or {}
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        served = self._serve(recv_ids, recv_counts)
+        cpu = time.thread_time_ns() - c0  # this thread's CPU time: the work itself, not its queueing
+        after = self.cache.stage_seconds() or {}
+        io_ns = round(1e9 * sum(max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in ("storage", "victim")))
+        # the cache's own work starts after the reads it waited on: its deadline is shifted by them
+        self.charger.until("fetch_cache", "gpu", t0 + io_ns, GPU_RATES["fetch_cache"].seconds(len(recv_ids)),
+                           work_cpu_ns=cpu)
+        return served
 
     def _check_owned(self, recv_ids: np.ndarray) -> None:
         check_owned(recv_ids, self.world_size, self.rank, f"rank {self.rank} received ids it does not own")
@@ -304,6 +350,10 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         out = self.cache.stats()
         out.update({f"{k}_s": v for k, v in self.times.items()})
         out.update({f"exchange_{k}": v for k, v in self.ex.stats.as_dict().items()})
+        if self.charger is not None:
+            from lsm_gnn.storage.charge import raw_as_stats
+
+            out.update(raw_as_stats(self.charger.raw()))
         out["exchange_transport"] = self.ex.transport
         if self.ex.transport_note:
             out["exchange_transport_note"] = self.ex.transport_note

@@ -107,9 +107,15 @@ def network_mode(runs: list[dict], requested: str) -> str:
 
 
 def system_row(runs: list[dict]) -> dict:
-    """One system's figures over its valid runs (bench compare's valid_runs: all of them if none
-    is); the counts, the worst lateness and the causes over every run."""
+    """One system's figures over its valid runs (bench compare's valid_runs: none if none is); the counts, the worst lateness and the causes over every run."""
     ok = _valid(runs)
+    if not ok:  # no valid run: no figure (bench compare's valid_runs), the causes still shown
+        return {"median_s": None, "min_s": None, "max_s": None, "spread": None, "runs": len(runs), "valid_runs": 0,
+                "au": None, "cpu_share": None, "bound": None,
+                "late_fraction_max": max((r["late_fraction"] for r in runs if r["late_fraction"] is not None),
+                                         default=None),
+                "invalid_causes": sorted({c for r in runs for c in r["summary"].get("invalid_causes") or []}),
+                "per_iteration": None}
     ep = [r["summary"]["epoch_steady_s"] for r in ok]
     med = statistics.median(ep)
 

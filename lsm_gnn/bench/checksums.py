@@ -26,6 +26,7 @@ import click
 import numpy as np
 
 from lsm_gnn.bench.replicate import spread_of
+from lsm_gnn.bench.storage import parse_ints
 from lsm_gnn.datasets import checksums
 from lsm_gnn.utils.output import emit
 
@@ -122,16 +123,6 @@ def _ratios(num: list[float], den: list[float]) -> list[float]:
     return [a / b for a, b in zip(num, den) if b > 0]
 
 
-def _parse_ints(text: str, what: str) -> list[int]:
-    try:
-        vals = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter(f"{what} must be comma-separated integers, found {text!r}") from None
-    if not vals or min(vals) < 1:
-        raise click.BadParameter(f"{what} must be positive integers, found {text!r}")
-    return vals
-
-
 @click.command("checksums")
 @click.option("--rows", default=DEFAULT_ROWS, show_default=True,
               help="Rows verified per iteration (comma-separated); 21,200 of 4 KiB: what the H200 run read an iteration.")
@@ -146,7 +137,7 @@ def _parse_ints(text: str, what: str) -> list[int]:
 def bench_checksums(rows, row_bytes, repeats, gil_seconds, seed, as_json, output):
     """Row checksums: the compiled GIL-free kernel against one xxhash call per row from Python."""
     points = [measure_point(n, b, repeats, seed, gil_seconds)
-              for b in _parse_ints(row_bytes, "--row-bytes") for n in _parse_ints(rows, "--rows")]
+              for b in parse_ints(row_bytes, "--row-bytes") for n in parse_ints(rows, "--rows")]
     obj = {"bench": "checksums", "algorithm": checksums.ALGORITHM, "baseline": "row_checksums_per_call",
            "seed": seed, "points": points}
     if emit(obj, output, as_json):

@@ -236,7 +236,8 @@ def fault_costs(latency: dict, capped: dict | None = None) -> dict:
             "capped_processes": (capped or {}).get("processes")}
 
 
-def _parse_ints(text: str, what: str) -> list[int]:
+def parse_ints(text: str, what: str) -> list[int]:
+    """Positive integers from a comma-separated option (`what` names it); the bench verbs' one parser."""
     try:
         vals = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -289,8 +290,8 @@ def bench_storage(dataset, batch_sizes, seq_batch_sizes, seconds, readers, threa
     from lsm_gnn.storage.open import READERS, open_feature_store
     from lsm_gnn.storage.pagecache import drop_file_cache
 
-    sizes = _parse_ints(batch_sizes, "--batch-sizes")
-    seq_sizes = _parse_ints(seq_batch_sizes, "--seq-batch-sizes") if seq_batch_sizes.strip() else []
+    sizes = parse_ints(batch_sizes, "--batch-sizes")
+    seq_sizes = parse_ints(seq_batch_sizes, "--seq-batch-sizes") if seq_batch_sizes.strip() else []
     specs = []
     for spec in (s.strip() for s in readers.split(",") if s.strip()):
         name, _, backend = spec.partition(":")

@@ -510,7 +510,9 @@ def test_an_emulated_accelerator_waits_the_profiles_step_and_leaves_the_data_pla
     assert acc["busy_s"] == pytest.approx(step.fixed_s * b["iterations"] + step.row_s * b["input_rows"]
                                           + step.edge_s * b["edges"])
     assert b["input_rows"] == emu["epochs"][1]["rows"]["requests"] and b["edges"] > b["seeds"] > 0
-    assert acc["au"] == pytest.approx(acc["busy_s"] / acc["wall_s"]) and 0 < acc["au"] <= 1
+    # AU = busy / wall, at most 1 (lsm_gnn.accelerator.utilisation): on a loaded machine a warm-up
+    # step's overshoot is paid back inside the timed window, so busy can exceed its wall (CI, 2026-12-05)
+    assert acc["au"] == pytest.approx(min(1.0, acc["busy_s"] / acc["wall_s"])) and 0 < acc["au"] <= 1
     assert emu["metrics"]["throughput"]["samples_per_s"] == pytest.approx(b["seeds"] / b["wall_s"])
     # nothing trained: no losses, no accuracy presented as if it had
     assert all(ep["losses"] == [] and ep["loss"] is None and ep["train_acc"] is None for ep in emu["epochs"])

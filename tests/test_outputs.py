@@ -225,6 +225,23 @@ def test_generate_with_force_replaces_its_own_dataset_but_not_one_with_a_user_fi
     assert snapshot(tmp_path) == before
 
 
+def test_generate_with_force_replaces_its_own_dataset_whose_metadata_alone_snakemake_removed(tmp_path):
+    # Snakemake deletes a killed job's declared output (metadata.json) before the rerun that passes
+    # --force: the rest is still recognised as ours by the metadata's hash file and its names
+    ds = tmp_path / "ds"
+    assert cli("dataset", "generate", "300", "--dim", "8", "--out", ds, "--no-progress").returncode == 0
+    (ds / "metadata.json").unlink()
+    proc = cli("dataset", "generate", "300", "--dim", "8", "--out", ds, "--force", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert (ds / "metadata.json").is_file()
+    # without metadata.json, a file of the user's beside ours still refuses it, and nothing goes
+    (ds / "metadata.json").unlink()
+    (ds / "my-results.csv").write_text("mine")
+    before = snapshot(tmp_path)
+    refused(cli("dataset", "generate", "300", "--dim", "8", "--out", ds, "--force", "--no-progress"), "--force")
+    assert snapshot(tmp_path) == before
+
+
 def test_generate_with_force_onto_a_symlinked_dataset_is_refused_without_a_traceback(tmp_path, tiny):
     (tmp_path / "link").symlink_to(tiny)
     before = snapshot(tiny)

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import warnings
 from dataclasses import dataclass, field
@@ -242,12 +243,36 @@ class Dataset:
 _OWNED_FOLDER_PREFIXES = ("owners-",)
 
 
+# The top-level names a dataset folder of this format holds (DatasetWriter: the feature file and its
+# checksums, the metadata's hash, and the folders its arrays are saved under)
+_TOP_LEVEL = (FEATURE_FILE, CHECKSUM_FILE, METADATA_HASH_FILE, "labels", "splits", "static", "topology")
+_METADATA_HASH_LINE = re.compile(r"[0-9a-f]{64}  " + re.escape(METADATA_FILE) + r"\n?")
+
+
+def _metadata_removed(path: Path, entries: list[Path]) -> bool:
+    """A dataset this project wrote whose metadata.json alone is gone: Snakemake deletes a killed
+    job's declared output (a dataset rule's metadata.json) before it reruns the job, which passes
+    --force. Recognised by the metadata's hash file (`sha256sum -c` format, which only the writer
+    writes), every top-level name the format's own and no symbolic link anywhere."""
+    hash_file = path / METADATA_HASH_FILE
+    try:
+        line = hash_file.read_text() if hash_file.is_file() and not hash_file.is_symlink() else ""
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not _METADATA_HASH_LINE.fullmatch(line):
+        return False
+    tops = {p.relative_to(path).parts[0] for p in entries}
+    return (all(t in _TOP_LEVEL or t.startswith(_OWNED_FOLDER_PREFIXES) for t in tops)
+            and not any(p.is_symlink() for p in entries))
+
+
 def check_dataset_output(root: str | os.PathLike, overwrite: bool = False) -> Path:
     """The one check of a dataset folder to be written, before any work: the output path rule
     (lsm_gnn.utils.outpaths: a folder or nothing, never a symbolic link, a name the file system
     takes); what is there is replaced only with `overwrite` (CLI: --force), and only when it is a
     dataset this project wrote: an empty folder, or a folder whose metadata.json says format
-    lsm-gnn and every file of which that metadata (or an owner-file folder) accounts for. Anything
+    lsm-gnn and every file of which that metadata (or an owner-file folder) accounts for, or one
+    whose metadata.json alone was removed (`_metadata_removed`: Snakemake's rerun). Anything
     else -- a folder of the user's files, `.` -- is refused and nothing is removed. Returns the
     path to write (absolute where the given one names no folder, such as `.`)."""
     given = Path(root)
@@ -267,6 +292,8 @@ def check_dataset_output(root: str | os.PathLike, overwrite: bool = False) -> Pa
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() and not meta_path.is_symlink() else None
     except (OSError, ValueError):
         meta = None
+    if meta is None and not os.path.lexists(meta_path) and _metadata_removed(path, entries):
+        return given
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME or not isinstance(meta.get("files"), dict):
         raise OutputError(given, f"--force replaces only a dataset folder this project wrote, and this one has no "
                                  f"{METADATA_FILE} of format {FORMAT_NAME!r} with its file list; nothing was "

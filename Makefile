@@ -14,7 +14,7 @@ CORES ?= 2
 ASV_ARGS ?=
 export DGLBACKEND := pytorch
 
-.PHONY: env tools reproduce reproduce-testbed report lint test kill-test slurm-test unit-tests bench bench-compare clean-results reference compare-reference gpu-carry gpu-check
+.PHONY: env tools reproduce reproduce-testbed report lint test kill-test slurm-test unit-tests bench bench-compare clean-results reference compare-reference gpu-carry gpu-check gpu-figure
 
 env: $(VENV)/.installed tools
 
@@ -43,8 +43,8 @@ reproduce: env
 
 # The paper's testbed, emulated (workflow/rules/65-testbed.smk; docs/workflow.md, "Time"): the
 # reproduction with testbed=true. TESTBED_CONFIG: more --config values, e.g. testbed_repeats=2
-# (Dist-DGL's links: testbed_network_emulation=auto shapes the rate alone on a kernel without
-# sch_netem, as this VM's, and counts the delay it left out; docs/baselines.md)
+# (every stage charged at the part that runs it in the paper's testbed, Dist-DGL's NIC included;
+# docs/accelerators.md, "Every stage at its part's speed")
 TESTBED_CONFIG ?=
 reproduce-testbed: env
 	bash workflow/scripts/reproduce.sh $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(CORES) \
@@ -102,6 +102,10 @@ gpu-carry:
 gpu-check:
 	tools/gpu-check.sh $(GPU_CHECK_OUT)
 
+# the GPU calls' results (reports/gpu/*/gpu_check.json) as one figure: reports/gpu/gpu_calls.png
+gpu-figure: env
+	$(VENV)/bin/python workflow/scripts/gpu_report.py reports/gpu
+
 # asv builds the project at the benchmarked commit in its own virtualenv (asv.conf.json; the first
 # run creates it: a few minutes), runs the tip of main, and writes the HTML to .asv/html.
 # Compare two commits: make bench-compare A=<commit> B=<commit> (below; docs/benchmarks.md).
@@ -128,9 +132,11 @@ bench-compare: env
 # report folder, with the wall time that run took. Then `lsm-gnn report quote` fills the numbers the
 # README and docs quote from it. `make compare-reference` puts REPORT beside it (exit status 1 when a
 # hardware-independent figure differs).
+# REFERENCE_TARGET=reproduce-testbed builds it with the emulated testbed (claim (a)'s emulated column).
 REPORT ?= reports/$(if $(SIZE),synthetic-$(SIZE),$(if $(DATASET),$(notdir $(DATASET)),synthetic-small))
+REFERENCE_TARGET ?= reproduce
 reference:
-	python3 tools/reference.py $(if $(WALL_S),take $(REPORT) --wall-s $(WALL_S),run --report $(REPORT) -- $(MAKE) reproduce$(if $(SIZE), SIZE=$(SIZE))$(if $(DATASET), DATASET=$(DATASET)))
+	python3 tools/reference.py $(if $(WALL_S),take $(REPORT) --wall-s $(WALL_S),run --report $(REPORT) -- $(MAKE) $(REFERENCE_TARGET)$(if $(SIZE), SIZE=$(SIZE))$(if $(DATASET), DATASET=$(DATASET)))
 	@if [ -x $(VENV)/bin/lsm-gnn ]; then $(VENV)/bin/lsm-gnn report quote; else echo "then: lsm-gnn report quote (fills the README's and docs' quoted numbers)"; fi
 
 compare-reference: env

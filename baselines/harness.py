@@ -187,6 +187,7 @@ def testbed_args(cfg: RunConfig) -> dict | None:
                           "which would shape it twice: use real")
     f = cfg.emulation.host_speed if cfg.emulation.host_speed is not None else prof.cpu.host_time_factor
     return {"time_scale": float(cfg.emulation.time_scale), "host_speed": float(f), "profile": prof.name,
+            "host_core": cfg.emulation.host_core,
             "host_speed_from": "emulation.host_speed" if cfg.emulation.host_speed is not None
             else f"{prof.name}: cpu.host_time_factor",
             "pcie": prof.links.pcie.model_dump(), "nic": prof.links.nic.model_dump()}
@@ -261,6 +262,7 @@ def testbed_block(system: str, tb: dict, raws: list[dict], *, trainers: list[dic
             counted[k] = counted.get(k, 0) + int(v)
     out.update({"counted": counted, "links": {"pcie": tb["pcie"], "nic": tb["nic"]}, "profile": tb["profile"],
                 "host_speed_from": tb["host_speed_from"], "processes_charged": len(raws),
+                "host_core": tb.get("host_core", "this"),
                 "table": as_record(system)})
     if system == "distdgl":
         out["servers_charged"] = servers
@@ -303,6 +305,20 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
         stage["sync"] = float(np.mean([it.get("sync", 0.0) for it in chosen]))  # the gradient all-reduce
         # DGL block -> lsm-gnn Block, and (the emulated testbed) the batch's copy to the GPU
         stage["other"] = float(np.mean([it["convert"] + it.get("copy", 0.0) for it in chosen]))
+    # the straggler: per timed step, each trainer's work before the all-reduce (its total less the
+    # sync, which is the wait for the others and the all-reduce), the slowest against the mean
+    # (the projection's wait for the slowest trainer, lsm_gnn.project.model)
+    work: dict = {}
+    for m in metrics:
+        for it in m["iterations"]:
+            if it["epoch"] in measured and it["step"] >= warm:
+                work.setdefault((it["epoch"], it["step"]), []).append(it["total"] - it.get("sync", 0.0))
+    steps = [w for w in work.values() if len(w) == len(metrics)]
+    trainer_work = None
+    if steps and len(metrics) > 1:
+        mean_w, max_w = float(np.mean([np.mean(w) for w in steps])), float(np.mean([max(w) for w in steps]))
+        trainer_work = {"mean_s": mean_w, "slowest_s": max_w, "steps": len(steps),
+                        "slowest_over_mean": max_w / mean_w if mean_w > 0 else None}
     net = None
     if spec.network == "netns":
         net = 0
@@ -347,6 +363,7 @@ def distdgl_record(cfg: RunConfig, info, spec, metrics: list[dict], wall_s: floa
                     "partition": info.as_dict(), "part_ids": [m["part_id"] for m in metrics],
                     "train_nodes_per_trainer": [m["num_train_nids"] for m in metrics],
                     "trainer_threads": metrics[0].get("threads"),
+                    "trainer_work_s": trainer_work,
                     "stage_map": {"sample": "DistNodeDataLoader (RPC sampling)",
                                   "exchange_rows": "DistTensor pull of features and labels (KVStore)",
                                   "train": "forward, backward, Adam (emulated: the accelerator's wait)",

@@ -29,6 +29,23 @@
 #define CORRUPT_COUNT 7                      // gpu_codegen.CORRUPT_COUNT: counts[] slot of corrupt sets
 #endif
 #define NONE_POS 2147483647                  // "no position" in row_first / row_land (int32)
+#ifndef P_N
+// the step's parameter block P (gpu_codegen.PARAMS): counts the step computes, then what the host
+// uploads (t, n, the window's batches and absolute offsets)
+#define P_ND 0
+#define P_NSEG 1
+#define P_NSP 10
+#define P_COUNTS 2
+#define P_COMPUTED 16
+#define P_T 16
+#define P_N 17
+#define P_NWIN 18
+#define P_WOFF 19
+#define SCAN_ITEMS 8
+#define SCAN_TILE 256
+#define RANK_ROUNDS 8
+#define RANK_TILE 256
+#endif
 
 #define FULL_MASK 0xffffffffu
 #define WARP_SIZE 32
@@ -42,4 +59,19 @@ __device__ __forceinline__ long long effective_tag(long long tag, long long t) {
 __device__ __forceinline__ void tag_min(int* p, long long v) { atomicMin(p, (int)v); }
 __device__ __forceinline__ void tag_min(long long* p, long long v) {
     atomicMin((unsigned long long*)p, (unsigned long long)v);
+}
+
+// The window batch k of window position P[P_WOFF] + i (the last k with offsets[k] <= it: empty
+// batches skip), -1 past the window (P[P_NWIN] batches, offsets P[P_WOFF .. P_WOFF + nwin]).
+__device__ __forceinline__ int window_batch(const long long* P, long long i) {
+    const int nwin = (int)P[P_NWIN];
+    const long long* off = P + P_WOFF;
+    if (nwin <= 0 || off[0] + i >= off[nwin]) return -1;
+    const long long j = off[0] + i;
+    int lo = 0, hi = nwin - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (off[mid] <= j) lo = mid; else hi = mid - 1;
+    }
+    return lo;
 }

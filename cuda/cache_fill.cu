@@ -5,36 +5,36 @@
 // predicate, so nothing here names a policy.
 //
 // The CPU engine serves misses one by one in order of first occurrence. Sets are independent, so
-// the GPU engine groups the misses by set, keeping that order inside each set (a sort of the
-// unique keys set * nd + d, see cache_miss_keys), and one warp serves one set's misses one after
-// the other. Every decision inside a set then sees exactly the state the CPU engine sees.
+// the GPU engine groups the misses by set, keeping that order inside each set (a stable counting
+// sort of the distinct ids by set, cache_scan.cu, hits in a last bucket `sets`), and one warp
+// serves one set's misses one after the other. Every decision inside a set then sees exactly the state the CPU engine sees.
 // Victim choice is a warp reduction of (key, way) pairs: the minimum key, ties to the lowest way,
 // which is the CPU engine's "first way with the best value" for every ordered policy.
 
-// Sort keys: a miss d in set s gets s * nd + d; a hit gets sets * nd + d (after every miss).
+// Sort keys: a miss d gets its set, a hit the last bucket `sets` (after every miss); val[d] = d.
 extern "C" __global__ void cache_miss_keys(const long long* distinct, const signed char* status,
-                                           long long nd, long long G, long long sets,
-                                           long long* keys) {
+                                           const long long* P, long long G, long long sets,
+                                           long long* bucket, long long* val) {
     long long d = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (d >= nd) return;
-    long long s = status[d] == STATUS_HIT ? sets : (distinct[d] / G) % sets;
-    keys[d] = s * nd + d;
+    if (d >= P[P_ND]) return;
+    bucket[d] = status[d] == STATUS_HIT ? sets : (distinct[d] / G) % sets;
+    val[d] = d;
 }
 
-// flag[j] = 1 where sorted position j starts the misses of a set.
-extern "C" __global__ void cache_segment_flags(const long long* sorted, long long nd, long long sets,
+// flag[j] = 1 where sorted position j starts the misses of a set (sset: the sorted buckets).
+extern "C" __global__ void cache_segment_flags(const long long* sset, const long long* P, long long sets,
                                                long long* flag) {
     long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= nd) return;
-    long long s = sorted[j] / nd;
-    flag[j] = (s < sets && (j == 0 || sorted[j - 1] / nd != s)) ? 1 : 0;
+    if (j >= P[P_ND]) return;
+    long long s = sset[j];
+    flag[j] = (s < sets && (j == 0 || sset[j - 1] != s)) ? 1 : 0;
 }
 
-// out[scan[j] - 1] = j for every flagged j (scan: inclusive scan of flag).
+// out[scan[j] - 1] = j for every flagged j < nd (scan: inclusive scan of flag).
 extern "C" __global__ void cache_compact_positions(const long long* flag, const long long* scan,
-                                                   long long n, long long* out) {
+                                                   const long long* P, long long* out) {
     long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= n) return;
+    if (j >= P[P_ND]) return;
     if (flag[j]) out[scan[j] - 1] = j;
 }
 
@@ -49,37 +49,38 @@ __device__ __forceinline__ void warp_min_pair(long long& key, int& way) {
     }
 }
 
-// One warp per set that has misses (seg_begin: first sorted position of each such set). Lane 0
+// One warp per set that has misses (seg_begin: first sorted position of each such set; their
+// number nseg = P[P_NSEG], the grid an upper bound; sset / sd: the sorted sets and ids). Lane 0
 // makes every write; the other lanes only take part in the victim reduction. blockDim % 32 == 0.
 // spill[d] receives the queue of a spill candidate (evicted with a known reuse still ahead and
 // at most W iterations away, resident since before the batch, PVP on); cache_spill_* decide later, in order of first occurrence,
 // which candidates fit. A policy with admission control (horizon) may refuse the miss: slot[d]
 // stays -1 and nothing is evicted. row_next: a long-lookahead policy's next request of each row
 // (cache_horizon.cu; unused by the other policies), which also tags the line it fills (others:
-// FRESH). The policy state arrays come in STATE_ORDER (lsm_gnn/cache/policies/base.py).
+// FRESH). The policy state arrays (the mark below, written out by gpu_codegen) come in STATE_ORDER (lsm_gnn/cache/policies/base.py),
+// then the slots of the GPU policies that keep their own (lsm_gnn/cache/gpu_codegen.py: state_params).
 // A way outside [0, ways) (a negative fill count, or a policy hook that found its state corrupt
 // and returned -1, e.g. a SIEVE list that leaves the set) is never used: the warp counts the set
 // in counts[CORRUPT_COUNT] and stops serving it; the host raises (the CPU engine checks the same).
 extern "C" __global__ void cache_fill(
-        const long long* sorted, long long nd, const long long* seg_begin, long long nseg,
-        const long long* distinct, long long G, long long sets, int ways, int code, long long t,
-        long long window, int pvp, long long* keys, unsigned char* pagerank, TAG_T* tag,
-        long long* stamp, unsigned char* visited, int* newer, int* older, long long* rr, int* head,
-        int* tail, int* hand, int* set_fill, int* row_slot,
+        const long long* sset, const long long* sd, const long long* P, const long long* seg_begin,
+        const long long* distinct, long long G, long long sets, int ways, int code, long long window, int pvp, long long* keys, unsigned char* pagerank, TAG_T* tag,
+        KERNEL_STATE_PARAMS, int* set_fill, int* row_slot,
         const unsigned char* static_scores, const int* row_next, const int* row_first,
         const long long* inverse, const signed char* status, long long* slot, long long* evicted,
         long long* spill, long long* counts) {
     long long seg = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / WARP_SIZE;
     int lane = threadIdx.x & (WARP_SIZE - 1);
-    if (seg >= nseg) return;  // uniform per warp
+    if (seg >= P[P_NSEG]) return;  // uniform per warp
+    const long long nd = P[P_ND], t = P[P_T];
     long long j = seg_begin[seg];
-    const long long si = sorted[j] / nd;
+    const long long si = sset[j];
     const long long base = si * ways;
     const long long now = t + 1;
     const PolicyState ps = POLICY_STATE_OF_PARAMS;
     const bool long_lookahead = policy_long_lookahead(code);
-    for (; j < nd && sorted[j] / nd == si; ++j) {
-        const long long d = sorted[j] % nd;
+    for (; j < nd && sset[j] == si; ++j) {
+        const long long d = sd[j];
         const long long v = distinct[d];
         // the tag the line will take: a long-lookahead policy knows the row's next request, others FRESH
         const long long in_tag = long_lookahead ? (long long)row_next[v / G] : FRESH;

@@ -9,16 +9,12 @@
 //   (the step: cache_fill tags a filled line with row_next of its row, and admission reads it)
 //   cache_hz_clear: row_next := NO_REUSE again for every window id (it is NO_REUSE between steps).
 
-extern "C" __global__ void cache_hz_next(const long long* win_ids, const long long* win_offsets, int nwin,
-                                         long long t, long long G, int* row_next) {
-    long long j = win_offsets[0] + (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= win_offsets[nwin]) return;
-    int lo = 0, hi = nwin - 1;  // the last batch k with win_offsets[k] <= j (empty batches skip)
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (win_offsets[mid] <= j) lo = mid; else hi = mid - 1;
-    }
-    atomicMin(&row_next[win_ids[j] / G], (int)(t + 1 + lo));
+// The window (offsets, nwin) and t come from the step's parameter block P (window_batch).
+extern "C" __global__ void cache_hz_next(const long long* win_ids, const long long* P, long long G, int* row_next) {
+    const int k = window_batch(P, (long long)blockIdx.x * blockDim.x + threadIdx.x);
+    if (k < 0) return;
+    const long long j = P[P_WOFF] + (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    atomicMin(&row_next[win_ids[j] / G], (int)(P[P_T] + 1 + k));
 }
 
 extern "C" __global__ void cache_hz_tags(const long long* keys, long long lines, long long G, const int* row_next,
@@ -29,9 +25,8 @@ extern "C" __global__ void cache_hz_tags(const long long* keys, long long lines,
     tag[s] = k >= 0 ? (TAG_T)row_next[k / G] : (TAG_T)NO_REUSE;
 }
 
-extern "C" __global__ void cache_hz_clear(const long long* win_ids, long long lo, long long hi, long long G,
-                                          int* row_next) {
-    long long j = lo + (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= hi) return;
+extern "C" __global__ void cache_hz_clear(const long long* win_ids, const long long* P, long long G, int* row_next) {
+    if (window_batch(P, (long long)blockIdx.x * blockDim.x + threadIdx.x) < 0) return;
+    const long long j = P[P_WOFF] + (long long)blockIdx.x * blockDim.x + threadIdx.x;
     row_next[win_ids[j] / G] = (int)NO_REUSE;
 }

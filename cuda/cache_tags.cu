@@ -11,18 +11,14 @@ extern "C" __global__ void cache_tags_reset(TAG_T* tag, long long lines) {
     tag[s] = NO_REUSE;
 }
 
-// One thread per window id j in [win_offsets[0], win_offsets[nwin]); batch k holds
-// win_ids[win_offsets[k] : win_offsets[k + 1]] (offsets absolute into win_ids, nwin >= 1).
-extern "C" __global__ void cache_tags_window(const long long* win_ids, const long long* win_offsets,
-                                             int nwin, long long t, long long G,
+// One thread per window id j in [win_offsets[0], win_offsets[nwin]) (a grid over an upper bound);
+// batch k holds win_ids[win_offsets[k] : win_offsets[k + 1]] (offsets absolute into win_ids). The
+// offsets, nwin and t come from the step's parameter block P (window_batch, cache_common.cuh).
+extern "C" __global__ void cache_tags_window(const long long* win_ids, const long long* P, long long G,
                                              const int* row_slot, TAG_T* tag) {
-    long long j = win_offsets[0] + (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= win_offsets[nwin]) return;
-    int lo = 0, hi = nwin - 1;  // the last batch k with win_offsets[k] <= j (empty batches skip)
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (win_offsets[mid] <= j) lo = mid; else hi = mid - 1;
-    }
+    const int k = window_batch(P, (long long)blockIdx.x * blockDim.x + threadIdx.x);
+    if (k < 0) return;
+    const long long j = P[P_WOFF] + (long long)blockIdx.x * blockDim.x + threadIdx.x;
     int s = row_slot[win_ids[j] / G];
-    if (s >= 0) tag_min(&tag[s], t + 1 + lo);
+    if (s >= 0) tag_min(&tag[s], P[P_T] + 1 + k);
 }

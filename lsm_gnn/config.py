@@ -1,22 +1,23 @@
 """Run configuration: YAML files validated on load.
 
 An unknown key, a wrong type or an out-of-range value is a `ConfigError` that names the file
-and the dotted key. Command-line flags override the file through `apply_overrides` with the same
-dotted keys (for example `cache.policy=static`).
+and the dotted key. Command-line flags override the file with the same dotted keys (for example
+`cache.policy=static`), set in the YAML document before it is validated
+(lsm_gnn.utils.yamlmodel.apply_overrides).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lsm_gnn.choices import ACCELERATOR_PROFILES, ENGINES, HARDWARE_PROFILES, READERS
-from lsm_gnn.utils.errors import ConfigError
+from lsm_gnn.utils.errors import ConfigError, InputError
 from lsm_gnn.utils.seeds import SEED_MAX
-from lsm_gnn.utils.yamlmodel import load_yaml, shorten
+from lsm_gnn.utils.yamlmodel import apply_overrides, load_yaml, shorten
 
 
 def policy_names() -> tuple[str, ...]:
@@ -131,7 +132,8 @@ class CacheConfig(Section):
     capacity_bytes: int | None = Field(None, ge=1, le=BYTES_MAX)
     ways: int = Field(32, ge=1, le=1024)
     policy: str = "hybrid"
-    """An eviction policy of the registry (lsm_gnn.cache.policies; `policy_names()`)."""
+    """An eviction policy of the registry (lsm_gnn.cache.policies; `policy_names()`), or one of your
+    own: `package.module:Class` or `path/to/file.py:Class` (docs/cache.md, "A policy of your own")."""
     window: int = Field(8, ge=0, le=1024)
     """Lookahead window W: future mini-batches whose requests feed the reuse tags, and the
     number of victim queues."""
@@ -151,9 +153,17 @@ class CacheConfig(Section):
     @field_validator("policy")
     @classmethod
     def _known_policy(cls, v):
-        names = policy_names()
-        if v not in names:
-            raise ValueError(f"unknown eviction policy; expected one of {', '.join(names)}")
+        """A registered name, or one the registry's resolver imports and registers here
+        (`package.module:Class`, `path/to/file.py:Class`, an installed entry point's name): the
+        value is kept as written, so a rank or job that re-parses the config resolves it again."""
+        from lsm_gnn.cache.policies import policy_class
+
+        try:
+            found = policy_class(v)
+        except InputError as e:
+            raise ValueError(str(e)) from None
+        if not found.configurable:
+            raise ValueError(f"{v!r} is not a policy a config may name; expected one of {', '.join(policy_names())}")
         return v
 
     @model_validator(mode="after")
@@ -254,6 +264,12 @@ class EmulationConfig(Section):
     """f: the paper's host core's time relative to this machine's core (2: it takes twice as long).
     In the emulated testbed (storage.device: emulated) host stages are charged at S x f x their thread
     CPU time (lsm_gnn.storage.charge). None: the hardware profile's `cpu.host_time_factor`."""
+    host_core: Literal["reference", "this"] = "this"
+    """How a host stage's thread CPU time is read before S x f: `this`, as this core ran it; `reference`
+    puts it at the reference core's speed (lsm_gnn.storage.charge.CoreSpeed: a probe in the charging
+    thread, against lsm_gnn.testbed.CORE_PROBE_REF_S), so that a shared VM's core slowing down under
+    its neighbours would not slow the emulated host. Not the default: on a quiet VM it did not narrow
+    Dist-DGL's spread (docs/accelerators.md, "The reference core")."""
     hardware_profile: str = "paper"
     """The hardware profile (lsm_gnn/project/profiles: paper, h200x8, this-machine, or a .yaml path) whose
     links (pcie, nic) and host factor the emulated testbed charges stages with."""
@@ -265,7 +281,8 @@ class EmulationConfig(Section):
 
 class OutputConfig(Section):
     record: str | None = None
-    """Where the run record (JSON) is written; None: results/runs/<timestamp>.json."""
+    """Where the run record (JSON) is written; None: `lsm-gnn train` names
+    results/runs/<UTC time>-<system>.json (lsm_gnn.cli.train), a library call writes none."""
 
 
 class BaselineConfig(Section):
@@ -362,39 +379,6 @@ def load_config(path: str | os.PathLike | None, overrides: list[str] | dict | No
     if overrides:
         data = apply_overrides(data, overrides, source)
     return parse_config(data, source)
-
-
-def apply_overrides(data: dict, overrides: list[str] | dict, source: str = "<overrides>") -> dict:
-    """Set dotted keys in a nested dict; `a.b=1` strings are parsed as YAML scalars."""
-    import copy
-
-    if not isinstance(data, dict):
-        raise ConfigError(source, "(root)", f"expected a mapping to set keys in, found {type(data).__name__}")
-    data = copy.deepcopy(data)
-    items = overrides.items() if isinstance(overrides, dict) else (_split(o, source) for o in overrides)
-    for key, value in items:
-        node = data
-        parts = key.split(".")
-        if not all(parts):
-            raise ConfigError(source, key or "(key)", "expected a dotted key such as sampler.batch_size")
-        for p in parts[:-1]:
-            nxt = node.setdefault(p, {})
-            if not isinstance(nxt, dict):
-                raise ConfigError(source, key, f"{p} is not a section")
-            node = nxt
-        node[parts[-1]] = value
-    return data
-
-
-def _split(item: str, source: str) -> tuple[str, Any]:
-    if "=" not in item:
-        raise ConfigError(source, item, "override must look like key=value")
-    k, v = item.split("=", 1)
-    try:
-        return k.strip(), load_yaml(v, source)
-    except ConfigError as e:
-        raise ConfigError(source, k.strip() or "(key)",
-                          f"value {shorten(repr(v))} is not a YAML value: {e.problem}") from None
 
 
 def config_to_dict(cfg: RunConfig) -> dict:

@@ -14,8 +14,10 @@ GPUs over a NIC) a stage runs on one of six parts:
 - `host`: work on the host CPU (Dist-DGL's sampling, KVStore handlers, partition lookups and local
   copies; every loader's host-side work), charged at S x f x its thread CPU time.
 
-The emulation (lsm_gnn.storage.charge, baselines/distdgl), the projection and the report read the
-part of a stage here; a stage not in the table is an error (`part_of`). A stage's `record_stage`
+The emulation (lsm_gnn.storage.charge, baselines/distdgl), the projection (lsm_gnn.project.model:
+every projected stage names the stage(s) of this table it is, `TABLE_STAGES`, and takes its part
+from here; `read_submit`, `storage_to_device`, `reorder`, `page_cache` and the loaders'
+`copy_to_gpu` are its finer stages) and the report read the part of a stage here; a stage not in the table is an error (`part_of`). A stage's `record_stage`
 is the stage of the run record (lsm_gnn.records.STAGES) its time is reported under; `charged`
 says whether the emulation charges it at that part's model today (False: its real time / S, the
 old dilation, which for a `gpu` stage is an upper bound only where the GPU is faster than this
@@ -32,6 +34,13 @@ from lsm_gnn.utils.errors import InputError
 
 PARTS = ("accelerator", "gpu", "pcie", "nic", "ssd", "host")
 
+CORE_PROBE_REF_S = 0.00064
+"""Thread CPU seconds of one repeat of lsm_gnn.storage.charge.probe_seconds on the reference core,
+the core a host stage's f is stated against: this project's 2-core VM (AMD EPYC) at the speed of the
+this-machine profile's CPU index (cpu.index_s 0.0292 s). Measured as a ratio, so that the VM's
+speed of the moment cancels: probe / index over 7 alternating pairs, one core, 2026-12-05 06:15 UTC
+beside the reference run's testbed, median 0.0219 (0.0164-0.0249); 0.0292 x 0.0219 = 0.00064 s."""
+
 
 @dataclass(frozen=True)
 class StagePart:
@@ -46,16 +55,26 @@ class StagePart:
 
 
 def _lsm_like(exchange: bool) -> dict[str, StagePart]:
+    """LSM-GNN's stages (`exchange`: the shared cache, whose source charges its exchange and its
+    cache work: lsm_gnn.sources.shared), or the isolated caches' (none charged yet)."""
     xb = ("peer-to-peer over PCIe: the paper's node has no NVLink (lsm_gnn/project/profiles/paper.yaml, "
           "links.nvlink null)")
     return {
         "sample": StagePart("gpu", "sample", "GIDS/LSM-GNN sample on the GPU (paper.yaml compute.sample_rows_per_s)"),
-        "exchange_ids": StagePart("pcie", "exchange_ids", xb if exchange else "nothing exchanged (0)"),
+        "exchange_ids": StagePart("pcie", "exchange_ids", xb if exchange else "nothing exchanged (0)",
+                                  charged=exchange),
         "fetch_cache": StagePart("gpu", "fetch_cache", "the software cache's decisions and gather are GPU kernels "
-                                                         "(the GPU engine, reports/gpu/)"),
+                                                         "(the GPU engine, reports/gpu/)", charged=exchange),
         "fetch_victim": StagePart("pcie", "fetch_victim", "the victim buffer is pinned host memory copied to the device"),
         "fetch_storage": StagePart("ssd", "fetch_storage", "BaM reads of the SSDs (the device model)", charged=True),
-        "exchange_rows": StagePart("pcie", "exchange_rows", xb if exchange else "nothing exchanged (0)"),
+        "read_submit": StagePart("host", "fetch_storage", "host-issued reads (a profile without BaM): the host's "
+                                                          "submit and reap of each read"),
+        "storage_to_device": StagePart("pcie", "fetch_storage", "the rows read land in GPU memory over PCIe (BaM), "
+                                                                "or cross it from host memory"),
+        "exchange_rows": StagePart("pcie", "exchange_rows", xb if exchange else "nothing exchanged (0)",
+                                   charged=exchange),
+        "reorder": StagePart("gpu", "exchange_rows", "the received rows put in batch order (a GPU kernel)"
+                             if exchange else "nothing exchanged (0)"),
         "train": StagePart("accelerator", "train", "the GPU's train step (the step model)", charged=True),
         "sync": StagePart("pcie", "sync", "the gradient all-reduce between the node's 2 GPUs (peer-to-peer PCIe)"),
         "other": StagePart("host", "other", "the training loop's host bookkeeping"),
@@ -69,6 +88,9 @@ def _loader(fetch: str, basis: str) -> dict[str, StagePart]:
         "fetch_cache": StagePart("host", "fetch_cache", "the loader's host-side lookup and gather"),
         "fetch_victim": StagePart("host", "fetch_victim", "no victim buffer (0)"),
         "fetch_storage": StagePart(fetch, "fetch_storage", basis, charged=(fetch == "ssd")),
+        "read_submit": StagePart("host", "fetch_storage", "the host's submit and reap of each read (AIO)"),
+        "page_cache": StagePart("host", "fetch_storage", "the page cache's own work per fault (mmap)"),
+        "copy_to_gpu": StagePart("pcie", "fetch_cache", "the batch's rows copied from host memory to the GPU"),
         "exchange_rows": StagePart("host", "exchange_rows", "nothing exchanged (0)"),
         "train": StagePart("accelerator", "train", "the GPU's train step (the step model)", charged=True),
         "sync": StagePart("pcie", "sync", "the gradient all-reduce between the node's 2 GPUs (peer-to-peer PCIe)"),
@@ -133,6 +155,18 @@ GPU_RATES: dict[str, GpuRate] = {
 
 def systems() -> tuple[str, ...]:
     return tuple(TABLE)
+
+
+def depends_on_host_speed(system: str) -> bool:
+    """Whether the emulation charges a stage of `system` at host speed (S x f x its CPU time): an
+    emulated epoch of a system that does not is the same at every f (emulation.host_speed)."""
+    return any(v.part == "host" and v.charged for v in TABLE.get(system, {}).values())
+
+
+def charges_gpu(system: str) -> bool:
+    """Whether the emulation charges a stage of `system` at a GPU rate: its run, not the storage and
+    host probe, tells whether a time scale paces it (this machine's engine does the GPU's work)."""
+    return any(v.part == "gpu" and v.charged for v in TABLE.get(system, {}).values())
 
 
 def part_of(system: str, stage: str) -> StagePart:

@@ -9,7 +9,15 @@ C++ compiler after a small prelude that maps the CUDA built-ins to host code:
 * kernels that use warp intrinsics (`__shfl*_sync`, `__syncwarp`) run the 32 lanes of a warp
   as coroutines (ucontext) on one host thread; every intrinsic is a barrier where all lanes
   meet, and a lane that returns while others wait at one aborts the run (a divergent barrier);
-* everything runs on one host thread, so atomics are plain read-modify-writes.
+* everything runs on one host thread, so atomics are plain read-modify-writes;
+* the stream API the engine uses is synchronous underneath: `cuda.runtime.memcpyAsync` copies at
+  once, events and streams are markers, and a stream capture (`Stream.begin_capture`) records
+  the launches and copies (scalars by value, arrays by address, as a CUDA graph does) that
+  `Graph.launch` replays;
+* `no_host_sync()`: inside it (and inside a capture) any read of device memory by the host
+  (`.get()`, `int()`, `bool()`, `.item()`, `.tolist()`, `asnumpy`, an event, stream or device
+  synchronize) raises HostSyncError, which is how a test proves a step has none; an asynchronous
+  copy (`memcpyAsync`) is a stream operation and allowed.
 
 It checks the kernels' logic and the engine's host code (launch arguments, scans, sorts); it
 does not check CUDA's memory model, occupancy or speed: the GPU tests (`@pytest.mark.gpu`) do that on a GPU.
@@ -67,6 +75,17 @@ template <class T> static T emu_exchange(T v, int src_lane) {
 }
 template <class T> static T __shfl_xor_sync(unsigned, T v, int off) { return emu_exchange(v, (threadIdx.x & 31) ^ off); }
 template <class T> static T __shfl_sync(unsigned, T v, int src) { return emu_exchange(v, src); }
+template <class T> static T __shfl_up_sync(unsigned, T v, unsigned d) {
+    int lane = threadIdx.x & 31; return emu_exchange(v, lane >= (int)d ? lane - (int)d : lane);
+}
+static unsigned __ballot_sync(unsigned, int pred) {
+    emu_slots[threadIdx.x & 31] = pred ? 1 : 0;
+    emu_barrier();
+    unsigned m = 0; for (int l = 0; l < 32; ++l) m |= (unsigned)(emu_slots[l] != 0) << l;
+    emu_barrier();
+    return m;
+}
+static int __popc(unsigned x) { return __builtin_popcount(x); }
 static int atomicMin(int* p, int v) { int old = *p; if (v < old) *p = v; return old; }
 static unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
     unsigned long long old = *p; if (v < old) *p = v; return old;
@@ -117,7 +136,7 @@ static void emu_run(unsigned gx, unsigned bx, int warp_mode, unsigned seed, cons
 """
 
 _KERNEL_RE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)', re.S)
-_WARP_RE = re.compile(r"__shfl\w*_sync|__syncwarp")
+_WARP_RE = re.compile(r"__shfl\w*_sync|__syncwarp|__ballot_sync")
 
 
 def _ctype(decl: str):
@@ -200,16 +219,67 @@ class _Module:
             if warp and block[0] % 32:
                 raise ValueError(f"{name}: warp kernels need blockDim % 32 == 0")
             self._launches += 1
-            fn(grid[0], block[0], int(warp), self._launches, *conv)
+            seed = self._launches
+            _run_or_record(lambda: fn(grid[0], block[0], int(warp), seed, *conv))
 
         return launch
 
 
+class HostSyncError(RuntimeError):
+    """A host read of device memory where none may happen (no_host_sync, or a stream capture)."""
+
+
+_STATE = {"no_sync": 0, "capture": None}
+
+
+def _host_read(what: str) -> None:
+    if _STATE["no_sync"] or _STATE["capture"] is not None:
+        raise HostSyncError(f"cuda_emu: {what} reads device memory on the host inside a no-sync region")
+
+
+def _run_or_record(op) -> None:
+    """Run a device operation now, or record it into the stream capture under way."""
+    if _STATE["capture"] is not None:
+        _STATE["capture"].append(op)
+    else:
+        op()
+
+
+class _Ptr:
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+
 class ndarray(np.ndarray):
-    """A 'device' array: a NumPy array that knows `.get()`."""
+    """A 'device' array: a NumPy array that knows `.get()` and `.data.ptr`."""
 
     def get(self):
+        _host_read(".get()")
         return np.array(self)
+
+    @property
+    def data(self):
+        return _Ptr(self.ctypes.data)
+
+    def __getitem__(self, idx):
+        out = super().__getitem__(idx)   # an element is a 0-d device array, as in CuPy
+        return out if isinstance(out, np.ndarray) else np.asarray(out).view(ndarray)
+
+    def __int__(self):
+        _host_read("int()")
+        return int(np.asarray(self).reshape(-1)[0]) if self.size == 1 else np.asarray(self).__int__()
+
+    def __bool__(self):
+        _host_read("bool()")
+        return bool(np.asarray(self))
+
+    def item(self, *args):
+        _host_read(".item()")
+        return np.asarray(self).item(*args)
+
+    def tolist(self):
+        _host_read(".tolist()")
+        return np.asarray(self).tolist()
 
 
 def _dev(a):
@@ -221,6 +291,80 @@ def _poisoned_empty(n, dtype=float):
     a = np.empty(n, dtype=dtype)
     a.view(np.uint8)[...] = 0xA5
     return _dev(a)
+
+
+class _PinnedMemory(bytearray):
+    """Pinned host memory (cupy.cuda.alloc_pinned_memory): a buffer with its address."""
+
+    @property
+    def ptr(self) -> int:
+        return ctypes.addressof((ctypes.c_char * len(self)).from_buffer(self))
+
+
+class _Stream:
+    ptr = 0
+
+    def __init__(self, non_blocking: bool = False):
+        self.records = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def begin_capture(self, mode=None):
+        if _STATE["capture"] is not None:
+            raise RuntimeError("cuda_emu: a stream capture is already under way")
+        _STATE["capture"] = []
+
+    def end_capture(self):
+        ops, _STATE["capture"] = _STATE["capture"], None
+        return _Graph(ops)
+
+    def synchronize(self):
+        _host_read("Stream.synchronize()")
+
+
+class _Graph:
+    def __init__(self, ops):
+        self.ops = ops
+
+    def launch(self, stream=None):
+        for op in self.ops:
+            op()
+
+
+class _Event:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def record(self, stream=None):
+        pass
+
+    def synchronize(self):
+        _host_read("Event.synchronize()")
+
+    @property
+    def done(self):
+        return True
+
+
+def _memcpy_async(dst: int, src: int, size: int, kind: int, stream: int) -> None:
+    """cudaMemcpyAsync: a stream operation, not a host wait (the host learns that a device-to-host
+    copy is done only from an event or a synchronize, which no_host_sync forbids)."""
+    _run_or_record(lambda: ctypes.memmove(dst, src, size))
+
+
+class no_host_sync:
+    """Context manager: any host read of device memory inside raises HostSyncError."""
+
+    def __enter__(self):
+        _STATE["no_sync"] += 1
+
+    def __exit__(self, *exc):
+        _STATE["no_sync"] -= 1
+        return False
 
 
 def fake_cupy():
@@ -235,11 +379,23 @@ def fake_cupy():
         setattr(m, name, getattr(np, name))
     m.asarray = lambda a, dtype=None: _dev(np.ascontiguousarray(a, dtype=dtype) if dtype else np.asarray(a))
     m.ascontiguousarray = lambda a, dtype=None: _dev(np.ascontiguousarray(a, dtype=dtype))
-    m.asnumpy = lambda a: np.array(a)
+    def asnumpy(a):
+        if isinstance(a, ndarray):
+            _host_read("asnumpy")
+        return np.array(a)
+
+    m.asnumpy = asnumpy
     m.full = lambda n, v, dtype=None: _dev(np.full(n, v, dtype=dtype))
     m.zeros = lambda n, dtype=float: _dev(np.zeros(n, dtype=dtype))
     m.empty = _poisoned_empty
     m.cumsum = lambda a: _dev(np.cumsum(a))
     m.sort = lambda a: _dev(np.sort(a))
     m.concatenate = lambda arrs: _dev(np.concatenate(arrs))
+    stream = _Stream()
+    m.cuda = types.SimpleNamespace(
+        Stream=_Stream, Event=_Event, get_current_stream=lambda: stream,
+        alloc_pinned_memory=lambda n: _PinnedMemory(int(n)),
+        runtime=types.SimpleNamespace(memcpyAsync=_memcpy_async),
+        Device=lambda *a: types.SimpleNamespace(synchronize=lambda: _host_read("Device.synchronize()")))
+    m.HostSyncError, m.no_host_sync = HostSyncError, no_host_sync
     return m

@@ -191,3 +191,34 @@ def test_a_single_run_keeps_the_configured_seed(monkeypatch, tmp_path):
         got.append(c.train.seed), _record(system, 100, 0.5))[1])
     baselines.harness.run_system("lsm", cfg, devices=1)
     assert got == [5]
+
+
+def test_busy_core_keeps_another_process_spinning_through_every_run_and_says_so(monkeypatch, tmp_path):
+    import os
+
+    import baselines.harness
+
+    spinning = []
+
+    def fake_run(system, cfg, **kw):
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+        cmdlines = []
+        for p in pids:
+            try:
+                cmdlines.append(open(f"/proc/{p}/cmdline", "rb").read())
+            except OSError:
+                pass
+        spinning.append(any(b"while True: pass" in c for c in cmdlines))
+        return _record(system, 100, 0.05)
+
+    monkeypatch.setattr(baselines.harness, "run_system", fake_run)
+    from lsm_gnn.datasets.synthetic import generate
+
+    generate(tmp_path / "ds", 200, feature_dim=4, seed=0, progress=False)
+    cfg = load_config(None, [f"dataset.path={tmp_path / 'ds'}", "train.accelerator=emulated"])
+    res = bench.compare(cfg, systems=["lsm", "direct"], repeats=2, limits=False, busy=True)
+    assert spinning == [True] * 4 and res["busy_core"] is True
+    assert next(iter(res["validation"]["replication"]["outputs"].values()))["busy_core"] is True
+    spinning.clear()
+    res = bench.compare(cfg, systems=["lsm"], repeats=1, limits=False)
+    assert spinning == [False] and res["busy_core"] is False

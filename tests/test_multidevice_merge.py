@@ -1,6 +1,7 @@
 """One record from the ranks' training records: counts summed over devices, per epoch too."""
 
 from lsm_gnn.config import parse_config
+from lsm_gnn.ranks.launch import run_head
 from lsm_gnn.ranks.merge import merge_records
 
 
@@ -23,7 +24,7 @@ def rank_result(rank: int, storage: tuple[int, int]) -> dict:
 
 def test_epochs_count_every_device_like_the_totals():
     cfg = parse_config({"dataset": {"path": "."}, "distributed": {"devices": 2, "mode": "isolated"}})
-    rec = merge_records(cfg, [rank_result(0, (10, 30)), rank_result(1, (20, 40))], "train", 1.0)
+    rec = merge_records(run_head(cfg), [rank_result(0, (10, 30)), rank_result(1, (20, 40))], "train", 1.0)
     assert [e["rows"]["storage_rows"] for e in rec["epochs"]] == [30, 70]
     assert [e["io"]["io_ops"] for e in rec["epochs"]] == [30, 70]
     assert sum(e["rows"]["storage_rows"] for e in rec["epochs"]) == rec["metrics"]["rows"]["storage_rows"] == 100
@@ -38,9 +39,9 @@ def test_the_record_says_why_the_rows_fell_back_to_the_collective():
     for r in ranks:
         r["source"]["row_transport"] = "collective"
     ranks[1]["source"]["row_transport_note"] = "rank 1 does not map its peers' /dev/shm segments (not one host?)"
-    md = merge_records(cfg, ranks, "train", 1.0)["metrics"]["multidevice"]
+    md = merge_records(run_head(cfg), ranks, "train", 1.0)["metrics"]["multidevice"]
     assert md["row_transport"] == "collective"
     assert md["row_transport_note"] == ranks[1]["source"]["row_transport_note"]
     for r in ranks:
         r["source"].pop("row_transport_note", None)
-    assert "row_transport_note" not in merge_records(cfg, ranks, "train", 1.0)["metrics"]["multidevice"]
+    assert "row_transport_note" not in merge_records(run_head(cfg), ranks, "train", 1.0)["metrics"]["multidevice"]

@@ -96,11 +96,61 @@ def test_a_file_in_the_way_of_the_folder_is_named(tmp_path):
         check_output(tmp_path / "afile" / "run.json")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in any folder")
-def test_a_folder_without_write_permission_is_refused_before_any_work(tmp_path):
-    (tmp_path / "ro").mkdir(mode=0o555)
-    with pytest.raises(OutputError, match="not writable"):
-        check_output(tmp_path / "ro" / "run.json")
+def _check_as_a_user(path: Path) -> str:
+    """check_output(path)'s answer ("accepted" or "refused: <message>") for a user without root's
+    override of permissions: root writes in any folder whatever its mode (CI runs as root), so under
+    root it is asked in a forked child that has dropped to `nobody` first (the module is loaded
+    already: the child imports nothing, so the checkout need not be readable by `nobody`)."""
+    def ask() -> str:
+        try:
+            check_output(path)
+        except OutputError as e:
+            return f"refused: {e}"
+        return "accepted"
+
+    if os.geteuid() != 0:
+        return ask()
+    import pwd
+
+    try:
+        nobody = pwd.getpwnam("nobody")
+        uid, gid = nobody.pw_uid, nobody.pw_gid
+    except KeyError:
+        uid = gid = 65534
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: reports through the pipe and never returns into pytest
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)  # real and effective: os.access (what check_output asks) uses the real uid
+            answer = ask() if os.geteuid() != 0 else "error: still root"
+        except BaseException as e:  # noqa: BLE001 - reported to the parent, which fails the test
+            answer = f"error: {type(e).__name__}: {e}"
+        os.write(w, answer.encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        answer = f.read().decode()
+    os.waitpid(pid, 0)
+    return answer
+
+
+def test_a_folder_without_write_permission_is_refused_before_any_work():
+    import tempfile
+
+    # a folder that `nobody` can reach (pytest's tmp_path lies under a root-only folder when run as root)
+    with tempfile.TemporaryDirectory(prefix="lsm-gnn-outputs-") as d:
+        os.chmod(d, 0o755)
+        ro, rw = Path(d) / "ro", Path(d) / "rw"
+        ro.mkdir(mode=0o555)
+        rw.mkdir()
+        os.chmod(rw, 0o777)
+        answer = _check_as_a_user(ro / "run.json")
+        assert answer.startswith("refused: ") and "not writable" in answer and str(ro) in answer, answer
+        assert _check_as_a_user(rw / "run.json") == "accepted"  # the same user writes where the mode allows
+        assert sorted(p.name for p in Path(d).rglob("*")) == ["ro", "rw"]  # nothing written while asking
 
 
 def test_the_atomic_writer_replaces_no_symlink_and_no_device(tmp_path):

@@ -204,7 +204,7 @@ def test_distdgl_sequential_trainer():
                 + 0.005                # train
                 + 1.5 * gb / 1e9)      # ring all-reduce, 2 x (4-1)/4
     assert list(pr.lanes) == ["trainer"]
-    assert pr.lanes["trainer"]["stages"] == ["rpc_sample", "kv_pull", "h2d", "train", "allreduce"]
+    assert pr.lanes["trainer"]["stages"] == ["rpc_sample", "kv_pull", "h2d", "train", "straggler", "allreduce"]
     assert pr.iteration_s == pytest.approx(expected)
     assert pr.bottleneck == "lane:trainer" and pr.bottleneck_stage == "kv_pull"
     assert pr.epoch_s == pytest.approx(expected * 50)
@@ -536,7 +536,7 @@ def test_the_profile_is_put_at_the_median_cpu_speed_of_the_runs(tmp_path):
     for s in ("memory", "direct"):
         assert out["systems"][s]["stages"]["train"]["seconds"] == \
             pytest.approx(1.75 * base["systems"][s]["stages"]["train"]["seconds"])
-    val = run_projection(paths, str(yml), calibrate_cpu=True, validate_only=True)
+    val = run_projection(paths, str(yml), calibrate_cpu=True, validate_only=True, profile_figures=True)
     assert val["systems"]["memory"]["projected_epoch_s"] == pytest.approx(out["systems"]["memory"]["epoch_s"])
     bare = tmp_path / "lsm.json"
     bare.write_text(json.dumps(hand_record(system="lsm")))
@@ -551,8 +551,10 @@ def test_rows_through_shared_memory_cost_a_host_memory_copy_not_the_gloo_link():
     bw = CPU["links"]["host_memory"]["bandwidth"]
     assert shm.stages["exchange_rows"]["seconds"] == pytest.approx(5e6 / bw)
     assert gloo.stages["exchange_rows"]["seconds"] == pytest.approx(5e6 / CPU["links"]["exchange"]["bandwidth"])
-    # a GPU profile ignores the CPU ranks' transport: the rows cross its link
-    assert project(lsm_counts(row_transport="shm"), gpu()).stages["exchange_rows"]["resource"] == "nvlink"
+    # a GPU profile ignores the CPU ranks' transport: the rows cross its link (NVLink here), the part
+    # the table names for the exchange in the paper's testbed (no NVLink there: PCIe)
+    st = project(lsm_counts(row_transport="shm"), gpu()).stages["exchange_rows"]
+    assert (st["link"], st["resource"], st["table_stages"]) == ("nvlink", "pcie", ["exchange_rows"])
 
 
 def test_with_the_read_ahead_the_reads_are_a_lane_of_their_own_on_the_cpu():
@@ -567,8 +569,18 @@ def test_with_the_read_ahead_the_reads_are_a_lane_of_their_own_on_the_cpu():
     assert on.lanes["fetch"]["seconds"] < off.lanes["fetch"]["seconds"] - 0.15
     assert on.iteration_s == pytest.approx(max(ln["seconds"] for ln in on.lanes.values()))
     assert on.iteration_s < off.iteration_s and on.bottleneck == "lane:reads"
-    # a GPU profile's serve already overlaps the reads with the cache: the flag changes nothing
-    assert project(lsm_counts(readahead=True), gpu()).iteration_s == project(lsm_counts(), gpu()).iteration_s
+
+
+def test_with_the_read_ahead_the_reads_and_their_copy_in_are_a_lane_of_their_own_on_the_gpu_too():
+    """The record's data plane read ahead (the CPU engine's read-ahead, which the emulated testbed
+    runs): batch t+1's reads run beside the exchange of batch t, not before it."""
+    off, on = project(lsm_counts(), gpu()), project(lsm_counts(readahead=True), gpu())
+    # 1,000 reads / 1e5 IOPS = 10 ms; the exchange (5 MB over NVLink) 0.05 ms after it without
+    assert off.lanes["fetch"]["stages"] == ["exchange_ids", "serve", "exchange_rows", "reorder"]
+    assert off.iteration_s == pytest.approx(0.010 + 5e6 / 1e11 + 5000 * 1000 / 1e12)
+    assert on.lanes["fetch"]["stages"] == ["exchange_ids", "cache", "exchange_rows", "reorder"]
+    assert on.lanes["reads"]["seconds"] == pytest.approx(0.010) and on.stages["reads.pcie_in"]["resource"] == "pcie"
+    assert on.iteration_s == pytest.approx(0.010) and on.bottleneck == "lane:reads"
 
 
 def test_a_record_says_whether_its_reads_ran_ahead():
@@ -577,3 +589,186 @@ def test_a_record_says_whether_its_reads_ran_ahead():
     rec["config"]["cache"] = {"readahead": True}
     assert counts_from_record(rec, "r.json").readahead is True
     assert counts_from_record(hand_record("direct") | {"config": rec["config"]}, "r.json").readahead is False
+
+
+# ---- the testbed's table, the slowest worker, the gate, the machine measured (issue 43) -------------
+SYSTEM_COUNTS = {
+    "lsm": lambda **kw: lsm_counts(**kw),
+    "isolated": lambda **kw: lsm_counts(system="isolated", exchange_bytes=0, peer_rows=0, **kw),
+    "direct": lambda **kw: lsm_counts(system="direct", **kw),
+    "mmap": lambda **kw: lsm_counts(system="mmap", overlap_fetch=False, **kw),
+    "memory": lambda **kw: lsm_counts(system="memory", storage_rows=0, storage_io_ops=0, storage_bytes=0, **kw),
+    "distdgl": lambda **kw: Counts(system="distdgl", workers=4, machines=2, iterations_per_epoch=50,
+                                   row_bytes=1000, rows=10000, network_bytes_per_machine=2e7, servers=2, **kw),
+}
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEM_COUNTS))
+def test_every_projected_stage_names_its_table_stages_and_takes_its_part_from_the_table(system):
+    from lsm_gnn.testbed import PARTS, part_of
+
+    cpu = parse_profile(copy.deepcopy(CPU), "test-cpu.yaml")
+    for prof, extra in ((gpu(), {}), (gpu(storage__gpu_initiated=False), {}), (cpu, {}), (cpu, {"readahead": True})):
+        if system == "distdgl" and extra:
+            continue
+        pr = project(SYSTEM_COUNTS[system](**extra), prof)
+        for name, st in pr.stages.items():
+            assert st["table_stages"] and st["resource"] in PARTS, (system, name)
+            parts = {part_of(system, t).part for t in st["table_stages"]}
+            if prof.cpu_only:    # this machine: only the SSD and an emulated wait are not its CPU
+                assert st["resource"] in ("host", "ssd"), (system, name, st)
+            else:
+                assert st["resource"] in parts, (system, name, st)
+    # the table's corrections on the paper's setting: the step is the accelerator's, Dist-DGL's
+    # sampling is host work, its all-reduce crosses the NIC, LSM-GNN's exchange crosses PCIe
+    paper = load_profile("paper")
+    d = project(SYSTEM_COUNTS["distdgl"](), paper).stages
+    assert d["train"]["resource"] == "accelerator" and d["rpc_sample"]["resource"] == "host"
+    assert d["allreduce"]["resource"] == "nic" and d["h2d"]["table_stages"] == ["copy_to_gpu"]
+    assert project(lsm_counts(), paper).stages["exchange_rows"]["resource"] == "pcie"
+
+
+def test_a_projected_stage_with_no_table_entry_is_an_error_naming_it(monkeypatch):
+    import lsm_gnn.project.model as M
+
+    monkeypatch.delitem(M.TABLE_STAGES, "reorder")
+    with pytest.raises(ValueError, match="projected stage 'reorder' names no stage of the testbed's table"):
+        project(lsm_counts(), gpu())
+
+
+def distdgl_record(**distdgl):
+    """A minimal Dist-DGL record: 2 machines x 2 trainers, 2 epochs of 5 iterations, the step emulated."""
+    rec = hand_record(system="distdgl")
+    rec["metrics"]["rows"] = {"requests": 10000 * 4 * 2 * 5}
+    rec["metrics"]["traffic"] = {"storage_bytes": 0, "storage_io_ops": 0, "device_exchange_bytes": 0,
+                                 "host_to_device_bytes": 0, "kvstore_feature_bytes": 10000 * 1000 * 4 * 5}
+    rec["metrics"]["time"]["per_iteration"] = {"sample": 0.02, "exchange_rows": 0.04, "train": 0.01,
+                                               "sync": 0.03, "other": 0.01}
+    rec["metrics"]["accelerator"] = {"mode": "emulated", "profile": "a100",
+                                     "step": {"fixed_s": 0.001, "row_s": 1e-7, "edge_s": 0.0}}
+    rec["metrics"]["distdgl"] = {"machines": 2, "trainers_per_machine": 2, "servers_per_machine": 1, **distdgl}
+    validate_record(rec)
+    return rec
+
+
+def test_the_wait_for_the_slowest_trainer_comes_from_the_records_per_step_times_and_ends_before_the_all_reduce():
+    rec = distdgl_record(trainer_work_s={"mean_s": 0.08, "slowest_s": 0.1, "steps": 30, "slowest_over_mean": 1.25})
+    c = counts_from_record(rec, "d.json")
+    assert c.straggler == 1.25 and "trainer_work_s" in c.straggler_from
+    pr = project(c, gpu())
+    lane = pr.lanes["trainer"]
+    assert lane["stages"][-2:] == ["straggler", "allreduce"]
+    st, ar = pr.stages["straggler"], pr.stages["allreduce"]
+    before = lane["seconds"] - st["seconds"] - ar["seconds"]
+    assert st["seconds"] == pytest.approx(0.25 * before)        # (rho - 1) x the iteration before the all-reduce
+    assert "rho 1.25" in st["formula"] and "trainer_work_s" in st["formula"] and st["resource"] == "nic"
+    no_wait = copy.deepcopy(c)
+    no_wait.straggler = 1.0
+    assert pr.iteration_s == pytest.approx(project(no_wait, gpu()).iteration_s + st["seconds"])
+
+
+def test_without_per_trainer_times_the_wait_is_the_emulated_records_sync_share_and_else_the_stated_default():
+    from lsm_gnn.project.counts import STRAGGLER_DEFAULT
+
+    c = counts_from_record(distdgl_record(), "d.json")
+    # the emulated step's all-reduce is only a meeting: its 30 ms sync is the wait for the slowest
+    assert c.straggler == pytest.approx((0.08 + 0.03) / 0.08) and "sync" in c.straggler_from
+    real = distdgl_record()
+    real["metrics"]["accelerator"] = {"mode": "real"}
+    c = counts_from_record(real, "d.json")
+    assert (c.straggler, c.straggler_from.split(" ")[0]) == (STRAGGLER_DEFAULT, "default")
+    # lsm-gnn's devices: the ranks' stage means
+    lsm = hand_record()
+    lsm["metrics"]["ranks"] = {"0": {"time": {"per_iteration": {"train": 0.2, "fetch_cache": 0.1, "sync": 0.5}}},
+                               "1": {"time": {"per_iteration": {"train": 0.2, "fetch_cache": 0.2, "sync": 0.0}}}}
+    c = counts_from_record(lsm, "l.json")
+    assert c.straggler == pytest.approx(0.4 / 0.35) and "ranks" in c.straggler_from
+    assert project(lsm_counts(workers=1), gpu()).stages.get("straggler") is None   # one worker waits for no one
+
+
+def test_the_validation_gate_is_taken_over_the_systems_the_claim_compares_and_reports_the_others():
+    good, off = lsm_counts(), lsm_counts(system="memory", storage_rows=0, storage_io_ops=0, storage_bytes=0)
+    good.measured = {"epoch_steady_s": project(good, gpu()).epoch_s * 1.05}
+    off.measured = {"epoch_steady_s": project(off, gpu()).epoch_s * 3.0}
+    res = validate([good, off], gpu(), tolerance=0.2)
+    assert res["gated_systems"] == ["lsm"] and res["ok"]
+    assert res["max_abs_error"] == pytest.approx(1 - 1 / 1.05)
+    assert res["max_abs_error_all"] == pytest.approx(abs(1 / 3 - 1))
+    assert res["systems"]["memory"]["gated"] is False and res["systems"]["lsm"]["gated"] is True
+    every = validate([good, off], gpu(), tolerance=0.2, systems=None)
+    assert not every["ok"] and every["max_abs_error"] == every["max_abs_error_all"]
+    # no record of a gated system: no verdict
+    assert validate([off], gpu())["ok"] is False and validate([off], gpu())["max_abs_error"] is None
+
+
+def test_validating_on_a_cpu_profile_measures_the_machine_here_and_records_what_it_replaced(tmp_path, monkeypatch):
+    import lsm_gnn.project.calibrate as cal
+    from lsm_gnn.project.cli import run_projection
+
+    asked = []
+
+    def gather(seconds=1.0, seed=0, batch_rows=0, row_bytes=0):
+        asked.append((batch_rows, row_bytes))
+        return {"bandwidth": 5e9, "reps": 7, "seconds_per_batch": 0.0067, "batch_rows": batch_rows,
+                "row_bytes": row_bytes, "table_rows": 65536, "seed": seed}
+
+    monkeypatch.setattr(cal, "host_memory_bandwidth", gather)
+    monkeypatch.setattr(cal, "cpu_index_seconds", lambda reps=cal.REPS, seed=0: 0.01)
+    data = copy.deepcopy(CPU)
+    data["cpu"]["index_s"] = 0.02
+    yml = tmp_path / "cpu.yaml"
+    yml.write_text(yaml.safe_dump(data))
+    path = tmp_path / "memory.json"
+    path.write_text(json.dumps(hand_record(system="memory")))
+    res = run_projection([path], str(yml), validate_only=True, gate=None)
+    m = res["machine"]["measured"]
+    assert m["links.host_memory.bandwidth"]["value"] == 5e9 and m["links.host_memory.bandwidth"]["replaced"] == 1e10
+    assert m["cpu.cache_row_s"]["value"] == pytest.approx(0.5e-6) and m["cpu.cache_row_s"]["replaced"] == 1e-6
+    assert res["cpu_index"]["from"] == "now" and res["cpu_index"]["factor"] == pytest.approx(0.5)
+    assert asked[0] == (10000, 1000)     # the gather measured at the records' rows per iteration and row size
+    assert "links.host_memory.bandwidth=5000000000.0" in res["profile_overrides"]
+    # --profile-figures: the profile as it is; an explicit --set wins over the measurement
+    assert run_projection([path], str(yml), validate_only=True, profile_figures=True)["machine"]["measured"] == {}
+    kept = run_projection([path], str(yml), validate_only=True, sets=["links.host_memory.bandwidth=2e9"])
+    assert "links.host_memory.bandwidth" not in kept["machine"]["measured"]
+    # a GPU profile's figures are another machine's: nothing measured
+    assert run_projection([path], "paper", validate_only=True)["machine"]["measured"] == {}
+
+
+def test_the_host_memory_gather_is_measured_on_a_seeded_table_in_bytes_per_second():
+    from lsm_gnn.project.calibrate import host_memory_bandwidth
+
+    got = host_memory_bandwidth(seconds=0.0, seed=3, batch_rows=512, row_bytes=2048)
+    assert got["reps"] >= 3 and got["seed"] == 3 and (got["batch_rows"], got["row_bytes"]) == (512, 2048)
+    assert got["table_rows"] * 2048 == 256 << 20    # a table well beyond the caches
+    assert got["bandwidth"] == pytest.approx(512 * 2048 / got["seconds_per_batch"])
+
+
+def test_the_exit_status_of_validate_follows_the_gated_systems_only(tmp_path):
+    lsm, mem = tmp_path / "lsm.json", tmp_path / "memory.json"
+    good = hand_record()
+    good["metrics"]["time"]["epoch_steady_s"] = project(counts_from_record(good), load_profile("paper")).epoch_s
+    lsm.write_text(json.dumps(good))
+    mem.write_text(json.dumps(hand_record(system="memory", steady=1000.0)))   # far off, but not compared
+    res = CliRunner().invoke(cli, ["project", "--validate", str(lsm), str(mem), "--hardware", "paper"])
+    assert res.exit_code == 0, res.output
+    assert "(reported, not gating)" in res.output and "max |error| over lsm 0.0%: within 20%" in res.output
+    res = CliRunner().invoke(cli, ["project", "--validate", str(lsm), str(mem), "--hardware", "paper", "--gate", "all"])
+    assert res.exit_code == 1 and "max |error| over lsm, memory" in res.output
+    res = CliRunner().invoke(cli, ["project", "--validate", str(lsm), "--hardware", "paper", "--gate", ","])
+    assert res.exit_code != 0 and "--gate" in str(res.exception)
+
+
+def test_a_dist_dgl_pull_waits_for_the_remote_servers_queue_and_the_servers_bound_the_iteration():
+    c = SYSTEM_COUNTS["distdgl"]()      # 2 machines x 2 trainers, 1 server each; 2e7 B sent per machine
+    base = project(c, gpu())
+    pr = project(c, gpu(cpu__kvstore_server_row_s=1e-6))
+    # each trainer pulls 1e7 B = 10,000 remote rows; its machine's 2 trainers queue on the one remote
+    # server: on average (2 + 1) / 2 requests of 10,000 rows x 1 us
+    assert pr.stages["kv_pull"]["seconds"] == pytest.approx(base.stages["kv_pull"]["seconds"] + 1.5 * 0.01)
+    assert "the remote server: (2 + 1) / 2 requests x 1e+04 rows x 1e-06 s" in pr.stages["kv_pull"]["formula"]
+    assert pr.stages["kv_pull"]["table_stages"] == ["exchange_rows", "pull_rpc", "server_pull"]
+    # the floor: a machine's server sends 20,000 rows x 1 us; far below the trainer here
+    assert pr.floors["server"]["seconds"] == pytest.approx(0.02) and "server" not in base.floors
+    slow = project(c, gpu(cpu__kvstore_server_row_s=1e-4))
+    assert slow.bottleneck == "floor:server" and slow.iteration_s == pytest.approx(2.0)

@@ -14,6 +14,7 @@ import pytest
 
 from baselines.harness import distdgl_record
 from lsm_gnn.config import CacheConfig, load_config, parse_config
+from lsm_gnn.ranks.launch import run_head
 from lsm_gnn.ranks.merge import merge_records
 from lsm_gnn.metrics import (ROW_KEYS, distinct_hit_rate, epoch_times, hit_rate, hit_rates, served_rows,
     steady_epochs, sum_counts)
@@ -92,13 +93,13 @@ def test_the_loop_the_harness_and_the_merge_agree_on_the_cold_and_steady_epochs(
         slower["metrics"]["time"][key] *= 2
     ranks = [{"record": loop, "source": {"rows": {}, "stats": {}, "memory": MEMORY}},
              {"record": slower, "source": {"rows": {}, "stats": {}, "memory": MEMORY}}]
-    merged = merge_records(two, ranks, "train", 1.0)["metrics"]["time"]
+    merged = merge_records(run_head(two), ranks, "train", 1.0)["metrics"]["time"]
     assert merged["epoch_cold_s"] == pytest.approx(2 * t["epoch_cold_s"])
     assert merged["epoch_steady_s"] == pytest.approx(2 * t["epoch_steady_s"])
     if timed is None:  # a trace replay's epochs (whole ones): the same rule over their seconds
         replay = [{"source": {"rows": {}, "stats": {}, "memory": MEMORY},
                    "epochs": [{"epoch": e["epoch"], "seconds": e["epoch_s"]} for e in eps]}] * 2
-        r = merge_records(two, replay, "bench", 1.0)["metrics"]["time"]
+        r = merge_records(run_head(two), replay, "bench", 1.0)["metrics"]["time"]
         assert (r["epoch_cold_s"], r["epoch_steady_s"]) == pytest.approx((t["epoch_cold_s"], t["epoch_steady_s"]))
 
 
@@ -126,7 +127,7 @@ def test_the_loop_and_the_merge_state_hit_rates_per_request_and_sum_rows_over_ra
     other["metrics"]["rows"] = {k: v // 2 for k, v in rows.items()}
     other["metrics"]["ranks"] = {"1": other["metrics"]["ranks"]["0"]}
     two = parse_config({**json.loads(json.dumps(loop["config"])), "distributed": {"devices": 2}})
-    merged = merge_records(two, [{"record": r, "source": {"rows": {}, "stats": {}, "memory": MEMORY}}
+    merged = merge_records(run_head(two), [{"record": r, "source": {"rows": {}, "stats": {}, "memory": MEMORY}}
                                  for r in (loop, other)], "train", 1.0)
     total = sum_counts([rows, other["metrics"]["rows"]], ROW_KEYS)
     assert {k: merged["metrics"]["rows"][k] for k in ROW_KEYS} == total
@@ -187,3 +188,31 @@ def test_a_record_written_before_the_window_names_were_told_apart_is_read_the_sa
     assert timed_window({}) == {} and timed_window(None) == {}
     assert timed_iterations(old) == timed_iterations(new) == 2 * (5 - 2)
     assert record_measured_epochs(old) == record_measured_epochs(new) == [1]
+
+
+def test_a_dist_dgl_record_says_how_much_longer_the_slowest_trainers_work_before_the_all_reduce_is_than_the_mean(
+        random_dataset):
+    """Per timed step each trainer's total less its sync (the wait for the others): the projection's
+    wait for the slowest trainer (lsm_gnn.project.counts.straggler_of)."""
+    ds = random_dataset(num_nodes=200, dim=8)
+    cfg = load_config(None, {"dataset.path": str(ds.root), "train.warmup_iters": 1, "train.timed_iters": 2,
+                             "train.epochs": 1})
+
+    def trainer(rank, works):  # 1 warm-up step (ignored) + 2 timed; everyone's step ends with the slowest
+        its = [{"epoch": 0, "step": s, "total": 0.5, "sync": 0.5 - w, "sample": 0.0, "fetch": w, "train": 0.0,
+                "convert": 0.0, "feature_bytes": 0, "input_rows": 10, "seeds": 1, "edges": 0}
+               for s, w in enumerate(works)]
+        return {"iters_per_epoch": 3, "warmup_iters": 1, "timed_iters": 2, "epoch_walls": [1.5], "losses": [],
+                "iterations": its, "startup": {"initialize_s": 0.0, "setup_s": 0.0},
+                "accuracy": {"val": None, "test": None}, "part_id": rank // 2, "num_train_nids": 1,
+                "local_rank": rank % 2, "net_start": None, "net_end": None}
+
+    spec = SimpleNamespace(machines=1, trainers=2, servers=1, samplers=0, network="loopback")
+    info = SimpleNamespace(preprocessing_s=0.0, partition_s=0.0, load_s=0.0, as_dict=lambda: {})
+    rec = distdgl_record(cfg, info, spec, [trainer(0, [9.0, 0.4, 0.2]), trainer(1, [0.1, 0.2, 0.2])], 1.0)
+    tw = rec["metrics"]["distdgl"]["trainer_work_s"]
+    # timed steps: (0.4, 0.2) and (0.2, 0.2): slowest 0.4 and 0.2, mean 0.3 and 0.2
+    assert tw["steps"] == 2 and tw["slowest_s"] == pytest.approx(0.3) and tw["mean_s"] == pytest.approx(0.25)
+    assert tw["slowest_over_mean"] == pytest.approx(1.2)
+    one = distdgl_record(cfg, info, SimpleNamespace(**{**vars(spec), "trainers": 1}), [trainer(0, [1, 1, 1])], 1.0)
+    assert one["metrics"]["distdgl"]["trainer_work_s"] is None   # one trainer waits for no one

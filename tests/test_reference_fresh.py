@@ -116,6 +116,7 @@ def test_make_reference_takes_a_finished_report_and_records_its_commit_date_and_
 def test_make_reference_runs_the_reproduction_timed_or_takes_a_finished_report_with_its_wall_time():
     take = subprocess.run(["make", "-n", "reference", "WALL_S=1280", "SIZE=tiny"], cwd=ROOT, capture_output=True, text=True)
     assert "python3 tools/reference.py take reports/synthetic-tiny --wall-s 1280" in take.stdout, take.stdout + take.stderr
-    # without WALL_S it runs `make reproduce` itself (make -n would run that line: only its text is checked)
+    # without WALL_S it runs `make reproduce` itself, or REFERENCE_TARGET (reproduce-testbed) (make -n would
+    # run that line: only its text is checked)
     text = (ROOT / "Makefile").read_text()
-    assert "run --report $(REPORT) -- $(MAKE) reproduce" in text
+    assert "run --report $(REPORT) -- $(MAKE) $(REFERENCE_TARGET)" in text and "REFERENCE_TARGET ?= reproduce\n" in text

@@ -237,3 +237,26 @@ def test_a_rate_only_network_decides_only_where_the_left_out_delay_cannot_cross_
     across = rate_only(0.98, 1.02)  # the delay added back crosses 1: no verdict, and why
     assert across["verdict"] == V.NO_VERDICT
     assert "adding it back moves the ratio from 0.98x to 1.02x, across a threshold" in across["why"]
+
+
+def test_a_network_charged_by_the_testbed_counts_and_the_class_must_agree_at_every_host_speed():
+    charged = {**a_testbed(5.0), "network_emulation": "charged"}
+    agree = {"by_host_speed": {"0.5": {"ratio": 4.0, "class": ">= 3.75"}, "1": {"ratio": 5.0, "class": ">= 3.75"},
+                               "2": {"ratio": 9.0, "class": ">= 3.75"}}, "missing": [], "decided": True,
+             "class": ">= 3.75"}
+    e = V.claim_a(GOOD, PROJ, {**charged, "verdict_by_host_speed": agree}, VALID)["columns"][V.EMULATED]
+    assert e["verdict"] == V.HOLDS and "by f 0.5: 4.00x, 1: 5.00x, 2: 9.00x" in e["figure"]
+    split = {**agree, "by_host_speed": {**agree["by_host_speed"], "0.5": {"ratio": 3.0, "class": "between 1 and 3.75"}},
+             "decided": False, "class": None}
+    e = V.claim_a(GOOD, PROJ, {**charged, "verdict_by_host_speed": split}, VALID)["columns"][V.EMULATED]
+    assert e["verdict"] == V.NO_VERDICT and "the class is not the same at f = 0.5, 1 and 2" in e["why"]
+    missing = {**agree, "missing": [0.5, 2.0], "decided": False, "class": None}
+    e = V.claim_a(GOOD, PROJ, {**charged, "verdict_by_host_speed": missing}, VALID)["columns"][V.EMULATED]
+    assert e["verdict"] == V.NO_VERDICT and "f 0.5, 2 not run" in e["why"]
+
+
+def test_the_projected_verdict_reads_the_gated_figure_and_names_the_systems_it_is_taken_over():
+    gated = {"max_abs_error": 0.04, "tolerance": 0.10, "met": True, "systems": ["lsm", "distdgl"]}
+    p = V.claim_a({}, PROJ, None, gated)["columns"][V.PROJECTED]
+    assert p["verdict"] == V.PARTLY
+    assert "largest error 4.0 %, tolerance 10 % (over lsm, distdgl)" in p["figure"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lsm_gnn.metrics import STAGES
-from lsm_gnn.storage.charge import Charger, charge_summary, link_seconds
-from lsm_gnn.testbed import GPU_RATES, PARTS, TABLE, as_record, component, part_of
+from lsm_gnn.storage.charge import Charger, CoreSpeed, charge_summary, charger_for, link_seconds, probe_seconds
+from lsm_gnn.testbed import GPU_RATES, PARTS, TABLE, as_record, charges_gpu, component, part_of
 from lsm_gnn.utils.errors import InputError
 
 
@@ -100,6 +100,54 @@ def test_an_additive_host_stage_stretches_only_its_own_work_and_keeps_the_waits(
     assert c.summary()["stages"]["sample"]["charged_s"] == pytest.approx(1e-3)
 
 
+def test_host_work_is_charged_at_the_reference_cores_speed_when_this_core_runs_slower():
+    t = FakeTime()
+    probes = iter([2e-3, 2e-3, 2e-3, 1e-3])            # this core at half the reference's speed, then at it
+    core = CoreSpeed(1e-3, every_s=0.0, keep=1, probe=lambda: next(probes), clock=t.clock)
+    c = Charger(16, 1.0, clock=t.clock, cpu_clock=t.cpu_clock, wait=t.wait, core=core)
+    t0 = t.now
+    with c.host("sample"):
+        t.work(2_000_000)                              # 2 ms of CPU here = 1 ms on the reference core
+    assert t.now - t0 == 16 * 1_000_000
+    t0 = t.now
+    with c.host("pull", additive=True):
+        t.work(2_000_000)
+        t.now += 3_000_000                             # a wait charged elsewhere, kept as it was
+    assert t.now - t0 == 2_000_000 + 3_000_000 + (16 * 1_000_000 - 2_000_000)
+    st = c.summary()["stages"]
+    assert st["sample"]["cpu_s"] == pytest.approx(2e-3) and st["sample"]["cpu_reference_s"] == pytest.approx(1e-3)
+    assert st["sample"]["charged_s"] == pytest.approx(1e-3) and st["pull"]["charged_s"] == pytest.approx(1e-3)
+    t0 = t.now
+    with c.host("sample"):
+        t.work(2_000_000)
+    with c.host("sample"):                             # the core back at the reference speed
+        t.work(2_000_000)
+    assert core.probes == 4
+
+
+def test_the_core_probe_runs_at_most_every_interval_and_takes_the_median_of_the_last_probes():
+    t = FakeTime()
+    probes = iter([1e-3, 3e-3, 2e-3, 9e-3])
+    core = CoreSpeed(1e-3, every_s=0.25, keep=3, probe=lambda: next(probes), clock=t.clock)
+    assert core.factor() == pytest.approx(1.0)
+    t.now += 100_000_000                               # 0.1 s later: no new probe
+    assert core.factor() == pytest.approx(1.0) and core.probes == 1
+    for _ in range(3):
+        t.now += 300_000_000
+        core.factor()
+    assert core.probes == 4                            # the last 3: 3, 2 and 9 ms, median 3 ms
+    assert core.factor() == pytest.approx(1 / 3)
+    with pytest.raises(InputError, match="reference time"):
+        CoreSpeed(0.0)
+
+
+def test_a_real_probe_takes_positive_cpu_time_and_the_testbed_args_choose_the_core():
+    assert 0 < probe_seconds(reps=1) < 1.0
+    assert charger_for({"time_scale": 8, "host_speed": 1.0}).core is None
+    assert charger_for({"time_scale": 8, "host_speed": 1.0, "host_core": "this"}).core is None
+    assert charger_for({"time_scale": 8, "host_speed": 1.0, "host_core": "reference"}).core is not None
+
+
 def test_a_busy_machine_makes_a_host_stage_late_and_the_run_invalid_with_that_cause():
     t, c = charger(S=4)
     with c.host("server_pull"):
@@ -130,6 +178,33 @@ def test_a_late_wake_under_one_percent_keeps_the_run_valid():
         t.work(1_000_000)
     out = c.summary()
     assert out["valid"] and 0 < out["stages"]["sample"]["late_fraction"] < 0.01
+
+
+def test_a_windowed_charger_reports_only_the_timed_iterations_and_not_the_cold_warm_up():
+    from lsm_gnn.storage import emulated
+
+    emulated.timed_windows_reset()
+    try:
+        t, c = charger(S=8)
+        c.windowed = True
+        t0 = t.now
+        t.work(50_000_000)  # the cold first fetch: its work far beyond a 1 ms charge
+        c.until("fetch_cache", "gpu", t0, 1e-3 / 8)
+        assert c.summary()["valid"] is False  # no window opened yet: every stage counts
+        emulated.timed_window_begin(t.now)
+        t0 = t.now
+        t.work(100_000)
+        c.until("fetch_cache", "gpu", t0, 1e-3 / 8)
+        emulated.timed_window_end(t.now)
+        t0 = t.now
+        t.work(50_000_000)  # late again, between the windows (the next epoch's warm-up)
+        c.until("fetch_cache", "gpu", t0, 1e-3 / 8)
+        out = c.summary()
+        assert out["valid"] and out["stages"]["fetch_cache"]["count"] == 1
+        emulated.timed_windows_reset()  # the loop forgets its windows before the source reports
+        assert c.summary()["stages"]["fetch_cache"]["count"] == 1
+    finally:
+        emulated.timed_windows_reset()
 
 
 def test_the_summary_merges_the_processes_of_a_run():
@@ -167,10 +242,14 @@ def test_each_record_stage_says_its_component_and_how_late_its_charged_work_ende
     # the pull's two table stages (trainer and server) reported under exchange_rows: 80 us late of 16 ms
     assert view["exchange_rows"]["late_fraction"] == pytest.approx(0.005)
     assert view["sample"]["late_fraction"] is None and view["sample"]["charged"] is True
-    # LSM-GNN's storage stage takes the device's pacing; its cache stage is not charged at the GPU yet
+    # LSM-GNN's storage stage takes the device's pacing; its cache stage is charged at the GPU rate by
+    # the shared cache, the isolated caches' is not charged at the GPU yet
     lsm = stage_view("lsm", {"fetch_storage": 0.01, "fetch_cache": 0.002}, None, storage_late_fraction=0.003)
     assert lsm["fetch_storage"]["late_fraction"] == 0.003 and lsm["fetch_storage"]["component"] == "ssd"
-    assert lsm["fetch_cache"] == {"seconds": 0.002, "component": "gpu", "charged": False, "late_fraction": None}
+    assert lsm["fetch_cache"] == {"seconds": 0.002, "component": "gpu", "charged": True, "late_fraction": None}
+    iso = stage_view("isolated", {"fetch_cache": 0.002}, None)
+    assert iso["fetch_cache"] == {"seconds": 0.002, "component": "gpu", "charged": False, "late_fraction": None}
+    assert charges_gpu("lsm") and not charges_gpu("isolated") and not charges_gpu("distdgl")
 
 
 def test_figures_come_from_valid_runs_only_and_a_system_without_one_has_none():
@@ -272,6 +351,29 @@ def test_the_claim_is_decided_only_where_f_half_one_and_two_give_the_same_class(
     assert not v["decided"] and v["missing"] == [0.5, 2.0]
 
 
+def test_dist_dgl_alone_at_another_f_is_set_against_lsm_gnn_whose_epoch_does_not_depend_on_f():
+    from lsm_gnn.bench.validate import validation
+    from lsm_gnn.testbed import depends_on_host_speed
+
+    assert depends_on_host_speed("distdgl") and not depends_on_host_speed("lsm")
+    both = _distdgl_output(64, 30.0, {})
+    both["systems"]["lsm"] = {"epoch_steady_s": {"median": 10.0, "min": 9.5, "max": 10.5, "spread": 0.1, "runs": 3},
+                              "spread": 0.1}
+    both.update({"host_speed": 1.0, "distdgl_vs_lsm_epoch": 3.0})
+    alone = []
+    for f, e in ((0.5, 20.0), (2.0, 50.0)):
+        o = _distdgl_output(64, e, {})
+        o["systems"]["distdgl"]["epoch_steady_s"].update({"min": 0.9 * e, "max": 1.1 * e})
+        o.update({"host_speed": f, "source": f"f={f:g}"})
+        alone.append(o)
+    v = validation([both, *alone])["verdict"]
+    half, two = v["by_host_speed"]["0.5"], v["by_host_speed"]["2"]
+    assert half["ratio"] == pytest.approx(2.0) and half["class"] == "between 1 and 3.75"
+    assert (half["min"], half["max"]) == (pytest.approx(18.0 / 10.5), pytest.approx(22.0 / 9.5))
+    assert two["ratio"] == pytest.approx(5.0) and two["class"] == ">= 3.75" and "no stage charged" in two["source"]
+    assert not v["decided"] and v["missing"] == []
+
+
 def test_the_per_round_ratio_takes_only_rounds_where_both_runs_are_valid():
     from lsm_gnn.bench.replicate import per_round_ratios
 
@@ -281,3 +383,34 @@ def test_the_per_round_ratio_takes_only_rounds_where_both_runs_are_valid():
                         {"round": "r2", "epoch_steady_s": 5.0, "valid": False}]}
     out = per_round_ratios(runs)
     assert out["distdgl"]["values"] == [3.0] and out["distdgl"]["runs"] == 1
+
+
+def test_a_system_whose_gpu_work_outruns_its_charge_gets_its_own_scale_raised_or_refused(monkeypatch):
+    from lsm_gnn.bench import compare as bench
+    from lsm_gnn.config import load_config
+    from lsm_gnn.utils.errors import ConfigError
+
+    cfg = load_config(None, ["storage.device=emulated", "storage.device_profile=paper", "emulation.time_scale=64"])
+
+    def fake_run(ok_from, kind="scale"):
+        def run_system(system, c, **kw):  # the record a run writes: its testbed's gpu part
+            ok = c.emulation.time_scale >= ok_from
+            assert (c.train.epochs, c.train.warmup_iters, c.train.timed_iters) == (1, *bench.SYSTEM_PROBE_ITERS)
+            part = {"valid": ok, "late_fraction": 0.0 if ok else 0.3, "cause": None if ok else kind}
+            return {"metrics": {"testbed": {"parts": {"gpu": part}, "invalid_causes": [] if ok else ["gpu late"]}}}
+        return run_system
+
+    import baselines.harness as harness
+
+    monkeypatch.setattr(harness, "run_system", fake_run(256))
+    got = bench.choose_system_scale(cfg, "lsm", 64, given=False, devices=2, machines=2, trainers=2)
+    assert got["time_scale"] == 256 and got["raised"] and [p["time_scale"] for p in got["probes"]] == [64, 128, 256]
+    assert got["probes"][0]["late_fraction"] == {"gpu": 0.3} and got["probes"][0]["cause_kind"] == "scale"
+    with pytest.raises(ConfigError, match="scale 64 is too small for lsm's GPU-charged work.*--system-scale lsm=S"):
+        bench.choose_system_scale(cfg, "lsm", 64, given=True, devices=2, machines=2, trainers=2)
+    monkeypatch.setattr(harness, "run_system", fake_run(1e9))
+    with pytest.raises(ConfigError, match="no scale up to 512 passed"):
+        bench.choose_system_scale(cfg, "lsm", 64, given=False, devices=2, machines=2, trainers=2)
+    monkeypatch.setattr(harness, "run_system", fake_run(1e9, kind="busy"))
+    with pytest.raises(ConfigError, match="because the machine is busy"):
+        bench.choose_system_scale(cfg, "lsm", 64, given=False, devices=2, machines=2, trainers=2)

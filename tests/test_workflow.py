@@ -131,8 +131,13 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     # one verdict per kind of evidence that bears on a claim: (a) measured and projected (emulated: the
     # testbed is off here); (b), (c), (d) at equal memory and at the authors' configuration simulated; (e) measured
     words = r"\*\*(holds|holds only when|does not hold here|not measured here|no verdict)\*\*"
-    assert len(re.findall(words, verdicts)) == 7
-    assert "not measured (testbed off: make reproduce-testbed)" in verdicts
+    screen, full = verdicts.split("### Every kind of evidence, in full")
+    assert len(re.findall(words, full)) == 7
+    assert "not measured (testbed off: make reproduce-testbed)" in full
+    # the first screen: a sentence per claim (6, (d) twice) with its verdict, and the claims figure
+    assert len(re.findall(r"^- \*\*\([a-e]\)\*\* .*: " + words, screen, re.M)) == 6
+    assert "![each claim" in screen and (tmp_path / "reports/ogbn-papers100M/figures/claims.png").is_file()
+    assert len(report[:report.index("### Every kind of evidence")].splitlines()) <= 60
     figs = json.loads((tmp_path / "reports/ogbn-papers100M/figures.json").read_text())
     assert sorted(figs["verdicts"]) == ["b", "c", "d"] and figs["settings"]["batch_size"] == 16
     timings = json.loads((tmp_path / "reports/ogbn-papers100M/timings.json").read_text())
@@ -204,8 +209,8 @@ def test_whole_workflow_on_papers100m_layout(server, tmp_path):
     assert set(grid.batch_size) == {16, 32} and grid.bottleneck.notna().all()
     train = json.loads((tmp_path / "results/ogbn-papers100M/train/lsm-r0.json").read_text())
     assert train["config"]["sampler"]["batch_size"] == 16 and train["config"]["sampler"]["fanouts"] == [5, 5]
-    for fig in ("dataset_degree", "storage_throughput", "cache_storage_rows", "cache_regime", "cache_pvp", "train_epoch_time",
-                "multidevice", "baselines_epoch", "projection_igb_full"):
+    for fig in ("dataset_degree", "storage_throughput", "cache_storage_rows", "cache_policies_no_buffer", "cache_regime",
+                "cache_pvp", "train_epoch_time", "multidevice", "baselines_epoch", "projection_igb_full"):
         assert (tmp_path / f"reports/ogbn-papers100M/figures/{fig}.png").stat().st_size > 1000
 
     # a second run has nothing to do

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow" / "scripts"))
@@ -95,6 +96,46 @@ def test_the_validation_flags_follow_the_three_checks_and_the_pacing():
     assert _summary(late)["batches"]["128"]["systems"]["lsm"]["valid_runs"] == 2
 
 
+def test_a_system_at_its_own_scale_is_summarised_and_checked_for_dilation_at_its_own_two_scales():
+    runs = []
+    for r in range(3):
+        for b in (128, 1024):
+            runs.append(_run("lsm", b, "paper", 256.0, r, 2.0 * (1 + 0.01 * r)))
+            runs.append(_run("distdgl", b, "paper", 16.0, r, 6.0 * (1 + 0.01 * r)))
+        runs.append(_run("lsm", 128, "paper", 512.0, r, 2.0 * (1 + 0.01 * r)))
+        runs.append(_run("distdgl", 128, "paper", 32.0, r, 6.6))  # 10 % off at its 2 S
+        runs.append(_run("lsm", 128, "paper", 16.0, r, 9.0))      # at the base S: not lsm's point
+    s = tb.summarise(runs, None, scale=16.0, system_scales={"lsm": 256.0}, accelerator="a100", devices=2,
+                     fraction=0.1, dataset="synthetic-tiny", batches=[128, 1024], validation_batch=128)
+    assert s["time_scale_by_system"] == {"distdgl": 16.0, "lsm": 256.0}
+    assert s["batches"]["1024"]["systems"]["lsm"]["median_s"] == pytest.approx(2.02)
+    assert s["batches"]["1024"]["distdgl_vs_lsm"]["median"] == pytest.approx(6.06 / 2.02)
+    d = s["validation"]["dilation"]
+    assert d["by_system"]["lsm"] == pytest.approx(0.0, abs=1e-9) and d["by_system"]["distdgl"] == pytest.approx(6.6 / 6.06 - 1)
+    assert d["scales_by_system"] == {"distdgl": [16.0, 32.0], "lsm": [256.0, 512.0]} and d["met"] is False
+    assert "lsm at its own S = 256" in tb.fragment(s, "charged in user space")
+
+
+def test_dist_dgl_at_other_host_speeds_gives_the_class_at_each_f_and_stays_out_of_the_matrix():
+    runs = _matrix()
+    for r in range(2):
+        runs.append({**_run("distdgl", 1024, "paper", 16.0, r, 6.0 * 8 * 0.6), "host_speed": 0.5})
+        runs.append({**_run("distdgl", 1024, "paper", 16.0, r, 6.0 * 8 * 2.0), "host_speed": 2.0})
+    s = _summary(runs)
+    plain = _summary(_matrix())
+    assert s["batches"] == plain["batches"]  # the f runs are not the matrix's
+    v = s["verdict_by_host_speed"]
+    r1 = s["batches"]["1024"]["distdgl_vs_lsm"]["median"]
+    lsm = s["batches"]["1024"]["systems"]["lsm"]["median_s"]
+    assert v["by_host_speed"]["1"]["ratio"] == pytest.approx(r1)
+    assert v["by_host_speed"]["0.5"]["ratio"] == pytest.approx(6.0 * 8 * 0.6 / lsm)
+    assert v["by_host_speed"]["2"]["ratio"] == pytest.approx(6.0 * 8 * 2.0 / lsm)
+    assert v["missing"] == [] and v["decided"] is False  # 1.8x, 3x and 6x: two classes
+    assert "the claim's class by f" in tb.fragment(s, "charged")
+    assert tb.NAME.match("distdgl-b1024-paper-s32-f0.5-r1")["host_speed"] == "0.5"
+    assert tb.NAME.match("distdgl-b1024-paper-s32-r1")["host_speed"] is None
+
+
 def test_a_run_whose_pacing_fell_behind_is_counted_but_left_out_of_the_figures():
     runs = _matrix()
     # round 2 of lsm at batch 128: 3 % late and 40 % slower (the machine held its copy off the CPU)
@@ -158,14 +199,22 @@ def test_the_dry_run_plans_the_testbed_chain_rotated_with_its_validation_runs(tm
     assert proc.returncode == 0, out
     counts = dict(re.findall(r"^((?:testbed|distdgl)_\w+)\s+(\d+)$", out, re.M))
     # 4 systems x 2 batches x 2 rounds, 4 at 2 S, 3 storage systems x (vm, real)
-    assert counts == {"testbed_run": "26", "distdgl_partition": "1", "testbed_vm_profile": "1",
-                      "testbed_project": "1", "testbed_report": "1"}, out
+    # and Dist-DGL at batch 1024 at f = 0.5 and 2 (testbed_host_speeds), one round
+    assert counts == {"testbed_run": "26", "testbed_run_host_speed": "2", "distdgl_partition": "1",
+                      "testbed_vm_profile": "1", "testbed_project": "1", "testbed_report": "1"}, out
     after = dict(re.findall(r"Missing output files: (\S+?\.json); Input files updated by another job: ([^\n]+)", out))
     base = "results/tb/testbed/runs"
     sy = ["lsm", "isolated", "direct", "distdgl"]
-    chain = [f"{base}/{sy[(r + k + i) % 4]}-b{b}-paper-s8-r{r}.json"
+    # a system of testbed_system_scales at its own S (and 2 S), the others at testbed_time_scale
+    own = yaml.safe_load((REPO / "config/config.yaml").read_text()).get("testbed_system_scales") or {}
+
+    def S(system, k):
+        return f"{k * float(own.get(system, 8)):g}"
+
+    chain = [f"{base}/{sy[(r + k + i) % 4]}-b{b}-paper-s{S(sy[(r + k + i) % 4], 1)}-r{r}.json"
              for r in range(2) for k, b in enumerate((128, 1024)) for i in range(4)]
-    chain += [f"{base}/{sy[i]}-b128-paper-s16-r0.json" for i in range(4)]
+    chain += [f"{base}/distdgl-b1024-paper-s{S('distdgl', 1)}-f{f}-r0.json" for f in ("0.5", "2")]
+    chain += [f"{base}/{sy[i]}-b128-paper-s{S(sy[i], 2)}-r0.json" for i in range(4)]
     for prev, run in zip(chain, chain[1:]):
         assert prev in after[run], f"{run} does not wait for {prev}"
     assert "testbed_vm_profile" in out and f"{base}/lsm-b128-vm-s1-r0.json" in out

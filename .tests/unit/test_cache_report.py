@@ -34,6 +34,7 @@ def test_cache_report(conda_prefix):
                 "snakemake",
                 "reports/synthetic-2000-d8/sections/30-cache.md",
                 "reports/synthetic-2000-d8/figures/cache_storage_rows.png",
+                "reports/synthetic-2000-d8/figures/cache_policies_no_buffer.png",
                 "reports/synthetic-2000-d8/figures/cache_scaling.png",
                 "reports/synthetic-2000-d8/figures/cache_regime.png",
                 "results/synthetic-2000-d8/cache/summary.csv",

@@ -22,21 +22,17 @@ import json
 import os
 from pathlib import Path
 
-from lsm_gnn.storage.charge import Charger
+from lsm_gnn.storage.charge import Charger, charger_for
 
 EDGE_BYTES = 16
 """Bytes a block edge takes on the GPU: its source and destination ids (int64 each)."""
-
-
-def charger_from(tb: dict) -> Charger:
-    return Charger(float(tb["time_scale"]), float(tb["host_speed"]))
 
 
 def patch_server(tb: dict, metrics_dir: str, server_id: str) -> Charger:
     """Charge a server's pull and sampling handlers as host work (before dgl.distributed.initialize)."""
     from dgl.distributed import graph_services, kvstore
 
-    ch = charger_from(tb)
+    ch = charger_for(tb)
 
     def wrap(cls, stage):
         orig = cls.process_request
@@ -68,7 +64,7 @@ class TrainerCharges:
     def __init__(self, tb: dict, partition_book, row_bytes: int):
         from dgl.distributed import graph_services
 
-        self.ch = charger_from(tb)
+        self.ch = charger_for(tb)
         self.pcie, self.nic = tb["pcie"], tb["nic"]
         self.pb = partition_book
         self.row_bytes = int(row_bytes)

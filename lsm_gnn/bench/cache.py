@@ -18,6 +18,9 @@ import time
 import click
 import numpy as np
 
+# the mapped-memory helpers the data plane uses too (registration, device address)
+from lsm_gnn.utils.mapped import HOST_REGISTER_MAPPED, HOST_REGISTER_PORTABLE, mapped_device_pointer  # noqa: F401
+
 from lsm_gnn.cache.policies import configurable_names
 from lsm_gnn.metrics import distinct_hit_rate
 from lsm_gnn.utils.seeds import SEED_MAX
@@ -182,6 +185,7 @@ def _engine_case(cp, policy: str, pvp: bool, trace, static, warm_up) -> dict:
     out_c = make_engine(cfg, budget, num_rows, static, kind="cpu").replay(flat, offsets)
     t_cpu = time.perf_counter() - t0
     gpu = make_engine(cfg, budget, num_rows, static, kind="gpu")
+    gpu.graph = True   # the step captured once as a CUDA graph and replayed (falls back to launches)
     flat_dev = cp.asarray(flat)
     cp.cuda.Device().synchronize()
     t0 = time.perf_counter()
@@ -194,6 +198,12 @@ def _engine_case(cp, policy: str, pvp: bool, trace, static, warm_up) -> dict:
          "gpu_requests_per_s": len(flat) / t_gpu, "gpu_vs_cpu_requests_ratio": t_cpu / t_gpu,
          "gpu_ms_per_batch": 1e3 * t_gpu / nb, "cpu_ms_per_batch": 1e3 * t_cpu / nb,
          "requests_per_batch": len(flat) / nb, "distinct_hit_rate": distinct_hit_rate(tot), "counts_equal": same}
+    # the engine's own count of host reads inside its steps (0 unless a sync crept in; a graph
+    # capture fails on one) and the share of steps replayed as a captured graph
+    sync = gpu.sync_stats()
+    c.update(engine_host_syncs_per_step=sync["host_syncs_per_step"],
+             engine_host_waits_per_step=sync["host_waits_per_step"],
+             engine_graph_step_fraction=sync["graph_steps"] / max(sync["steps"], 1), engine_graph_error=sync["graph_error"])
     if not same:
         bad = int(np.flatnonzero((out_c != out_g).any(axis=1))[0])
         c.update(first_differing_batch=bad, cpu_counts=dict(zip(COUNT_NAMES, out_c[bad].tolist())),
@@ -225,6 +235,8 @@ def gpu_engine_vs_cpu(num_rows: int = 4_000_000, batches: int = 40, batch: int =
     head = rows[0]
     out = {"gpu_requests_per_s": head["gpu_requests_per_s"], "cpu_requests_per_s": head["cpu_requests_per_s"],
            "gpu_vs_cpu_requests_ratio": head["gpu_vs_cpu_requests_ratio"], "headline_case": head["policy"],
+           "engine_host_syncs_per_step": max(c["engine_host_syncs_per_step"] for c in rows),
+           "engine_graph_step_fraction": min(c["engine_graph_step_fraction"] for c in rows),
            "min_gpu_vs_cpu_requests_ratio": min(c["gpu_vs_cpu_requests_ratio"] for c in rows),
            "counts_equal": all(c["counts_equal"] for c in rows),
            "trace": {"rows": num_rows, "batches": batches, "batch": batch,
@@ -241,8 +253,8 @@ def gpu_engine_vs_cpu(num_rows: int = 4_000_000, batches: int = 40, batch: int =
 def gpu_engine_sweep(batch_sizes=(25_000, 100_000, 400_000), rows_per_request: int = 20, batches: int = 10,
                      policy: str = "hybrid", pvp: bool = True) -> dict:
     """The headline case (hybrid + PVP) at several batch sizes, `rows_per_request` x the batch rows,
-    10 % capacity: where the GPU engine's time per batch stops being fixed (launches, the three reads
-    back to the host per batch) and grows with the requests, its ratio over the CPU engine rises."""
+    10 % capacity: where the GPU engine's time per batch stops being fixed (launches: one graph replay
+    a step, no host read inside it) and grows with the requests, its ratio over the CPU engine rises."""
     import cupy as cp
 
     points = []
@@ -315,4 +327,117 @@ def gather_vs_copy(rows: int = 200_000, table: int = 800_000, row_bytes: int = 4
           f"-> ratio {out['gpu_gather_vs_copy_bw']:.2f}", flush=True)
     if not correct:
         out["error"] = "gather_rows returned rows different from src[index]"
+    return out
+
+
+# ---- misses served zero-copy: a warp per row reading mapped pinned host memory ------------------
+# Each lane moves 16-byte words (uint4): a 4 KiB row is 256 of them, 8 per lane, so a warp keeps
+# 512 bytes of PCIe reads in flight per instruction; rows are independent, so the whole grid's
+# reads overlap (a PCIe read takes about 1-2 us: only many in flight reach the link's rate).
+ZERO_COPY_GATHER_SRC = r"""
+extern "C" __global__ void zero_copy_gather(unsigned long long src_addr, const long long* idx, uint4* dst,
+                                            long long rows, long long row_words) {
+    const uint4* src = (const uint4*)src_addr;   // mapped pinned host memory, read over PCIe
+    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    long long warps = ((long long)gridDim.x * blockDim.x) / 32;
+    long long lane = threadIdx.x % 32;
+    for (long long r = warp; r < rows; r += warps) {
+        const uint4* s = src + idx[r] * row_words;
+        uint4* d = dst + r * row_words;
+        for (long long w = lane; w < row_words; w += 32) d[w] = s[w];
+    }
+}
+"""
+MEMCPY_HOST_TO_DEVICE = 1                             # cudaMemcpyHostToDevice
+ZERO_COPY_BLOCK = 256                                 # 8 warps a block, a row per warp
+
+
+def zero_copy_grid(rows: int, block: int = ZERO_COPY_BLOCK) -> int:
+    """Blocks for a warp per row (the kernel strides over rows, so fewer would still be correct)."""
+    return max(1, -(-int(rows) * 32 // block))
+
+
+def _event_ms(cp):
+    """A timer of one call on the current stream with CUDA events, in milliseconds."""
+    def timed(fn) -> float:
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return float(cp.cuda.get_elapsed_time(start, end))
+    return timed
+
+
+def zero_copy_gather_vs_memcpy(rows: int = 21_000, table_rows: int = 150_000, row_bytes: int = 4096,
+                               reps: int = 10, warmup: int = 3, seed: int = 0, cp=None, timer=None) -> dict:
+    """`rows` random rows of a `table_rows` x `row_bytes` host table registered as mapped pinned
+    memory, gathered by a warp-per-row kernel reading host memory over PCIe straight into a device
+    buffer, against one cudaMemcpy of the same bytes from the same pinned table (a DMA of contiguous
+    rows, the link's rate). Both timed with CUDA events, the median of `reps` after `warmup`.
+    `zero_copy_gather_vs_memcpy` = memcpy's time / the gather's (1.0: the gather moves random rows
+    as fast as the DMA moves contiguous ones). The defaults: a batch's misses at the check's dataset
+    (21k rows of 4 KiB out of 150k). `cp`/`timer`: CuPy and the timer (for the CPU stand-in)."""
+    if cp is None:
+        import cupy as cp
+    timer = timer or _event_ms(cp)
+    if row_bytes % 16:
+        raise ValueError(f"row_bytes: expected a multiple of 16 (the kernel moves 16-byte words), got {row_bytes}")
+    if not 0 < rows <= table_rows:
+        raise ValueError(f"rows: expected 1..table_rows ({table_rows}), got {rows}")
+    import mmap
+
+    rng = np.random.default_rng(seed)
+    words = row_bytes // 8
+    # page-aligned (anonymous mmap), so every row starts 16-byte aligned for the kernel's uint4 loads
+    # and the registration pins whole pages; every word distinct, so a wrong row shows
+    table = np.frombuffer(mmap.mmap(-1, table_rows * row_bytes), np.uint64).reshape(table_rows, words)
+    table[:] = np.arange(table_rows * words, dtype=np.uint64).reshape(table_rows, words) * np.uint64(0x9E3779B97F4A7C15)
+    index = np.sort(rng.choice(table_rows, rows, replace=False)).astype(np.int64)
+    index = rng.permutation(index)                     # random order, no repeats (a batch's misses)
+    nbytes = rows * row_bytes
+    host_ptr = table.ctypes.data
+    cp.cuda.runtime.hostRegister(host_ptr, table.nbytes, HOST_REGISTER_PORTABLE | HOST_REGISTER_MAPPED)
+    try:
+        src_addr = mapped_device_pointer(cp, host_ptr)
+        kernel = cp.RawModule(code=ZERO_COPY_GATHER_SRC).get_function("zero_copy_gather")
+        idx = cp.asarray(index)
+        dst = cp.zeros(rows * words, dtype=np.uint64)
+        copy_dst = cp.zeros(rows * words, dtype=np.uint64)
+        grid = zero_copy_grid(rows)
+        args = (np.uint64(src_addr), idx, dst, np.int64(rows), np.int64(row_bytes // 16))
+
+        def gather():
+            kernel((grid,), (ZERO_COPY_BLOCK,), args)
+
+        def memcpy():
+            cp.cuda.runtime.memcpy(copy_dst.data.ptr, host_ptr, nbytes, MEMCPY_HOST_TO_DEVICE)
+
+        gather()
+        got = cp.asnumpy(dst).reshape(rows, words)
+        correct = bool(np.array_equal(got, table[index]))
+        memcpy()
+        copied = bool(np.array_equal(cp.asnumpy(copy_dst).reshape(rows, words), table[:rows]))
+        for _ in range(warmup):
+            gather()
+            memcpy()
+        gather_ms = float(np.median([timer(gather) for _ in range(reps)]))
+        memcpy_ms = float(np.median([timer(memcpy) for _ in range(reps)]))
+    finally:
+        cp.cuda.runtime.hostUnregister(host_ptr)
+    gb = nbytes / 1e9
+    out = {"rows": rows, "row_bytes": row_bytes, "table_rows": table_rows, "bytes": nbytes,
+           "host_memory": "a NumPy table registered with cudaHostRegister (portable, mapped)",
+           "index": "random rows of the table, no repeats, in random order",
+           "kernel": f"zero_copy_gather: a warp per row, 16-byte loads, {ZERO_COPY_BLOCK} threads a block, grid {grid}",
+           "baseline": "cudaMemcpy host to device of the same bytes (the table's first rows) from the same pinned table",
+           "timing": f"CUDA events, median of {reps} after {warmup} warm-up runs",
+           "gather_ms": gather_ms, "gather_gb_per_s": gb / (gather_ms / 1e3),
+           "memcpy_ms": memcpy_ms, "memcpy_gb_per_s": gb / (memcpy_ms / 1e3),
+           "zero_copy_gather_vs_memcpy": memcpy_ms / gather_ms, "gather_correct": correct, "memcpy_correct": copied}
+    print(f"[zero_copy_gather] {rows:,} rows: gather {out['gather_gb_per_s']:.1f} GB/s, memcpy "
+          f"{out['memcpy_gb_per_s']:.1f} GB/s -> {out['zero_copy_gather_vs_memcpy']:.2f}", flush=True)
+    if not (correct and copied):
+        out["error"] = "zero_copy_gather returned rows different from table[index]" if not correct else \
+            "the pinned memcpy's bytes differ from the table's"
     return out

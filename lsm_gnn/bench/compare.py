@@ -227,6 +227,62 @@ def choose_scale(cfg, *, given: bool, host_speed: float) -> dict:
         S *= 2
 
 
+MAX_SYSTEM_SCALE = 512.0
+"""The largest time scale a system's own probe raises it to (system_scale_probe): a power of two within
+emulation.time_scale's bound (1,000), whose dilation check runs at 2 S."""
+SYSTEM_PROBE_ITERS = (2, 3)
+"""Warm-up and timed iterations of a system's probe run (one epoch: its first fetches miss more than
+a steady epoch's, so the probe asks for at least the scale a steady run needs)."""
+
+
+def system_scale_probe(cfg, system: str, time_scale: float, *, devices: int, machines: int,
+                       trainers: int) -> dict:
+    """Whether `system`'s GPU-charged stages (lsm_gnn.testbed.charges_gpu: this machine's engine does
+    the GPU's work, which the storage and host probe cannot tell) are paced at `time_scale`: one short
+    run of the system itself (SYSTEM_PROBE_ITERS), its record's testbed parts read."""
+    from baselines.harness import run_system
+
+    warm, timed = SYSTEM_PROBE_ITERS
+    c = cfg.model_copy(update={
+        "train": cfg.train.model_copy(update={"epochs": 1, "warmup_iters": warm, "timed_iters": timed}),
+        "emulation": cfg.emulation.model_copy(update={"time_scale": float(time_scale)})})
+    rec = run_system(system, c, devices=devices, machines=machines, trainers=trainers, record_path=None,
+                     progress=False)
+    tb = (rec.get("metrics") or {}).get("testbed") or {}
+    bad = {p: v for p, v in (tb.get("parts") or {}).items() if not v.get("valid", True)}
+    kind = None if not bad else ("scale" if any(v.get("cause") == "scale" for v in bad.values()) else "busy")
+    return {"system": system, "time_scale": float(time_scale), "ok": not bad, "cause_kind": kind,
+            "reason": "; ".join(tb.get("invalid_causes") or []) or None,
+            "late_fraction": {p: v.get("late_fraction") for p, v in (tb.get("parts") or {}).items()}}
+
+
+def choose_system_scale(cfg, system: str, time_scale: float, *, given: bool, devices: int, machines: int,
+                        trainers: int) -> dict:
+    """A system's own time scale (system_scale_probe): doubled from `time_scale` up to
+    MAX_SYSTEM_SCALE while its GPU-charged work outruns its charge, unless the user gave it (then
+    refused); a busy machine (twice) is refused, as choose_scale does."""
+    from lsm_gnn.utils.errors import ConfigError
+
+    S, tried = float(time_scale), []
+    while True:
+        p = system_scale_probe(cfg, system, S, devices=devices, machines=machines, trainers=trainers)
+        tried.append(p)
+        if p["ok"]:
+            return {"system": system, "time_scale": S, "raised": S != float(time_scale), "probes": tried}
+        if p["cause_kind"] == "busy" and sum(1 for t in tried if t["cause_kind"] == "busy") >= 2:
+            raise ConfigError("--system-scale", "emulation.time_scale",
+                              f"the probe could not pace {system} at scale {S:g} because the machine is busy "
+                              f"({p['reason']}); rerun on a quiet machine")
+        if p["cause_kind"] == "busy":
+            continue
+        if given or S * 2 > MAX_SYSTEM_SCALE:
+            raise ConfigError("--system-scale", "emulation.time_scale",
+                              f"scale {S:g} is too small for {system}'s GPU-charged work on this machine "
+                              f"({p['reason']}); " + (f"raise --system-scale {system}=S" if given
+                                                      else f"no scale up to {MAX_SYSTEM_SCALE:g} passed"))
+        S *= 2
+
+
 VM_PROBES = 3
 """Disk probes the `vm` profile's IOPS cap is the median of."""
 
@@ -279,13 +335,14 @@ def measure_vm_profile(cfg, prof, *, fio: str = "fio", fio_seconds: float = 3.0,
 def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, systems=COMPARED, repeats: int = 1,
             records_dir: str | None = None, sweep=(), limits: bool = False, fio: str = "fio",
             progress: bool = False, scale_given: bool = True, probe_scale: bool = True,
-            check_primitive: bool = True, system_scales: dict | None = None) -> dict:
+            check_primitive: bool = True, system_scales: dict | None = None, busy: bool = False) -> dict:
     """Run `systems` `repeats` times, interleaved and rotated; with `sweep`, once more at each step multiple."""
     from tqdm import tqdm
 
     from baselines.harness import run_system
     from lsm_gnn.config import config_to_dict, parse_config
     from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.project.model import CLAIM_SYSTEMS
     from lsm_gnn.storage.pagecache import drop_file_cache
     from lsm_gnn.utils.errors import LsmGnnError
 
@@ -326,6 +383,7 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
     bar = tqdm(total=total, desc="bench compare", unit="run", disable=not progress or not sys.stderr.isatty())
 
     failures = []
+    claim_records: list = []
     # the disk's rate before every run, and fio's limit before the first (an emulated device reads
     # the page cache: its rate is the model's, and its copy must stay resident)
     probe = emulated and limits and not emulated_storage
@@ -346,11 +404,25 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
             bar.update()
             return None
         bar.update()
+        if emulated_storage and system in CLAIM_SYSTEMS:  # projected against its emulation after the runs
+            claim_records.append((rec, path or f"{system}-{tag}"))
         return {**summarise_run(rec), "disk_iops_before": iops, "round": tag, "seed": c.train.seed}
 
     # a system at its own time scale (the issue allows it where the dilation check shows it makes no
     # difference): Dist-DGL's host work charged at S x f x its CPU time takes S times its CPU to run
     own = {k: float(v) for k, v in (system_scales or {}).items() if k in systems}
+    system_probes = {}
+    if emulated_storage and probe_scale:
+        # a system whose GPU stages this machine's engine runs: its own short run finds the scale
+        # (LSM-GNN's cache work: 55-90 ms of CPU a batch-1024 fetch against the H200's ~0.85 ms)
+        from lsm_gnn.testbed import charges_gpu
+
+        for s in systems:
+            if charges_gpu(s):
+                ch = choose_system_scale(cfg, s, own.get(s, S), given=s in own, devices=devices,
+                                         machines=machines, trainers=trainers)
+                own[s] = ch["time_scale"]
+                system_probes[s] = ch
 
     def at_scale(c, system):
         if system not in own:
@@ -358,12 +430,18 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
         return c.model_copy(update={"emulation": c.emulation.model_copy(update={"time_scale": own[system]})})
 
     seeds = [run_seed(cfg.train.seed, r) for r in range(repeats)]
-    for r, rnd in enumerate(order):
-        c = with_seed(cfg, seeds[r])
-        for s in rnd:
-            res = one(s, at_scale(c, s), f"r{r}")
-            if res is not None:
-                runs[s].append(res)
+    import contextlib
+
+    from lsm_gnn.bench.validate import busy_core
+
+    # replication under load (issue 43's validation): one core kept busy by another process for the runs
+    with (busy_core() if busy else contextlib.nullcontext()):
+        for r, rnd in enumerate(order):
+            c = with_seed(cfg, seeds[r])
+            for s in rnd:
+                res = one(s, at_scale(c, s), f"r{r}")
+                if res is not None:
+                    runs[s].append(res)
     for scale in scales:
         d = config_to_dict(with_seed(cfg, seeds[0]))  # the sweep's runs: round 0's batches
         d["train"]["accelerator_scale"] = scale * cfg.train.accelerator_scale
@@ -381,7 +459,8 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
            "accelerator": "real" if not emulated else
            {"profile": cfg.train.accelerator_profile, "scale": cfg.train.accelerator_scale},
            "time_scale": S, "time_label": emulation_label(S), "host_speed": host_speed,
-           "scale_probe": scale_choice,
+           "scale_probe": scale_choice, "system_scale_probes": system_probes,
+           "busy_core": bool(busy),
            "time_scale_by_system": {s: own.get(s, S) for s in systems},
            "hardware_profile": cfg.emulation.hardware_profile,
            "storage_device": cfg.storage.device,
@@ -437,6 +516,13 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
             else not any(v["epoch_steady_s"]["flagged"] for v in out["systems"].values()),
             "every_run_valid": not any(v["invalid_runs"] for v in out["systems"].values()),
             "lsm_within_1.25x_floor": None if out.get("lsm_vs_floor") is None else out["lsm_vs_floor"] <= 1.25}
+    if claim_records:  # the projection of lsm's and distdgl's emulated runs against their emulated epochs
+        from lsm_gnn.bench.validate import projection_rows
+
+        try:
+            out["projection_vs_emulation_runs"] = projection_rows(claim_records)
+        except LsmGnnError as e:
+            failures.append({"system": "projection", "run": "projection_vs_emulation", "error": f"{type(e).__name__}: {e}"})
     out["validation"] = validation([out])
     if emulated_storage and check_primitive:  # the charging primitive, checked in the same run (S = 1, 16, 64)
         from lsm_gnn.bench.validate import primitive_check
@@ -584,6 +670,9 @@ def _scales(text: str | None) -> list[float]:
 @click.option("--host-speed", "host_speed", type=click.FloatRange(min=0.0, min_open=True), default=None, metavar="F",
               help="emulation.host_speed: the paper's host core's time over this machine's (the emulated testbed "
                    "charges host stages at S x F x their thread CPU time); default: the hardware profile's.")
+@click.option("--busy-core", "busy", is_flag=True,
+              help="Keep one core busy with another process (a spinning loop) during the runs: the replication "
+                   "check under load.")
 @click.option("--validate-against", "validate_against", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Other bench compare outputs (JSON) for the validation's dilation and emulator-vs-real checks.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
@@ -594,7 +683,7 @@ def _scales(text: str | None) -> list[float]:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_compare(config_path, dataset, devices, machines, trainers, warmup, timed, accelerator, systems, repeats,
                   sweep, limits, fio_path, storage_device, storage_profile, time_scale, system_scales, host_speed,
-                  validate_against, overrides,
+                  busy, validate_against, overrides,
                   records_dir, output, as_json):
     """Every system at equal memory, replicated and interleaved; with --accelerator, AU and the floor."""
     from lsm_gnn.config import load_config
@@ -633,7 +722,7 @@ def bench_compare(config_path, dataset, devices, machines, trainers, warmup, tim
     res = compare(cfg, devices=devices, machines=machines, trainers=trainers,
                   systems=_systems(systems, cfg.train.accelerator == "emulated"), repeats=repeats,
                   records_dir=records_dir, sweep=scales, limits=limits, fio=fio_path, progress=not as_json,
-                  scale_given=given, system_scales=own)
+                  scale_given=given, system_scales=own, busy=busy)
     if others:
         prim = (res.get("validation") or {}).get("primitive")
         res["validation"] = validation([res, *others])

@@ -29,6 +29,7 @@ def exchange_worker(cfg: RunConfig, rank: int, world_size: int, heartbeat, args:
     import torch.distributed as dist
 
     from lsm_gnn.multidevice.exchange import Exchange
+    from lsm_gnn.ownership import reorder_blocks
 
     G = world_size
     per_peer = max(1, int(args["bytes_per_rank"]) // ((G - 1) * ROW_BYTES))
@@ -45,7 +46,7 @@ def exchange_worker(cfg: RunConfig, rank: int, world_size: int, heartbeat, args:
             for t in order:
                 dist.barrier()
                 t0, c0 = time.perf_counter(), time.process_time()
-                exchanges[t].send_rows(rows, counts, counts).reorder(positions, out=out)
+                reorder_blocks(exchanges[t].send_rows(rows, counts, counts).blocks, positions, out)
                 if i >= int(args["warmup"]):
                     times[t].append(time.perf_counter() - t0)
                     cpu[t].append(time.process_time() - c0)

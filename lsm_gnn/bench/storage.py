@@ -87,6 +87,94 @@ def run_fio(fio: str, path: str, size: int, seconds: float, job: dict) -> dict:
     return {"available": False, "reason": f"fio failed: {last}"}
 
 
+PROBE_DEPTH = 32  # fio's random job's queue depth (FIO_RANDOM)
+
+
+def native_random_iops(path: str, seconds: float = 2.0, depth: int = PROBE_DEPTH, block: int = 4096,
+                       seed: int = 0, chunk: int = 8192) -> dict:
+    """fio's random job without fio: random `block`-byte O_DIRECT reads of `path` at block-aligned
+    offsets, `depth` in flight through Linux native AIO (lsm_gnn.storage.aio, the compiled
+    submit/reap loop the direct reader uses, GIL released), for about `seconds`; nothing is copied
+    out of the landing buffer. Returns iops (completed reads per second), or why not."""
+    import mmap
+    import os
+
+    from lsm_gnn.storage.aio import AioContext, aio_reads, aio_status
+
+    ok, why = aio_status()
+    if not ok:
+        return {"available": False, "reason": f"native AIO: {why}"}
+    if not hasattr(os, "O_DIRECT"):
+        return {"available": False, "reason": "no O_DIRECT on this platform"}
+    blocks = os.path.getsize(path) // block
+    if blocks < 1:
+        return {"available": False, "reason": f"{path}: smaller than one {block}-byte block"}
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError as e:
+        return {"available": False, "reason": f"{path}: O_DIRECT open failed: {e.strerror}"}
+    rng = np.random.default_rng(seed)
+    slots = 2 * depth  # reads land in a ring of slots (their bytes are not used)
+    landing = mmap.mmap(-1, slots * block)  # page-aligned, as O_DIRECT needs
+    buf = np.frombuffer(landing, np.uint8)
+    boffs = (np.arange(chunk, dtype=np.int64) % slots) * block
+    lens = np.full(chunk, block, np.int64)
+    seg = np.zeros(chunk + 1, np.int64)  # no rows to copy out of any read
+    none = np.zeros(0, np.int64)
+    out = np.zeros((1, block), np.uint8)
+    ctx = AioContext(depth)
+    done = failed = 0
+    errors: set = set()
+    try:
+        t0 = time.perf_counter()
+        while done + failed == 0 or time.perf_counter() - t0 < seconds:
+            offs = rng.integers(0, blocks, chunk, dtype=np.int64) * block
+            got = np.zeros(chunk, np.int64)
+            if aio_reads(ctx.ctx, fd, buf, offs, boffs, lens, depth, got, none, none, seg, block, out) < 0:
+                return {"available": False, "reason": "native AIO: io_submit or io_getevents failed"}
+            done += int((got == block).sum())
+            failed += int((got != block).sum())
+            errors.update(int(g) for g in np.unique(got[(got != block) & (got < 0)])[:4])
+            if done == 0:  # a whole chunk failed: the disk refuses these reads, not worth the seconds
+                break
+        elapsed = time.perf_counter() - t0
+    finally:
+        ctx.close()
+        os.close(fd)
+        del buf
+        landing.close()
+    if done == 0:
+        why = ", ".join(os.strerror(-e) for e in sorted(errors)) or "short reads"
+        return {"available": False, "reason": f"{path}: every one of {failed} reads failed ({why})"}
+    return {"available": True, "engine": "native libaio (lsm_gnn.storage.aio)", "rw": "randread", "bs": block,
+            "iodepth": depth, "iops": done / elapsed, "reads": done, "failed_reads": failed, "seconds": elapsed}
+
+
+def probe_disk(dataset: str, seconds: float = 3.0, depth: int = PROBE_DEPTH, fio: str = "fio") -> dict:
+    """The raw random 4 KiB read rate of the dataset's feature file (a step of `lsm-gnn check gpu`,
+    right after LSM-GNN read the same file): fio's random job where fio is installed, and the same
+    job through native AIO always (the GPU machine may have no fio); its pages dropped from the page
+    cache first. `iops`: the higher of the two (the disk's limit as the strongest probe found it)."""
+    from lsm_gnn.datasets.format import Dataset
+    from lsm_gnn.storage.pagecache import drop_file_cache
+
+    lay = Dataset(dataset).features()
+    drop_file_cache(lay.path)
+    by = {"fio": run_fio(fio, str(lay.path), lay.file_bytes, seconds, dict(FIO_RANDOM, iodepth=depth))}
+    drop_file_cache(lay.path)
+    by["native"] = native_random_iops(str(lay.path), seconds, depth)
+    ok = {k: v for k, v in by.items() if v.get("available")}
+    best = max(ok, key=lambda k: ok[k]["iops"]) if ok else None
+    out = {"file": str(lay.path), "file_bytes": lay.file_bytes, "block_bytes": 4096, "iodepth": depth,
+           "iops": ok[best]["iops"] if best else None, "probe": best, "by_probe": by}
+    if best is None:
+        out["error"] = "no probe ran: " + "; ".join(f"{k}: {v.get('reason')}" for k, v in by.items())
+    else:
+        print(f"[disk_probe] {lay.path}: {out['iops']:,.0f} random 4 KiB reads/s at depth {depth} ({best})",
+              flush=True)
+    return out
+
+
 def _batches(pattern: str, batch: int, num_rows: int, rng: np.random.Generator):
     if pattern == "random":  # uniform ids with repeats, as a sampler's input nodes have
         while True:

@@ -108,15 +108,36 @@ def primitive_check(host_speed: float = 1.0, scales=PRIMITIVE_SCALES, *, reps: i
             "worst_error": worst, "ok": worst is not None and worst <= PRIMITIVE_LIMIT}
 
 
-def validation(outputs: list[dict]) -> dict:
+def projection_rows(records, index_s: float | None = None) -> list[dict]:
+    """Each emulated run record (rec, source) of claim (a)'s systems projected on its testbed's
+    profile against its emulated epoch (lsm_gnn.project.emulated.project_emulated); the CPU speed
+    index measured here once when not given. Records of other systems are left out."""
+    from lsm_gnn.project.emulated import is_emulated, project_emulated
+    from lsm_gnn.project.model import CLAIM_SYSTEMS
+
+    chosen = [(r, s) for r, s in records if r.get("system") in CLAIM_SYSTEMS and is_emulated(r)]
+    if not chosen:
+        return []
+    if index_s is None:
+        from lsm_gnn.project.calibrate import cpu_index_seconds
+
+        index_s = cpu_index_seconds()
+    return [project_emulated(r, s, index_s) for r, s in chosen]
+
+
+def validation(outputs: list[dict], records=()) -> dict:
     """The three checks of the emulated testbed, from one or more bench compare outputs (the first is
     this run; the others: --validate-against FILE, or `lsm-gnn bench validate A.json B.json ...`):
 
-    - replication: every system's spread (max - min) / median over the runs of each output, <= 5 %;
+    - replication: every system's spread (max - min) / median over the runs of each output, <= 5 %
+      (`busy_core`: an output whose runs had a process spinning on one core, bench compare --busy-core);
     - dilation: two outputs on the same emulated storage profile and accelerator at different time
       scales (their epochs divided back by the scale): each system's epochs within 5 %;
     - emulator_vs_real: an output on the emulated `vm` profile (fio-measured) at time scale 1 and one
       on the real disk: each system's median epoch within 10 %.
+    - projection_vs_emulation: lsm and distdgl's emulated runs (the outputs' own,
+      `projection_vs_emulation_runs`, and `records`, (record, source) pairs) projected on the
+      testbed's profile against their emulated steady epoch, within 10 % (lsm_gnn.project.emulated).
     A check whose outputs are missing is None. Each names the outputs it used (`source`)."""
     def src(o, i):
         return o.get("source") or ("this run" if i == 0 else f"output {i}")
@@ -126,6 +147,7 @@ def validation(outputs: list[dict]) -> dict:
         sp = {s: v.get("spread", v["epoch_steady_s"].get("spread")) for s, v in (o.get("systems") or {}).items()}
         if sp:
             rep[src(o, i)] = {"spread": sp, "runs": {s: v["epoch_steady_s"]["runs"] for s, v in o["systems"].items()},
+                              "busy_core": bool(o.get("busy_core")),  # runs beside a process spinning on a core
                               "ok": all(x is not None and x <= SPREAD_LIMIT for x in sp.values())}
     out = {"replication": {"limit": SPREAD_LIMIT, "outputs": rep, "ok": all(r["ok"] for r in rep.values())}
            if rep else None, "dilation": None, "emulator_vs_real": None}
@@ -150,6 +172,10 @@ def validation(outputs: list[dict]) -> dict:
                 break
         if out["dilation"]:
             break
+    from lsm_gnn.project.emulated import check
+
+    out["projection_vs_emulation"] = check([r for o in outputs for r in o.get("projection_vs_emulation_runs") or []]
+                                           + projection_rows(list(records)))
     out["host_ground_truth"] = host_ground_truth(emu, src)
     out["verdict"] = verdict_by_host_speed(emu, src)
     vm = next(((i, o) for i, o in emu if o.get("storage_profile") == "vm" and (o.get("time_scale") or 1) == 1), None)
@@ -178,6 +204,8 @@ def verdict_by_host_speed(emu: list[tuple[int, dict]], src) -> dict | None:
     """The claim's class from outputs at f = 0.5, 1 and 2 (HOST_SPEEDS; lsm and distdgl, valid runs
     only: a ratio of None is no class): the ratio and its min-max over rounds for each f; decided only
     where every f gives the same class. None without any output that has the ratio."""
+    from lsm_gnn.testbed import depends_on_host_speed
+
     by_f = {}
     for i, o in emu:
         f = o.get("host_speed")
@@ -187,6 +215,26 @@ def verdict_by_host_speed(emu: list[tuple[int, dict]], src) -> dict | None:
         pr = (o.get("per_round_vs_lsm") or {}).get("distdgl") or {}
         by_f[float(f)] = {"ratio": r, "min": pr.get("min"), "max": pr.get("max"), "class": claim_class(r),
                           "source": src(o, i)}
+    if not depends_on_host_speed("lsm"):
+        # an output of Dist-DGL alone at another f: LSM-GNN charges no stage at host speed (the table),
+        # so its epoch is the same at every f and is taken from an output of the same profile and
+        # accelerator; the range pairs the extremes (Dist-DGL's min over LSM-GNN's max, and back)
+        for i, o in emu:
+            f = o.get("host_speed")
+            if f is None or float(f) in by_f or "distdgl" not in (o.get("systems") or {}):
+                continue
+            base = next(((j, b) for j, b in emu if "lsm" in (b.get("systems") or {})
+                         and b.get("storage_profile") == o.get("storage_profile")
+                         and b.get("accelerator") == o.get("accelerator")), None)
+            if base is None:
+                continue
+            d, L = o["systems"]["distdgl"]["epoch_steady_s"], base[1]["systems"]["lsm"]["epoch_steady_s"]
+            ok = None not in (d.get("median"), d.get("min"), d.get("max"), L.get("median"), L.get("min"), L.get("max"))
+            r = d["median"] / L["median"] if ok else None
+            by_f[float(f)] = {"ratio": r, "min": d["min"] / L["max"] if ok else None,
+                              "max": d["max"] / L["min"] if ok else None, "class": claim_class(r),
+                              "source": f"{src(o, i)} (Dist-DGL) over {src(base[1], base[0])} (LSM-GNN: no stage "
+                                        f"charged at host speed)"}
     if not by_f:
         return None
     missing = [f for f in HOST_SPEEDS if f not in by_f]
@@ -231,8 +279,10 @@ def host_ground_truth(emu: list[tuple[int, dict]], src) -> dict | None:
             and all(abs(x) <= HOST_STAGE_LIMIT for x in stages.values())}
 
 
-def load_outputs(paths) -> list[dict]:
-    """bench compare outputs (JSON files), each tagged with its path as `source`."""
+def load_outputs(paths, records: list | None = None) -> list[dict]:
+    """bench compare outputs (JSON files), each tagged with its path as `source`. With `records` (a
+    list), run records (`"kind": "train"`, schema-checked) among the files are appended to it as
+    (record, path) pairs instead (the projection-vs-emulation check)."""
     import json
 
     from lsm_gnn.utils.errors import InputError
@@ -243,8 +293,15 @@ def load_outputs(paths) -> list[dict]:
             o = json.loads(Path(p).read_text())
         except (OSError, ValueError) as e:
             raise InputError(f"{p}: not a readable bench compare output ({e})") from None
+        if records is not None and isinstance(o, dict) and o.get("kind") == "train" and "schema_version" in o:
+            from lsm_gnn.records import validate_record
+
+            validate_record(o, str(p))
+            records.append((o, str(p)))
+            continue
         if not isinstance(o, dict) or o.get("benchmark") != "compare":
-            raise InputError(f"{p}: not a bench compare output (expected \"benchmark\": \"compare\")")
+            raise InputError(f"{p}: not a bench compare output (expected \"benchmark\": \"compare\")"
+                             + (" or a run record (\"kind\": \"train\")" if records is not None else ""))
         outs.append({**o, "source": str(p)})
     return outs
 
@@ -289,6 +346,18 @@ def print_validation(v: dict | None) -> None:
                    f"{', '.join(f'{x:g}' for x in p['scales'])}, f = {p['host_speed']:g}, quiet and beside a busy "
                    f"process): worst error {_pct(p['worst_error'])} % ({per}) (limit {100 * p['limit']:g} %): "
                    f"{ok(p['ok'])}")
+    pe = v.get("projection_vs_emulation")
+    if pe:
+        def one(s, x):
+            e, pb, eb = x["error"], x["projected_bound"], x["emulated_bound"]
+            err = f"{100 * e:+.1f} %" if e is not None else f"n/a ({x['why_none']})"
+            ms = "n/a" if eb["seconds"] is None else f"{1e3 * eb['seconds']:.2f} ms"
+            return (f"{s} {err} (projected bound {pb['bottleneck']} ({pb['stage']}); emulated bound "
+                    f"{eb['stage']} on the {eb['part']}, {ms} per iteration)")
+        click.echo(f"validation, projection vs emulation (profile {', '.join(pe['profiles'])}): "
+                   + "; ".join(one(s, x) for s, x in pe["systems"].items())
+                   + (f"; no run of {', '.join(pe['missing'])}" if pe["missing"] else "")
+                   + f" (limit {100 * pe['limit']:g} %): {ok(pe['ok'])}")
     e = v.get("emulator_vs_real")
     click.echo("validation, emulator vs real disk: " + ("needs a vm-profile output at scale 1 and a real-disk output "
                                                         "(--validate-against)" if not e else
@@ -304,14 +373,16 @@ def print_validation(v: dict | None) -> None:
               show_default=True, metavar="F", help="f of the primitive's check.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_validate(outputs, primitive, host_speed, as_json):
-    """The emulated testbed's checks (replication, dilation invariance, emulator vs real disk) from
-    bench compare outputs already written (--output / --json files); with --primitive, the charging
-    primitive's check run here."""
+    """The emulated testbed's checks (replication, dilation invariance, emulator vs real disk, the
+    projection against the emulation) from bench compare outputs already written (--output / --json
+    files) and emulated run records (--records files: lsm and distdgl projected on the testbed's
+    profile); with --primitive, the charging primitive's check run here."""
     if not outputs and not primitive:
         raise click.UsageError("give bench compare outputs (JSON files), --primitive, or both")
-    res = validation(load_outputs(outputs)) if outputs else {"replication": None, "dilation": None,
-                                                              "emulator_vs_real": None, "host_ground_truth": None,
-                                                              "verdict": None}
+    records: list = []
+    res = validation(load_outputs(outputs, records), records) if outputs else {
+        "replication": None, "dilation": None, "emulator_vs_real": None, "host_ground_truth": None,
+        "verdict": None, "projection_vs_emulation": None}
     if primitive:
         res["primitive"] = primitive_check(host_speed)
     if emit(res, None, as_json):

@@ -4,7 +4,9 @@ tags, victim buffer and PVP (docs/cache.md; the exact contract: docs/cache-seman
 Modules: budget (one memory budget per device, split between cache lines and the victim buffer),
 geometry (sets/ways, ownership), window (reuse tags), policies (plug-ins + kernels),
 victim (victim queues, landing buffer), engines (the one factory from the config), engine (CPU
-engine, numba), gpu_engine (CuPy), reference (pure Python),
+engine, numba), gpu_engine (CuPy), device_pool (a device's rows: lines, queues, landing buffer) and
+serve (the plan of a batch's row moves without a host sync, run by torch or cuda/cache_serve.cu),
+reference (pure Python),
 replay (decision replay for the simulator), bench (CLI). The cache's feature sources (host and
 device data planes) are lsm_gnn.sources.cached and lsm_gnn.sources.cached_device.
 """

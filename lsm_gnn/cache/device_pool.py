@@ -9,17 +9,24 @@ bytes a spill or a prefetch moves are the bytes a GPU moves.
 Rows are viewed as the widest integer word dividing the row size (int64, int32 or uint8): a
 row gather then moves 512 words of a 4 KiB row rather than 4096 bytes.
 
-One batch, in this order (the caller's plan, lsm_gnn.sources.cached_device, says which rows):
-`gather_lines` (every request from its line: the hits' rows, before any line is written),
-`spill` (evicted lines to their queue positions, read before any fill), `gather_landed` (victim
-hits from the landing buffer), `upload` (storage rows from the pinned staging buffer),
-`place_misses` (storage and victim-hit rows to the output and, the last fill of a slot only,
-into the lines), then `land` (PVP: queue q -> landing buffer).
+One batch, in this order (the caller's plan, lsm_gnn.cache.serve.plan_batch, says which rows):
+`serve(LINE)` (the hits' rows from their lines, before any line is written), `spill_records`
+(evicted lines to their queue rows, read before any fill), `serve(LANDING)` (victim hits from the
+landing buffer), `arrived` (the staged storage rows where the serve reads them), `serve(STAGED)`
+(storage rows to the batch tensor), `fill` (the last fill of each slot: its row, from the batch
+tensor, into the line), then `land` (PVP: queue q -> landing buffer). The moves run on one of two
+engines (lsm_gnn.cache.serve): on CUDA with CuPy, the warp-per-row kernels of cuda/cache_serve.cu,
+which read the staging buffer in place as mapped pinned memory (no upload) and write spills
+straight into the pinned queues; otherwise (the CPU, or CUDA without CuPy) torch index ops of no
+data-dependent size. The older moves (`gather_lines`, `spill` by runs, `gather_landed`, `upload`,
+`place_misses`) stay for callers of their own and the torch engine on CUDA.
 
 Streams on CUDA (on the CPU every copy is synchronous and the same code runs):
-* the current stream runs the gathers and fills, in the order above;
-* `h2d_stream` uploads storage rows; the current stream waits for it, and the next `staging`
-  waits (host) until the upload left the pinned buffer before the reader refills it;
+* the current stream runs the gathers, serves, spill kernels and fills, in the order above (the
+  data plane makes it its own fetch stream: lsm_gnn.sources.cached_device);
+* `h2d_stream` uploads storage rows (torch engine); the current stream waits for it, and the next
+  `staging` waits (host) until the upload (kernel engine: the serve that read the staging in
+  place) left the pinned buffer before the reader refills it;
 * `d2h_stream` copies spilled rows (gathered into a scratch tensor on the current stream, so a
   later fill of the same line cannot change them) into the pinned queues; it waits for the last
   landing copy, which may still be reading the queue rows a spill overwrites;
@@ -30,13 +37,20 @@ Streams on CUDA (on the CPU every copy is synchronous and the same code runs):
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+import os
+from contextlib import contextmanager, nullcontext
 
+import numpy as np
 import torch
 
+from lsm_gnn.cache import gpu_engine
 from lsm_gnn.cache.rowpool import _available_memory
+from lsm_gnn.cache.serve import LANDING, LINE, STAGED, KernelRows, TorchRows
 from lsm_gnn.storage.base import aligned_empty
 from lsm_gnn.utils.errors import ConfigError, InputError
+
+
+ROWS_ENGINE_ENV = "LSM_GNN_ROWS_ENGINE"   # torch | kernel: which engine moves the rows (default: kernel on CUDA)
 
 
 def word_dtype(row_bytes: int) -> torch.dtype:
@@ -52,12 +66,23 @@ def gather_rows(src: torch.Tensor, index: torch.Tensor, out: torch.Tensor) -> to
     return torch.index_select(src, 0, index, out=out)
 
 
+def spill_runs(dst: np.ndarray, depth: int) -> list[tuple[int, int, int]]:
+    """(i, j, dst[i]) for each run of consecutive queue rows dst[i:j] (ascending) inside one queue
+    of `depth` rows: one DMA copy each (DeviceRowPool.spill)."""
+    dst = np.asarray(dst)
+    if not len(dst):
+        return []
+    cut = np.flatnonzero((np.diff(dst) != 1) | (np.diff(dst // max(depth, 1)) != 0)) + 1
+    starts, ends = np.concatenate([[0], cut]), np.concatenate([cut, [len(dst)]])
+    return [(int(i), int(j), int(dst[i])) for i, j in zip(starts, ends) if j > i]
+
+
 class DeviceRowPool:
     """`lines` cache lines of `row_bytes` on `device`; with `pvp`, `window` queues of `depth`
     rows in (pinned) host memory and a landing buffer of `depth` rows on `device`."""
 
     def __init__(self, lines: int, row_bytes: int, *, window: int = 0, depth: int = 0, pvp: bool = False,
-                 device="cpu"):
+                 device="cpu", rows_engine=None):
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
         if self.cuda and self.device.index is None:
@@ -72,7 +97,10 @@ class DeviceRowPool:
             raise ConfigError("<cache config>", "cache.capacity_fraction / cache.victim_buffer.depth",
                               f"the host tiers need {host_rows * self.row_bytes} bytes, {avail} are available")
         rows = (self.row_words,)
-        self.cache = torch.zeros((self.lines,) + rows, dtype=self.word, device=self.device)
+        # one scratch line past the last: the torch engine's masked fills land there (a fixed-size
+        # index_copy_ instead of a compaction that would make the host wait); `cache` is the lines
+        self._lines = torch.zeros((self.lines + 1,) + rows, dtype=self.word, device=self.device)
+        self.cache = self._lines[: self.lines]
         self.queues = torch.zeros((self.window * self.depth,) + rows, dtype=self.word, pin_memory=self.cuda)
         self.landing = torch.zeros((self.depth,) + rows, dtype=self.word, device=self.device)
         self._stage = None
@@ -85,6 +113,53 @@ class DeviceRowPool:
             self.h2d_stream = torch.cuda.Stream(self.device, priority=greatest)
             self.d2h_stream = torch.cuda.Stream(self.device)
             self.land_stream = torch.cuda.Stream(self.device, priority=least)
+        self._mapped = {}   # host address -> device address of mapped pinned rows (staging, queues)
+        self.rows = rows_engine if rows_engine is not None else self._default_rows()
+
+    def _default_rows(self):
+        """The engine of the row moves: the serve kernels on CUDA where CuPy is there, else torch;
+        $LSM_GNN_ROWS_ENGINE = torch | kernel overrides (e.g. to compare them on one GPU)."""
+        want = os.environ.get(ROWS_ENGINE_ENV, "").strip().lower()
+        if want not in ("", "kernel", "torch"):
+            raise InputError(f"${ROWS_ENGINE_ENV}: expected 'kernel' or 'torch', found {want!r}")
+        if want == "torch" or not self.cuda:
+            return TorchRows()
+        if not gpu_engine.available():
+            if want == "kernel":
+                raise InputError(f"${ROWS_ENGINE_ENV}=kernel: the serve kernels need CuPy with a usable GPU "
+                                 f"(the `gpu` extra)")
+            return TorchRows()
+        return KernelRows(gpu_engine._module(), self._address, self._cupy_on_current)
+
+    @property
+    def zero_copy(self) -> bool:
+        """True when the serve reads staged rows in place (mapped pinned memory) and spills are
+        kernel writes into the queues: the kernel engine."""
+        return bool(self.rows.zero_copy)
+
+    def _address(self, t: torch.Tensor) -> int:
+        """Where a kernel reads tensor t: its address on the device, or the device address of
+        pinned host memory (looked up once per buffer: lsm_gnn.utils.mapped)."""
+        if t.device.type != "cpu" or not self.cuda:
+            return t.data_ptr()
+        from lsm_gnn.utils.mapped import MappedHost
+
+        ptr = t.data_ptr()
+        got = self._mapped.get(ptr)
+        if got is None:
+            got = self._mapped[ptr] = MappedHost(ptr, t.numel() * t.element_size(), pinned=True,
+                                                 what="row pool's pinned host rows").device_ptr
+        return got
+
+    @contextmanager
+    def _cupy_on_current(self):
+        """CuPy's launches on torch's current stream and device (ordered with the torch work)."""
+        import cupy
+
+        ptr = torch.cuda.current_stream(self.device).cuda_stream
+        stream = cupy.cuda.ExternalStream(ptr) if ptr else cupy.cuda.Stream.null
+        with cupy.cuda.Device(self.device.index), stream:
+            yield
 
     @property
     def victim_bytes(self) -> int:
@@ -148,7 +223,48 @@ class DeviceRowPool:
         rows.record_stream(cur)  # allocated on the copy stream, read on the current one
         return rows
 
-    # ---- one batch (see the module docstring for the order) -----------------------------------
+    # ---- one batch, from the plan's descriptors (lsm_gnn.cache.serve) -------------------------
+    def arrived(self, host_rows: torch.Tensor) -> torch.Tensor:
+        """The staged storage rows where `serve` reads them: the pinned rows themselves with the
+        kernel engine (read in place over PCIe), else uploaded (`upload`)."""
+        return host_rows if self.zero_copy else self.upload(host_rows)
+
+    def serve(self, src: torch.Tensor, out: torch.Tensor, kinds: int, staged: torch.Tensor | None = None) -> None:
+        """out[i] := the row descriptor src[i] names (line, landing row or staged row), for the
+        requests whose kind is in the bit set `kinds` (lsm_gnn.cache.serve.bits)."""
+        if not len(src):
+            return
+        if self.cuda and kinds & (1 << LANDING):
+            self._wait_landed()
+        self.rows.serve({LINE: self.cache, LANDING: self.landing, STAGED: staged}, src, out, kinds)
+        if self.cuda and self.zero_copy and staged is not None and kinds & (1 << STAGED):
+            # the kernel read the pinned staging in place: the reader may refill it after this
+            self._uploaded = self._event(self._current())
+
+    def fill(self, fill_slot: torch.Tensor, fill_req: torch.Tensor, out: torch.Tensor) -> None:
+        """Line fill_slot[d] := out[fill_req[d]] where fill_slot[d] >= 0 (the last fill of each
+        slot: the miss's row, from the batch tensor already on the device)."""
+        if len(fill_slot):
+            self.rows.put(out, fill_req, self._lines, fill_slot, scratch=self.lines)
+
+    def spill_records(self, slots: torch.Tensor, dst: torch.Tensor, dst_host: np.ndarray) -> None:
+        """Line slots[k] -> queue row dst[k] (the engine's records, any order; `dst_host`: dst on
+        the host). Kernel engine: warp writes into the mapped pinned queues; torch on the CPU: one
+        index_copy_; torch on CUDA: DMA copies of the runs of consecutive queue rows (`spill`)."""
+        if not len(slots):
+            return
+        if self.zero_copy:
+            if self.cuda:
+                self._wait_landed()   # the last landing copy may still read these queue rows
+            self.rows.put(self.cache, slots, self.queues, dst)
+        elif not self.cuda:
+            self.queues.index_copy_(0, dst, self.cache.index_select(0, slots))
+        else:
+            order = np.argsort(dst_host, kind="stable")
+            index = torch.from_numpy(order.astype(np.int64)).pin_memory().to(self.device, non_blocking=True)
+            self.spill(slots.index_select(0, index), spill_runs(np.asarray(dst_host)[order], self.depth))
+
+    # ---- one batch, the older moves (see the module docstring for the order) -------------------
     def gather_lines(self, slots: torch.Tensor, out: torch.Tensor) -> None:
         """out[i] = line slots[i]."""
         if len(slots):
@@ -210,5 +326,6 @@ class DeviceRowPool:
 
     def close(self) -> None:
         self.synchronize()
-        self.cache = self.queues = self.landing = self._stage = None
+        self.cache = self._lines = self.queues = self.landing = self._stage = None
+        self._mapped = {}
         self._uploaded = self._landed = None

@@ -413,12 +413,13 @@ class CpuCacheEngine:
         self.pagerank = np.zeros(lines, np.uint8)
         self.tag = np.full(lines, NO_REUSE, TAG_DTYPE)
         self.set_fill = np.zeros(sets, np.int32)
-        # the policy's own state (stamp, visited, newer, older, rr, head, tail, hand: empty unless
-        # the policy keeps it), as attributes for inspection and one tuple for the kernels
-        self.policy_state = state_arrays(self.policy_name, lines, sets)
-        for name, arr in self.policy_state.items():
-            setattr(self, name, arr)
-        self._ps = tuple(self.policy_state[name] for name in STATE_ORDER)
+        # the policy's own state (the built-in stamp, visited, newer, older, rr, head, tail, hand,
+        # then every registered policy's slots: empty unless the policy keeps it), as one tuple for
+        # the kernels in the layout of the token they get, the built-in arrays as attributes too
+        self.policy_state = state_arrays(self.policy_name, lines, sets, classes=hooks.table_classes(self.policies))
+        for name in STATE_ORDER:
+            setattr(self, name, self.policy_state[name])
+        self._ps = tuple(self.policy_state.values())
         self.rows = np.full((nloc, ROW_FIELDS), -1, np.int32)
         self.rows[:, ROW_MASK] = 0  # no window batch requests anything yet
         self.dirty = np.zeros(lines, np.int64)

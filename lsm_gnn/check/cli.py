@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from lsm_gnn.check.gpu import BUDGET_S, STEPS, TESTS_SHARE
+from lsm_gnn.check.gpu import BUDGET_S, STEPS, TESTS_LIMIT_S, TESTS_SHARE
 from lsm_gnn.utils.outpaths import output_option
 
 
@@ -19,11 +19,12 @@ def check():
 @check.command("gpu")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               callback=output_option("into", "check folder"),
-              help="Folder for gpu_check.json, the logs and the measured accelerator profile.")
+              help="Folder for gpu_check.json, the measured accelerator profile (and the logs unless --logs).")
 @click.option("--quick", is_flag=True, help="Smaller sizes and a shorter budget.")
 @click.option("--budget", type=float, default=None,
-              help=f"Seconds for the whole check (default {BUDGET_S['full']}, quick {BUDGET_S['quick']}); "
-                   f"the GPU tests get {TESTS_SHARE:.0%} of it.")
+              help=f"Seconds for the whole check (default {BUDGET_S['full']}, quick {BUDGET_S['quick']}: the sum "
+                   f"of its parts' limits); the GPU tests get {TESTS_LIMIT_S['full']} s (quick "
+                   f"{TESTS_LIMIT_S['quick']}), or {TESTS_SHARE:.0%} of a shorter budget.")
 @click.option("--tests", "tests_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The repository's tests/ folder (default: ./tests).")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -34,7 +35,7 @@ def check():
 @click.option("--logs", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the tests' and steps' logs (default: --out; tools/gpu-check.sh packs them).")
 def gpu(out, quick, budget, tests_dir, data_dir, keep_data, skip, skip_tests, logs):
-    """Every GPU test and GPU benchmark, time-boxed, into OUT/gpu_check.json.
+    """Every GPU test and the GPU steps its targets read, time-boxed, into OUT/gpu_check.json.
 
     Exit status: 0 all passed and every target met, 1 a test or step failed, 2 no GPU, 3 all passed
     but a target was missed."""

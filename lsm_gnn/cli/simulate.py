@@ -41,8 +41,10 @@ def _int_list(text: str) -> list[int]:
 @click.option("--max-batches", type=click.IntRange(min=1), default=None,
               help="Cut each epoch to its first N iterations.")
 @click.option("--split", type=click.Choice(["train", "val", "test"]), default="train", show_default=True)
-@click.option("--policy", "policies", multiple=True, type=click.Choice(list(POLICIES) + ["all"]),
-              help="Eviction policy (repeatable; default all).")
+@click.option("--policy", "policies", multiple=True, metavar="NAME",
+              help=f"Eviction policy (repeatable; default all): one of {', '.join(POLICIES)}; 'all' (those and the "
+                   "installed ones of the entry-point group lsm_gnn.policies); or one of your own, "
+                   "package.module:Class or path/to/file.py:Class (docs/cache.md).")
 @click.option("--cache-fraction", "fractions", multiple=True, type=click.FloatRange(0, 1, min_open=True),
               help="Total memory per device (cache + victim buffer + landing buffer) as a fraction of all "
                    f"rows (repeatable; default config's, {_CACHE.capacity_fraction}).")
@@ -132,7 +134,7 @@ def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs
             raise InputError(f"--host-fraction must lie in [0, 1), found {host_fraction}")
         base = base.model_copy(update={"victim_buffer": base.victim_buffer.model_copy(
             update={"host_fraction": host_fraction})})
-    chosen = list(POLICIES) if (not policies or "all" in policies) else list(dict.fromkeys(policies))
+    chosen = _chosen_policies(policies)
     from lsm_gnn.cache.policies import get_policy
 
     if any(k < 1 for k in lookaheads):
@@ -166,6 +168,33 @@ def simulate(dataset, trace_path, config_path, fanouts, batch_size, seed, epochs
         click.echo(json.dumps(summary, default=_json_default))
     else:
         _print_tables(df, trace, mode)
+
+
+def _chosen_policies(policies) -> list[str]:
+    """The --policy values as run, in order: 'all' the configurable registered policies and the
+    installed ones (entry-point group lsm_gnn.policies); any other value resolved by the registry
+    (a name, package.module:Class or path/to/file.py:Class: imported and registered here). A
+    policy named twice (say by its file and through 'all') runs once, under the first name."""
+    from lsm_gnn.cache.policies import configurable_names, installed_policies, policy_class
+    from lsm_gnn.utils.errors import InputError
+
+    names = []
+    for p in dict.fromkeys(policies or ["all"]):
+        if p == "all":
+            installed_policies()
+            names += configurable_names()
+        else:
+            names.append(p)
+    chosen, seen = [], set()
+    for name in names:
+        cls = policy_class(name)
+        if not cls.configurable:
+            raise InputError(f"--policy {name!r}: not a policy a run may name; expected one of "
+                             f"{', '.join(configurable_names())}")
+        if cls not in seen:
+            seen.add(cls)
+            chosen.append(name)
+    return chosen
 
 
 def _cache_config(base, policy: str, fraction: float, window: int, victim_depth: str, num_rows: int):

@@ -262,6 +262,7 @@ def _record(loader: WindowedLoader) -> dict:
 def _merged(loader: WindowedLoader, rec: dict, world: int, cpu_s: float) -> tuple[dict, float]:
     """Every rank's record and source figures gathered, merged as the torchrun entry merges them;
     and the ranks' CPU seconds summed (the merged record's CPU share counts every rank)."""
+    from lsm_gnn.ranks.launch import run_head
     from lsm_gnn.ranks.merge import merge_records
     from lsm_gnn.ranks.workers import source_metrics
 
@@ -270,7 +271,7 @@ def _merged(loader: WindowedLoader, rec: dict, world: int, cpu_s: float) -> tupl
     gathered = [None] * world
     torch.distributed.all_gather_object(gathered, {"record": rec, "source": source_metrics(loader.source),
                                                    "cpu_s": cpu_s})
-    merged = merge_records(loader.cfg, gathered, "train", max(ep["time_s"] for ep in loader.epochs) if loader.epochs
+    merged = merge_records(run_head(loader.cfg), gathered, "train", max(ep["time_s"] for ep in loader.epochs) if loader.epochs
                            else 0.0)
     return merged, sum(g["cpu_s"] for g in gathered)
 

@@ -56,7 +56,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from lsm_gnn.ownership import reorder_blocks
 from lsm_gnn.multidevice.health import NULL_HEARTBEAT, Heartbeat
 from lsm_gnn.utils.errors import DistributedError, InputError
 
@@ -81,19 +80,15 @@ class ExchangeStats:
 
 class ReceivedRows:
     """The rows a requester received, one block per owner in rank order (uint8 row views: a slice
-    of the collective's buffer, or of an owner's shared-memory outbox), until the next exchange."""
+    of the collective's buffer, or of an owner's shared-memory outbox), until the next exchange.
+    The requester puts them in its own order with the one reorder rule,
+    `lsm_gnn.ownership.reorder_blocks(received.blocks, positions, out)`."""
 
     def __init__(self, blocks: list[np.ndarray], dim: int, dtype):
         self.blocks, self.dim, self.dtype = blocks, dim, np.dtype(dtype)
 
     def __len__(self) -> int:
         return int(sum(len(b) for b in self.blocks))
-
-    def reorder(self, positions: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """The rows in the requester's order: out[positions[k]] = k-th row received."""
-        if out is None:
-            out = np.empty((len(self), self.dim), dtype=self.dtype)
-        return reorder_blocks(self.blocks, positions, out)
 
 
 class Exchange:

@@ -82,3 +82,66 @@ def speed_sets(profile, at_s: float, skip=()) -> tuple[list[str], float]:
         value = node * factor if key in CPU_TIMES else node / factor
         out.append(f"{key}={value!r}")
     return out, factor
+
+
+GATHER_TABLE_BYTES = 256 << 20  # well beyond the caches, as the feature table is (at least 4 batches)
+GATHER_BATCH_ROWS = 6200        # the workflow's batch (128, fan-outs 10,15): about 6,200 input rows
+
+
+def host_memory_bandwidth(seconds: float = 1.0, seed: int = 0, batch_rows: int = GATHER_BATCH_ROWS,
+                          row_bytes: int = 4096) -> dict:
+    """One core's gather of random rows into a batch, the way the in-memory store does it
+    (lsm_gnn.storage.memory: np.take of sorted ids into a preallocated batch): bytes per second, the
+    median over repetitions for about `seconds`. The projection's `links.host_memory` (gather, hit
+    copies, reorder, victim copies and shared-memory rows on a CPU profile). The batch's size
+    matters: on the VM (2026-12-05, other benchmarks running) 6,200 rows of 4 KiB went at
+    2.5-3.6 GB/s and 8,192 at 2.0-2.4 GB/s, so the validation measures at its records' rows per
+    iteration. The profile's 1.67 GB/s came from the loop's gather on 2026-12-01; the workflow's
+    ideal gathered at 4.2 GB/s on 2026-12-05 00:28."""
+    import time
+
+    rng = np.random.default_rng(seed)
+    batch_rows = max(1, int(batch_rows))
+    dim = max(1, int(row_bytes) // 4)
+    rows = max(4 * batch_rows, GATHER_TABLE_BYTES // (4 * dim))
+    table = np.full((rows, dim), 1.0, dtype=np.float32)
+    out = np.empty((batch_rows, dim), dtype=np.float32)
+    row = dim * table.itemsize
+    times = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end or len(times) < 3:
+        ids = np.sort(rng.integers(0, rows, batch_rows))
+        t0 = time.perf_counter()
+        np.take(table, ids, axis=0, out=out)
+        times.append(time.perf_counter() - t0)
+    t = float(np.median(times))
+    return {"bandwidth": batch_rows * row / t, "reps": len(times), "seconds_per_batch": t,
+            "batch_rows": batch_rows, "row_bytes": row, "table_rows": rows, "seed": seed}
+
+
+def machine_sets(profile, seconds: float = 1.0, seed: int = 0, index_s: float | None = None,
+                 batch_rows: int = GATHER_BATCH_ROWS, row_bytes: int = 4096) -> dict:
+    """The CPU profile's machine constants measured here, now (a second or two, seeded): the host
+    memory gather (`links.host_memory.bandwidth`), and the CPU speed index (`cpu_index_seconds`) that
+    puts the per-row CPU constants (cache, KVStore, sampling, the step: CPU_TIMES, CPU_RATES) at this
+    machine's speed now. Returns {"sets": [KEY=VALUE], "measured": {key: {"value", "replaced", "how"}},
+    "index_s": the index}. Not a CPU profile: nothing (its figures are another machine's)."""
+    if not profile.cpu_only:
+        return {"sets": [], "measured": {}, "index_s": None}
+    hm = host_memory_bandwidth(seconds, seed, batch_rows, row_bytes)
+    key = "links.host_memory.bandwidth"
+    measured = {key: {"value": hm["bandwidth"], "replaced": profile.links.host_memory.bandwidth,
+                      "how": f"np.take of {hm['batch_rows']} random {hm['row_bytes']} B rows of a "
+                             f"{hm['table_rows'] * hm['row_bytes'] / 2**20:.0f} MiB table, median of {hm['reps']} "
+                             f"(seed {seed})"}}
+    at = index_s if index_s is not None else cpu_index_seconds(seed=seed)
+    speed, factor = speed_sets(profile, at, skip={key})
+    for item in speed:
+        k, _, v = item.partition("=")
+        node = profile.model_dump()
+        for part in k.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        measured[k] = {"value": float(v), "replaced": node,
+                       "how": f"the profile's figure x the CPU speed index now {1e3 * at:.2f} ms / the profile's "
+                              f"{1e3 * profile.cpu.index_s:.2f} ms (x{factor:.3f})"}
+    return {"sets": [*speed, f"{key}={hm['bandwidth']!r}"], "measured": measured, "index_s": at}

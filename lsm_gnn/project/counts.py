@@ -30,6 +30,9 @@ from lsm_gnn.metrics import record_measured_epochs, timed_window
 from lsm_gnn.utils.errors import DataError
 
 PAGE = 4096  # page size of the mmap loader's faults
+STRAGGLER_DEFAULT = 1.0
+"""The slowest worker's iteration before the all-reduce over the mean, for a record without per-worker
+times: none assumed (the projection then waits for no straggler and says so)."""
 
 
 @dataclass
@@ -67,6 +70,8 @@ class Counts:
     edges: float | None = None       # edges of the batch's blocks, E (None: not recorded)
     emulated_step: dict | None = None  # the StepModel constants an emulated accelerator waited (None: real)
     accelerator_profile: str | None = None  # its profile
+    straggler: float = STRAGGLER_DEFAULT  # W > 1: the slowest worker's iteration before the all-reduce / the mean
+    straggler_from: str = "default"  # where it came from (straggler_of)
     measured: dict = field(default_factory=dict)  # epoch_steady_s, per_iteration, ... (for validation)
 
     @property
@@ -143,6 +148,46 @@ def _run_cpu_index(metrics: dict) -> list[float]:
     return [float(ci[k]) for k in ("before", "after") if ci.get(k) is not None]
 
 
+def _work(per_iteration: dict) -> float:
+    """A worker's seconds per iteration before the all-reduce: every stage but `sync` (the wait for
+    the others and the all-reduce itself)."""
+    return sum(float(v or 0.0) for k, v in per_iteration.items() if k != "sync")
+
+
+def straggler_of(rec: dict) -> tuple[float, str]:
+    """How much longer the slowest worker's iteration before the all-reduce is than the mean, and
+    where that came from, in this order:
+
+    - Dist-DGL: `metrics.distdgl.trainer_work_s.slowest_over_mean` (baselines.harness: per timed
+      step, each trainer's total less its sync; the mean over the steps of the slowest over the
+      mean over the steps of the mean);
+    - Dist-DGL records without it, whose train step was an emulated wait (its all-reduce is then
+      only the trainers' meeting): the record's `sync` stage is the wait for the slowest, so
+      (work + sync) / work, work = the other stages' mean;
+    - the devices of lsm-gnn's loop: `metrics.ranks` (per rank, its stages' means): the slowest
+      rank's work over the mean (the per-step collectives keep them close: 1.001 in an emulated
+      LSM-GNN run, 2026-12-05);
+    - else STRAGGLER_DEFAULT.
+    """
+    m = rec.get("metrics") or {}
+    d = m.get("distdgl") or {}
+    tw = d.get("trainer_work_s") or {}
+    if tw.get("slowest_over_mean"):
+        return float(tw["slowest_over_mean"]), "metrics.distdgl.trainer_work_s (per step, slowest / mean)"
+    pi = (m.get("time") or {}).get("per_iteration") or {}
+    if rec.get("system") == "distdgl" and (m.get("accelerator") or {}).get("mode") == "emulated" and pi:
+        w = _work(pi)
+        if w > 0:
+            return (w + float(pi.get("sync") or 0.0)) / w, "metrics.time.per_iteration: (work + sync) / work"
+    ranks = [r for r in (m.get("ranks") or {}).values() if ((r or {}).get("time") or {}).get("per_iteration")]
+    if len(ranks) > 1:
+        ws = [_work(r["time"]["per_iteration"]) for r in ranks]
+        mean = sum(ws) / len(ws)
+        if mean > 0:
+            return max(ws) / mean, "metrics.ranks (slowest rank's stages / the mean)"
+    return STRAGGLER_DEFAULT, "default (no per-worker times in the record)"
+
+
 def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
     """The per-worker, per-iteration counts of a complete training record of any system."""
     if rec.get("status") != "complete":
@@ -184,6 +229,7 @@ def counts_from_record(rec: dict, source: str = "<record>") -> Counts:
         c.emulated_step, c.accelerator_profile = dict(acc["step"]), acc.get("profile")
     c.measured["au"] = acc.get("au")
 
+    c.straggler, c.straggler_from = straggler_of(rec)
     if system == "distdgl":
         d = m.get("distdgl") or {}
         M, T = int(d.get("machines", 2)), int(d.get("trainers_per_machine", 2))
@@ -263,7 +309,7 @@ def merge_repeats(runs: list[Counts]) -> Counts:
     merged = Counts(**{k: v for k, v in asdict(first).items() if k != "measured"})
     merged.source = " + ".join(c.source for c in runs)
     for k in ("rows", "local_hits", "peer_hits", "victim_hits", "storage_rows", "storage_io_ops", "storage_bytes",
-              "peer_rows", "exchange_bytes", "kvstore_bytes"):
+              "peer_rows", "exchange_bytes", "kvstore_bytes", "straggler"):
         setattr(merged, k, sum(getattr(c, k) for c in runs) / len(runs))
     if all(c.edges is not None for c in runs):
         merged.edges = sum(c.edges for c in runs) / len(runs)

@@ -6,7 +6,8 @@ Notation (per worker and iteration, lsm_gnn.project.counts.Counts): R rows reque
 S storage rows, IO storage reads, B_s storage bytes, V victim-buffer rows, P rows received from
 peers, X exchange bytes of the worker, W workers (devices or trainers), n SSDs per device.
 
-1. Stage costs (seconds; the resource in brackets):
+1. Stage costs (seconds; in brackets where each runs: the part of the testbed's table, `host` for
+   the CPU; the output's `resource` is that part, `table_stages` the table's stages, `link` the link):
    train     = fixed_s + row_s x R + edge_s x E (compute.step, or compute.accelerator's)  [gpu | cpu]
                (lsm_gnn.accelerator.StepModel: the model the emulated accelerators wait; a record
                whose run waited one, projected on a CPU profile, keeps its own constants: the
@@ -50,7 +51,15 @@ peers, X exchange bytes of the worker, W workers (devices or trainers), n SSDs p
    A record with overlap_fetch false (mmap in the harness) runs fetch and train in one lane.
 3. Floors (shared resources): ssd = every worker's reads through a shared SSD pool; pcie = one
    device's bytes over its link (storage + victim + h2d, + exchange without NVLink) / pcie_bw;
-   nic = one machine's bytes / nic_bw; cpu = all CPU seconds of a node / its cores.
+   nic = one machine's bytes / nic_bw; cpu = all CPU seconds of a node / its cores; Dist-DGL's
+   server = rows one machine sends x kvstore_server_row_s / its servers (each answers one request
+   at a time; a profile without the figure has no such floor); with it, kv_pull also waits for the
+   remote server: (q + 1) / 2 x remote / r x kvstore_server_row_s, q = trainers per machine /
+   servers per machine (its queue of the T trainers' requests, on average).
+   Every stage names the testbed table's stage(s) it is (TABLE_STAGES) and its part comes from
+   that table (lsm_gnn.testbed.part_of), `host` for every CPU stage of a CPU-only profile.
+   W > 1: a stage `straggler` = (rho - 1) x the iteration before the all-reduce, just before the
+   all-reduce (rho: the slowest worker's over the mean, Counts.straggler).
 4. CPU contention: a CPU stage runs at 1/k of a core, k = max(1, (L + servers) / cores), L = the
    busy cores the node's workers ask for: each lane counts its CPU seconds over the longest lane's
    seconds (at most 1), summed over lanes and workers (Dist-DGL's servers also run beside the
@@ -67,6 +76,7 @@ from lsm_gnn.accelerator import StepModel
 from lsm_gnn.project.counts import PAGE, Counts
 from lsm_gnn.project.profiles import Profile
 from lsm_gnn.storage.device_model import SSDModel, reads_seconds
+from lsm_gnn.testbed import part_of
 
 NUM_CLASSES = 19        # classes of the output layer for the gradient size (IGB and the synthetic graphs: 19)
 
@@ -75,9 +85,43 @@ NUM_CLASSES = 19        # classes of the output layer for the gradient size (IGB
 class Stage:
     name: str
     seconds: float          # on a dedicated resource (before CPU contention)
-    resource: str           # cpu, gpu, ssd, pcie, nvlink, nic, latency
     formula: str
     cpu_seconds: float = 0.0  # the CPU part of `seconds` (stretched under contention)
+    link: str | None = None   # a link stage: which of the profile's links (links.<link>) it crosses
+    split: dict | None = None  # a stage of several table stages: seconds of each (its part: the largest's)
+    resource: str = ""      # the part that runs it (lsm_gnn.testbed.PARTS), from the table: `_place`
+    table: tuple = ()       # the testbed table's stage(s) it is
+    parts: list | None = None   # a max(...) stage: its concurrent parts
+    hidden: "Stage | None" = None  # storage_wait: the copy that hides the reads
+
+
+# Each projected stage as the stage(s) of the testbed's one table (lsm_gnn/testbed.py) it is: its part
+# is the table's (`part_of(system, stage)`); a projected stage without an entry here, or whose table
+# stage the system lacks, is an error. A max(...) stage (serve, reads, storage_wait) is its parts'.
+TABLE_STAGES: dict[str, tuple[str, ...]] = {
+    "sample": ("sample",),
+    "rpc_sample": ("sample", "sample_rpc"),      # Dist-DGL: host sampling + one NIC round trip per RPC
+    "exchange_ids": ("exchange_ids",),
+    "storage": ("fetch_storage",),
+    "faults": ("fetch_storage",),
+    "fault_cpu": ("page_cache",),
+    "io_cpu": ("read_submit",),
+    "pcie_in": ("storage_to_device",),
+    "h2d_storage": ("storage_to_device",),
+    "cache": ("fetch_cache",),
+    "hit_copy": ("fetch_cache",),
+    "gather": ("fetch_cache",),
+    "io_cpu+gather": ("read_submit", "fetch_cache"),
+    "victim": ("fetch_victim",),
+    "exchange_rows": ("exchange_rows",),
+    "reorder": ("reorder",),
+    "h2d": ("copy_to_gpu",),
+    "kv_pull": ("exchange_rows", "pull_rpc", "server_pull"),  # Dist-DGL: the trainer's KVStore work, the NIC,
+                                                              # the remote server's handler
+    "train": ("train",),
+    "allreduce": ("sync",),
+    "straggler": ("sync",),                      # the wait for the slowest worker, inside the sync
+}
 
 
 @dataclass
@@ -155,7 +199,7 @@ def _storage(c: Counts, p: Profile, ios: float, nbytes: float, qd: int, name="st
     f = (f"max({W} x IO {_fmt(ios)} / ({_fmt(n)} SSD x {_fmt(st.ssd_iops)} IOPS) = {_fmt(iops_t)}, "
          f"{W} x B {_fmt(nbytes)} / ({_fmt(n)} x {_fmt(st.ssd_bandwidth)} B/s) = {_fmt(bw_t)}, "
          f"IO x {_fmt(st.latency_s)} s / QD {qd} = {_fmt(lat_t)}) -> {which}")
-    return Stage(name, t, "ssd", f)
+    return Stage(name, t, f)
 
 
 def _measured_fault(c: Counts, p: Profile) -> bool:
@@ -174,14 +218,14 @@ def _faults(c: Counts, p: Profile, faults: float) -> Stage:
     n = st.ssds_per_device
     faulting = c.workers if st.shared else 1
     if _measured_fault(c, p):  # page cache work included
-        return Stage("faults", faults * st.fault_s, "ssd",
+        return Stage("faults", faults * st.fault_s,
                      f"faults {_fmt(faults)} x {_fmt(st.fault_s)} s (measured with {faulting} processes faulting)")
     others = faulting - 1
     per = st.latency_s + others / (n * st.ssd_iops)
     t = faults * per
     f = (f"faults {_fmt(faults)} x (latency {_fmt(st.latency_s)} s + {others} other workers / "
          f"({_fmt(n)} SSD x {_fmt(st.ssd_iops)} IOPS)) = {_fmt(faults)} x {_fmt(per)} s")
-    return Stage("faults", t, "ssd", f)
+    return Stage("faults", t, f)
 
 
 def _ssd_floor(c: Counts, p: Profile, ios: float, nbytes: float) -> dict | None:
@@ -196,22 +240,24 @@ def _ssd_floor(c: Counts, p: Profile, ios: float, nbytes: float) -> dict | None:
 
 
 def _cpu(name: str, seconds: float, formula: str) -> Stage:
-    return Stage(name, seconds, "cpu", formula, cpu_seconds=seconds)
+    return Stage(name, seconds, formula, cpu_seconds=seconds)
 
 
 def _on(p: Profile, name: str, seconds: float, formula: str) -> Stage:
-    """A stage that runs on the GPU on GPU profiles and on the CPU otherwise."""
+    """A stage that runs on the GPU on GPU profiles and on the CPU otherwise (CPU work there)."""
     if p.cpu_only:
         return _cpu(name, seconds, formula)
-    return Stage(name, seconds, "gpu", formula)
+    return Stage(name, seconds, formula)
 
 
-def _link(p: Profile, name: str, nbytes: float, link, resource: str) -> Stage:
+def _link(p: Profile, name: str, nbytes: float, link, which: str) -> Stage:
+    """`nbytes` over the profile's link `which` (links.<which>); on a CPU profile the gloo exchange and
+    host-memory copies are CPU work."""
     t = nbytes / link.bandwidth + link.latency_s
     f = f"{_fmt(nbytes)} B / {_fmt(link.bandwidth)} B/s + {_fmt(link.latency_s)} s"
-    if p.cpu_only and resource in ("exchange", "host_memory"):
-        return _cpu(name, t, f)
-    return Stage(name, t, resource, f)
+    st = _cpu(name, t, f) if (p.cpu_only and which in ("exchange", "host_memory")) else Stage(name, t, f)
+    st.link = which
+    return st
 
 
 def _max(name: str, parts: list) -> Stage:
@@ -219,8 +265,8 @@ def _max(name: str, parts: list) -> Stage:
     parts = [s for s in parts if s is not None]
     top = max(parts, key=lambda s: s.seconds)
     f = "max(" + ", ".join(f"{s.name} {_fmt(s.seconds)}" for s in parts) + ")"
-    st = Stage(name, top.seconds, top.resource, f, cpu_seconds=max((s.cpu_seconds for s in parts), default=0.0))
-    st.parts = parts  # type: ignore[attr-defined]
+    st = Stage(name, top.seconds, f, cpu_seconds=max((s.cpu_seconds for s in parts), default=0.0))
+    st.parts = parts
     return st
 
 
@@ -234,7 +280,7 @@ def _train(c: Counts, p: Profile) -> Stage:
     edges = c.edges or 0.0
     if _waited(c, p):
         sm = StepModel(**c.emulated_step)
-        return Stage("train", sm.seconds(c.rows, edges), "accelerator",
+        return Stage("train", sm.seconds(c.rows, edges),
                      f"emulated {c.accelerator_profile}: {sm.formula(c.rows, edges)}")
     sm = p.compute.step
     f = sm.formula(c.rows, edges) + ("" if c.edges is not None else " (E not recorded: 0)")
@@ -282,7 +328,7 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
         if gpu:
             # one GPU kernel: the hits are gathered while the reads are in flight (BaM)
             served = max(0.0, c.rows - c.storage_rows - c.victim_hits)
-            cache = Stage("cache", served * r / p.compute.memory_bandwidth, "gpu",
+            cache = Stage("cache", served * r / p.compute.memory_bandwidth,
                           f"(R - S - V) {_fmt(served)} x {r} B / {_fmt(p.compute.memory_bandwidth)} B/s")
             parts = [st, cache]
             if p.storage.gpu_initiated:
@@ -294,8 +340,15 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
                                   f"IO {_fmt(c.storage_io_ops)} x {_fmt(p.cpu.io_cpu_s)} s"))
                 parts.append(_link(p, "h2d_storage", c.storage_bytes, p.links.pcie, "pcie"))
                 demand["pcie_bytes"] += c.storage_bytes
-            serve = _max("serve", parts)
-            fetch_serve = [serve]
+            if c.readahead:
+                # the record's data plane read ahead (cache.readahead: the CPU engine's, which the
+                # emulated testbed runs; the GPU engine does not, lsm_gnn.sources.cached_device):
+                # batch t+1's reads, and their copy into the device, run beside all of iteration t:
+                # a lane of their own, as on the CPU
+                read_lane = Lane("reads", [_max("reads", [x for x in parts if x is not cache])])
+                fetch_serve = [cache]
+            else:
+                fetch_serve = [_max("serve", parts)]
         else:
             cache = _cpu("cache", c.rows * p.cpu.cache_row_s, f"R {_fmt(c.rows)} x {_fmt(p.cpu.cache_row_s)} s")
             io_cpu = _cpu("io_cpu", c.storage_io_ops * p.cpu.io_cpu_s,
@@ -311,12 +364,12 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
                 # without it: engine step, then the reads (reader thread) run while the hits are
                 # copied, then the misses are placed: only the hit copy hides the reads
                 hit_copy = _gather(c, p, max(0.0, c.rows - c.storage_rows), "hit_copy")
-                exposed = Stage("storage_wait", max(0.0, reads.seconds - hit_copy.seconds), reads.resource,
+                exposed = Stage("storage_wait", max(0.0, reads.seconds - hit_copy.seconds),
                                 f"max(0, reads {_fmt(reads.seconds)} - hit copy {_fmt(hit_copy.seconds)} "
                                 f"({hit_copy.formula}))")
                 exposed.cpu_seconds = io_cpu.seconds
-                exposed.parts = [st, io_cpu]  # type: ignore[attr-defined]
-                exposed.hidden = hit_copy  # type: ignore[attr-defined]
+                exposed.parts = [st, io_cpu]
+                exposed.hidden = hit_copy
                 fetch_serve = [cache, exposed]
         fetch = []
         if s == "lsm" and W > 1:
@@ -330,7 +383,7 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
             fetch += fetch_serve
             fetch.append(_link(p, "exchange_rows", c.exchange_bytes, link, res))
             if gpu:
-                fetch.append(Stage("reorder", c.peer_rows * r / p.compute.memory_bandwidth, "gpu",
+                fetch.append(Stage("reorder", c.peer_rows * r / p.compute.memory_bandwidth,
                                    f"P {_fmt(c.peer_rows)} x {r} B / {_fmt(p.compute.memory_bandwidth)} B/s"))
             else:
                 fetch.append(_gather(c, p, c.peer_rows, "reorder"))
@@ -384,6 +437,7 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
         rs = _cpu("rpc_sample", c.rows / p.cpu.rpc_sample_rows_per_s + trips["rpc_sample"] * nic.latency_s,
                   f"R {_fmt(c.rows)} / {_fmt(p.cpu.rpc_sample_rows_per_s)} rows/s + 2 x {layers} x {_fmt(nic.latency_s)} s")
         rs.cpu_seconds = c.rows / p.cpu.rpc_sample_rows_per_s
+        rs.split = {"sample": rs.cpu_seconds, "sample_rpc": trips["rpc_sample"] * nic.latency_s}
         if c.network_bytes_per_machine is not None:
             remote = c.network_bytes_per_machine / T
             rsrc = f"network bytes per machine {_fmt(c.network_bytes_per_machine)} / {T} trainers"
@@ -392,23 +446,40 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
             rsrc = f"K {_fmt(c.kvstore_bytes)} x (M-1)/M"
         sw = c.rows * p.cpu.kvstore_row_s
         net = remote / nic.bandwidth + trips["kv_pull"] * nic.latency_s
+        # the remote server's handler for this trainer's rows, behind the requests of the other
+        # trainers queued on it: a server answers one request at a time, the T trainers of a machine
+        # ask at once, so on average (q + 1) / 2 requests, q = T / servers per machine (the slowest
+        # trainer's longer wait is the straggler's); kvstore_server_row_s 0: not modelled
+        ksr, per = p.cpu.kvstore_server_row_s, max(1, c.servers // max(1, c.machines))
+        q = -(-T // per)
+        srv = (q + 1) / 2 * remote / r * ksr if (ksr > 0 and c.machines > 1) else 0.0
         emulated = p.cpu_only  # machines emulated on one node: the "network" is the kernel's copies
-        pull = Stage("kv_pull", sw + net, "cpu" if (emulated or sw >= net) else "nic",
+        pull = Stage("kv_pull", sw + net + srv,
                      f"R {_fmt(c.rows)} x {_fmt(p.cpu.kvstore_row_s)} s + remote {_fmt(remote)} B ({rsrc}) / "
-                     f"{_fmt(nic.bandwidth)} B/s + {_fmt(nic.latency_s)} s",
-                     cpu_seconds=sw + (net if emulated else 0.0))
+                     f"{_fmt(nic.bandwidth)} B/s + {_fmt(nic.latency_s)} s"
+                     + (f" + the remote server: ({q} + 1) / 2 requests x {_fmt(remote / r)} rows x {_fmt(ksr)} s"
+                        if srv else ""),
+                     cpu_seconds=sw + (net if emulated else 0.0),
+                     split={"exchange_rows": sw, "pull_rpc": net, "server_pull": srv})
         gb = gradient_bytes(c)
         ar_t = 2 * (W - 1) / W * gb / nic.bandwidth + trips["allreduce"] * nic.latency_s if W > 1 else 0.0
         if _waited(c, p):  # an emulated step moves no gradient: the trainers only meet (the record's sync stage)
             ar_t = trips["allreduce"] * nic.latency_s
-        ar = Stage("allreduce", ar_t, "cpu" if emulated else "nic",
+        ar = Stage("allreduce", ar_t,
                    f"2 x ({W}-1)/{W} x {_fmt(gb)} B / {_fmt(nic.bandwidth)} B/s + 2 x {_fmt(nic.latency_s)} s",
                    cpu_seconds=ar_t if emulated else 0.0)
         seq = [pull] + ([_h2d(c, p)] if gpu else []) + [train, ar]
         if gpu:
             demand["pcie_bytes"] += c.h2d_bytes
-        demand["nic_bytes"] = (c.network_bytes_per_machine if c.network_bytes_per_machine is not None
-                               else remote * T) + 2 * (W - 1) / W * gb * T
+        sent = c.network_bytes_per_machine if c.network_bytes_per_machine is not None else remote * T
+        demand["nic_bytes"] = sent + 2 * (W - 1) / W * gb * T
+        ksr = p.cpu.kvstore_server_row_s
+        if ksr > 0:
+            # each machine's servers answer the other machines' pulls one request at a time
+            per = max(1, c.servers // max(1, c.machines))
+            rows = sent / r
+            demand["server"] = {"seconds": rows * ksr / per,
+                                "formula": f"rows sent per machine {_fmt(rows)} x {_fmt(ksr)} s / {per} server(s)"}
         if c.distdgl_samplers > 0:
             lanes += [Lane("sample", [rs]), Lane("trainer", seq)]
         else:
@@ -417,7 +488,36 @@ def _lanes(c: Counts, p: Profile) -> tuple[list[Lane], dict]:
         raise ValueError(f"no projection model for system {s!r}")
     for ln in lanes:
         ln.stages = [x for x in ln.stages if x is not None]
+        for st in ln.stages:
+            _place(st, c, p)
     return lanes, demand
+
+
+def _place(st: Stage, c: Counts, p: Profile) -> None:
+    """Set the stage's table stages and its part from the testbed's table (lsm_gnn.testbed.part_of);
+    a max(...) stage takes its longest part's. On a CPU profile every part but the SSD (and an
+    emulated accelerator's wait) is this machine's CPU: `host`."""
+    if st.parts:
+        for x in st.parts:
+            _place(x, c, p)
+        if st.hidden is not None:
+            _place(st.hidden, c, p)
+        top = max(st.parts, key=lambda x: x.seconds)
+        st.table = tuple(dict.fromkeys(t for x in st.parts for t in x.table))
+        st.resource = top.resource
+        return
+    table = TABLE_STAGES.get(st.name)
+    if table is None:
+        raise ValueError(f"the projected stage {st.name!r} names no stage of the testbed's table "
+                         "(lsm_gnn/project/model.py TABLE_STAGES)")
+    parts = {t: part_of(c.system, t).part for t in table}  # an InputError names a stage the system lacks
+    main = max(st.split, key=st.split.get) if st.split else table[0]
+    part = parts[main]
+    if p.cpu_only and part not in ("ssd", "accelerator"):
+        part = "host"
+    if part == "accelerator" and p.cpu_only and not _waited(c, p):
+        part = "host"
+    st.table, st.resource = table, part
 
 
 def _ddp_allreduce(c: Counts, p: Profile) -> Stage | None:
@@ -466,13 +566,10 @@ def project(c: Counts, p: Profile) -> Projection:
     servers = c.servers // nodes if c.system == "distdgl" else 0
     k = max(1.0, (busy * per_node + servers) / p.cpu.cores)
 
-    lane_out = {}
     for ln in lanes:
-        t = 0.0
-        for st in ln.stages:
-            t += _stretched(st, k)
-        ln.seconds = t
-        lane_out[ln.name] = {"seconds": t, "stages": [st.name for st in ln.stages]}
+        ln.seconds = sum(_stretched(st, k) for st in ln.stages)
+    _wait_for_the_slowest(lanes, c, p, k)
+    lane_out = {ln.name: {"seconds": ln.seconds, "stages": [st.name for st in ln.stages]} for ln in lanes}
 
     floors = {}
     if demand.get("ssd"):
@@ -483,6 +580,8 @@ def project(c: Counts, p: Profile) -> Projection:
     if not p.cpu_only and demand["pcie_bytes"] > 0:
         floors["pcie"] = {"seconds": demand["pcie_bytes"] / p.links.pcie.bandwidth,
                           "formula": f"{_fmt(demand['pcie_bytes'])} B / {_fmt(p.links.pcie.bandwidth)} B/s"}
+    if demand.get("server"):
+        floors["server"] = demand["server"]
     if c.system == "distdgl" and not p.cpu_only and demand["nic_bytes"] > 0:
         floors["nic"] = {"seconds": demand["nic_bytes"] / p.links.nic.bandwidth,
                          "formula": f"{_fmt(demand['nic_bytes'])} B per machine / {_fmt(p.links.nic.bandwidth)} B/s"}
@@ -495,8 +594,8 @@ def project(c: Counts, p: Profile) -> Projection:
     if bott.startswith("lane:"):
         top = max(best_lane.stages, key=lambda st: _stretched(st, k))
         stage = top.name
-        if hasattr(top, "parts"):
-            inner = max(top.parts, key=lambda st: _stretched(st, k))  # type: ignore[attr-defined]
+        if top.parts:
+            inner = max(top.parts, key=lambda st: _stretched(st, k))
             stage = f"{top.name}: {inner.name}"
     else:
         stage = bott.split(":", 1)[1]
@@ -504,11 +603,13 @@ def project(c: Counts, p: Profile) -> Projection:
     stages = {}
     for ln in lanes:
         for st in ln.stages:
-            stages[st.name] = {"seconds": st.seconds, "resource": st.resource, "lane": ln.name,
-                               "effective_s": _stretched(st, k), "formula": st.formula}
-            for part in getattr(st, "parts", []):
+            stages[st.name] = {"seconds": st.seconds, "resource": st.resource, "table_stages": list(st.table),
+                               "lane": ln.name, "effective_s": _stretched(st, k), "formula": st.formula,
+                               **({"link": st.link} if st.link else {})}
+            for part in st.parts or []:
                 stages[f"{st.name}.{part.name}"] = {"seconds": part.seconds, "resource": part.resource,
-                                                    "lane": ln.name, "formula": part.formula}
+                                                    "table_stages": list(part.table), "lane": ln.name,
+                                                    "formula": part.formula, **({"link": part.link} if part.link else {})}
     P = c.iterations_per_epoch
     fetch_l = next((ln for ln in lanes if ln.name == "fetch"), None)
     train_l = next((ln for ln in lanes if ln.name == "train"), None)
@@ -521,15 +622,40 @@ def project(c: Counts, p: Profile) -> Projection:
                       stages=stages, measured_epoch_s=c.measured.get("epoch_steady_s") if c.measured else None)
 
 
+def _wait_for_the_slowest(lanes: list[Lane], c: Counts, p: Profile, k: float) -> None:
+    """W > 1 workers: the all-reduce starts when the slowest worker has finished its iteration, so
+    every worker waits (rho - 1) x the iteration before the all-reduce, rho = the slowest worker's
+    over the mean (Counts.straggler: the record's per-worker times, else the stated default). A
+    stage `straggler` just before the all-reduce, in its lane; the iteration before the all-reduce
+    is the longest lane without the all-reduce. Dist-DGL's trainers meet only there (24-30 % of an
+    emulated Dist-DGL iteration was this wait, issue 43); lsm-gnn's devices also meet at every
+    exchange, which keeps rho near 1."""
+    if c.workers <= 1:
+        return
+    home = next((ln for ln in lanes if any(st.name == "allreduce" for st in ln.stages)), None)
+    if home is None:
+        return
+    ar = sum(_stretched(st, k) for st in home.stages if st.name == "allreduce")
+    pre = max(ln.seconds - (ar if ln is home else 0.0) for ln in lanes)
+    rho = c.straggler
+    wait = max(0.0, rho - 1.0) * pre
+    st = Stage("straggler", wait, f"(rho {rho:.4g} - 1) x iteration before the all-reduce {_fmt(pre)} s "
+                                  f"(rho: {c.straggler_from})")
+    _place(st, c, p)
+    at = next(i for i, x in enumerate(home.stages) if x.name == "allreduce")
+    home.stages.insert(at, st)
+    home.seconds += wait
+
+
 def _stretched(st: Stage, k: float) -> float:
     """A stage's time when its CPU part runs at 1/k of a core. Device time is not stretched; in a
     `max(...)` stage the CPU part and the device part overlap."""
     if k == 1.0:
         return st.seconds
-    parts = getattr(st, "parts", None)
+    parts = st.parts
     if parts:
         t = max(_stretched(x, k) for x in parts)
-        hidden = getattr(st, "hidden", None)
+        hidden = st.hidden
         return t if hidden is None else max(0.0, t - _stretched(hidden, k))
     cpu = _stage_cpu(st)
     return st.seconds + (k - 1.0) * cpu
@@ -553,8 +679,14 @@ def project_all(counts: list[Counts], p: Profile) -> dict:
     return out
 
 
-def validate(counts: list[Counts], p: Profile, tolerance: float = 0.20) -> dict:
-    """Projected against measured steady epoch per system; `ok` when every error is within tolerance."""
+CLAIM_SYSTEMS = ("lsm", "distdgl")
+"""The systems claim (a) compares (Dist-DGL against LSM-GNN): the default gate of `validate`."""
+
+
+def validate(counts: list[Counts], p: Profile, tolerance: float = 0.20, systems=CLAIM_SYSTEMS) -> dict:
+    """Projected against measured steady epoch per system. Every system is reported; the gate is
+    taken over `systems` (the systems a claim compares; None: all): `max_abs_error` and `ok` are
+    theirs (`ok` False when none of them has a measured epoch), `max_abs_error_all` every system's."""
     rows = {}
     for c in counts:
         pr = project(c, p)
@@ -565,8 +697,12 @@ def validate(counts: list[Counts], p: Profile, tolerance: float = 0.20) -> dict:
                           "projected_iteration_s": pr.iteration_s,
                           "measured_iteration_s": None if not meas else meas / c.iterations_per_epoch,
                           "bottleneck": pr.bottleneck, "bottleneck_stage": pr.bottleneck_stage,
+                          "gated": systems is None or c.system in systems,
                           "source": c.source}
     errs = [abs(v["error"]) for v in rows.values() if v["error"] is not None]
+    gated = [abs(v["error"]) for v in rows.values() if v["gated"] and v["error"] is not None]
     return {"profile": p.name, "tolerance": tolerance, "systems": rows,
-            "max_abs_error": max(errs) if errs else None,
-            "ok": bool(errs) and all(e <= tolerance for e in errs)}
+            "gated_systems": sorted(rows) if systems is None else [s for s in systems if s in rows],
+            "max_abs_error": max(gated) if gated else None,
+            "max_abs_error_all": max(errs) if errs else None,
+            "ok": bool(gated) and all(e <= tolerance for e in gated)}

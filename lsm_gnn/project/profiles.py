@@ -65,6 +65,11 @@ class Cpu(_S):
     """Dist-DGL: CPU time per pulled row of the KVStore (id mapping, RPC, (de)serialisation, gather)."""
     rpc_sample_rows_per_s: float = Field(gt=0)
     """Dist-DGL: input rows per second that sampling over RPC yields for one trainer."""
+    kvstore_server_row_s: float = Field(0.0, ge=0)
+    """Dist-DGL: a server's CPU time per row it sends to another machine (its pull and sampling
+    request handlers together; one request at a time per server process): the `server` floor,
+    rows sent per machine x this / servers per machine. 0: no such floor (the servers' cores are
+    then only counted in the CPU contention)."""
     host_time_factor: float = Field(1.0, gt=0)
     """f: seconds this profile's host core takes for what this machine's core does in one second
     (the emulated testbed charges host stages at S x f x their thread CPU time). Each profile states

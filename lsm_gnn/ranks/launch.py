@@ -16,32 +16,38 @@ from __future__ import annotations
 import os
 import sys
 
-from lsm_gnn.config import RunConfig
-from lsm_gnn.multidevice.group import init_process_group
+from lsm_gnn.config import RunConfig, config_to_dict
+from lsm_gnn.multidevice.group import init_process_group, resolve_backend
 from lsm_gnn.multidevice.health import Heartbeat
-from lsm_gnn.ranks.merge import failed_record, merge_records
+from lsm_gnn.ranks.merge import RunHead, failed_record, merge_records
 from lsm_gnn.ranks.spawn import run_ranks
 from lsm_gnn.ranks.workers import train_worker
+from lsm_gnn.records import claim_record, emulation_records, system_name, write_record
 from lsm_gnn.utils.errors import ConfigError, DistributedError, InputError, LsmGnnError
+
+
+def run_head(cfg: RunConfig) -> RunHead:
+    """What the merged record states of the run, computed once from its config (lsm_gnn.ranks.merge)."""
+    return RunHead(system_name(cfg), config_to_dict(cfg), cfg.distributed.mode,
+                   resolve_backend(cfg.distributed, cfg.train.device))
 
 
 def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict | None = None,
                      record_path: str | os.PathLike | None = None, raise_on_failure: bool = True,
                      progress: bool = True) -> dict:
     """Run G ranks on this machine; return the merged run record (also written to the record path)."""
-    from lsm_gnn.datasets.format import Dataset
-
-    from lsm_gnn.records import claim_record, emulation_records, write_record
     from lsm_gnn.utils.machine import cpu_time_around
 
     G = cfg.distributed.devices
+    head = run_head(cfg)
     record_path = record_path or cfg.output.record
+    error = None
     with claim_record(record_path or None):  # checked and locked before the ranks start
         try:
             if cfg.distributed.mode == "shared" and G > 1:
                 from lsm_gnn.multidevice.owner_files import ensure_owner_files
 
-                ensure_owner_files(Dataset(cfg.dataset.path), G, out_dir=cfg.dataset.owners_dir, progress=progress,
+                ensure_owner_files(cfg.dataset.path, G, out_dir=cfg.dataset.owners_dir, progress=progress,
                                    rank_dirs=cfg.storage.rank_dirs)  # once, before the ranks
             with cpu_time_around() as cpu:  # the ranks are this process's children, reaped by the end
                 results, failure, wall = run_ranks(cfg, worker, worker_args or {})
@@ -49,15 +55,18 @@ def run_multi_device(cfg: RunConfig, *, worker: str = "train", worker_args: dict
             # a failure before or while starting the ranks (a dataset that does not open, owner files
             # that cannot be written, ranks that cannot be spawned) is a failed run, with its record;
             # a config or argument rejected before anything ran is an error only, as in one process
-            if record_path and not isinstance(e, (ConfigError, InputError)):
-                write_record(record_path, failed_record(cfg, {"rank": None, "message": f"{type(e).__name__}: {e}"},
-                                                        worker))
-            raise
-        record = merge_records(cfg, results, worker, wall) if failure is None else failed_record(cfg, failure, worker)
+            if not record_path or isinstance(e, (ConfigError, InputError)):
+                raise
+            error, failure = e, {"rank": None, "message": f"{type(e).__name__}: {e}"}
         if failure is None:
+            record = merge_records(head, results, worker, wall)
             emulation_records(record, cfg, cpu)
+        else:  # the one failed record: a rank's failure, or one before the ranks ran
+            record = failed_record(head, failure, worker)
         if record_path:
             write_record(record_path, record)
+    if error is not None:
+        raise error
     if failure is not None and raise_on_failure:
         err = DistributedError(failure["rank"], failure["message"])
         err.record = record
@@ -87,10 +96,8 @@ def torchrun_main(argv: list[str] | None = None) -> None:
     gathered = [None] * world
     dist.all_gather_object(gathered, result)
     if rank == 0:
-        record = merge_records(cfg, gathered, "train", 0.0)
+        record = merge_records(run_head(cfg), gathered, "train", 0.0)
         if cfg.output.record:
-            from lsm_gnn.records import write_record
-
             write_record(cfg.output.record, record)
     dist.destroy_process_group()
 

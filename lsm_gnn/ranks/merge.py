@@ -1,5 +1,7 @@
 """One run record from the ranks' results: the launcher's merge (lsm_gnn.ranks.launch and the
-integrations' torchrun entry call it).
+integrations' torchrun entry call it). It takes plain values, not the run config: what the record
+states of the run (`RunHead`: the system's name, the config block, the exchange mode, the process
+group's backend) is computed once by the launcher (lsm_gnn.ranks.launch.run_head).
 
 Rows and traffic are summed over ranks, epoch times are the slowest rank's (the ranks step
 together), exchange figures come from the shared sources' stats, and the memory block is the one
@@ -8,13 +10,22 @@ the ranks' feature sources state (`FeatureSource.memory()`), counted over the G 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from lsm_gnn.cache.budget import for_devices
-from lsm_gnn.config import RunConfig, config_to_dict
 from lsm_gnn.metrics import IO_KEYS, ROW_KEYS, epoch_times, hit_rates, slowest, sum_counts
-from lsm_gnn.multidevice.group import resolve_backend
-from lsm_gnn.records import merge_accelerators, new_record, system_name, throughput
+from lsm_gnn.records import merge_accelerators, new_record, throughput
+
+
+@dataclasses.dataclass(frozen=True)
+class RunHead:
+    """What a multi-device run's record states of the run, from its config: the record's `system`,
+    its `config` block, the exchange mode (distributed.mode) and the process group's backend."""
+    system: str
+    config: dict
+    mode: str
+    backend: str
 
 
 def merge_rank_records(rec: dict, ranks: list[dict]) -> dict:
@@ -48,26 +59,26 @@ def merge_rank_records(rec: dict, ranks: list[dict]) -> dict:
     return rec
 
 
-def failed_record(cfg: RunConfig, failure: dict, worker: str) -> dict:
+def failed_record(head: RunHead, failure: dict, worker: str) -> dict:
     """The record of a multi-device run that failed, naming the failed rank."""
-    rec = new_record("train" if worker == "train" else "bench", system_name(cfg), config_to_dict(cfg))
+    rec = new_record("train" if worker == "train" else "bench", head.system, head.config)
     rec["status"] = "failed"
     rec["failure"] = {"rank": failure["rank"], "message": failure["message"], "ranks": failure.get("ranks", [])}
     return rec
 
 
-def merge_records(cfg: RunConfig, results: list[dict], worker: str, wall_s: float) -> dict:
+def merge_records(head: RunHead, results: list[dict], worker: str, wall_s: float) -> dict:
     """One record for the run: rows and traffic summed over ranks, epoch times the slowest rank's."""
     G = len(results)
     base = results[0].get("record")
     if base is not None:
         rec = json.loads(json.dumps(base))  # rank 0's record carries config, accuracy and epoch times
-        rec["system"] = system_name(cfg)
-        rec["config"] = config_to_dict(cfg)
+        rec["system"] = head.system
+        rec["config"] = head.config
         # training: each rank's record counts the timed windows
         merge_rank_records(rec, [r["record"] for r in results])
     else:
-        rec = new_record("bench", system_name(cfg), config_to_dict(cfg))
+        rec = new_record("bench", head.system, head.config)
     metrics = rec.setdefault("metrics", {})
     if base is None:  # trace replay: the sources' counters
         metrics["rows"] = sum_counts((r["source"]["rows"] for r in results), ROW_KEYS)
@@ -114,8 +125,7 @@ def merge_records(cfg: RunConfig, results: list[dict], worker: str, wall_s: floa
     # every device holds what rank 0's source states (the ranks are built alike)
     metrics["memory"] = for_devices(results[0]["source"]["memory"], G)
     metrics["multidevice"] = {
-        "devices": G, "mode": cfg.distributed.mode, "worker": worker,
-        "backend": resolve_backend(cfg.distributed, cfg.train.device),
+        "devices": G, "mode": head.mode, "worker": worker, "backend": head.backend,
         "row_transport": results[0]["source"].get("row_transport"),
         "wall_s": wall_s, "iterations": iters,
         "exchange_bytes_per_iteration": ex_bytes / iters,

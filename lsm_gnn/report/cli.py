@@ -50,7 +50,8 @@ def quote_cmd(check, root, reference):
     `<!-- q SOURCE:PATH|FMT -->VALUE<!-- /q -->` and `<!-- table NAME -->...<!-- /table -->`
     (lsm_gnn/report/quote.py; docs/workflow.md, "Where a quoted number comes from"). Exit status 0
     when every marker matches (or was filled), 1 when one differs (--check) or names a figure its
-    source lacks, or a dated line lacks its commit, date or command."""
+    source lacks, a dated line lacks its commit, date or command, or a ratio or percentage in prose
+    is neither quoted, dated nor a setting (`check_figures`)."""
     from lsm_gnn.report.quote import quote
 
     changed, problems = quote(root, write=not check, reference=reference)

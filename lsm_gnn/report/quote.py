@@ -15,7 +15,12 @@ Two kinds of marker, both invisible in rendered markdown:
 
 A number a document quotes that no run generates (a dated measurement) says where it comes from
 in a line ``**Dated**: commit `HASH`, YYYY-MM-DD, `COMMAND``` above it; `check_dated` holds those
-lines to naming all three (docs/workflow.md, "Where a quoted number comes from")."""
+lines to naming all three (docs/workflow.md, "Where a quoted number comes from").
+
+Every other result figure, a ratio (``2.31x``) or a percentage (``10 %``), is one of those two or
+goes: `check_figures` finds the ones that are neither, and reads a setting, a target or the paper's
+own figure by a short fixed grammar (``SETTING_BEFORE_RE``, ``SETTING_AFTER_RE``, ``BUDGET_AFTER_RE``,
+``PAPER_RE``)."""
 
 from __future__ import annotations
 
@@ -72,7 +77,7 @@ def format_value(value, fmt: str) -> str:
 class Problem:
     file: str
     line: int
-    what: str  # "differs" | "missing" | "dated"
+    what: str  # "differs" | "missing" | "dated" | "figure"
     marker: str
     found: str = ""
     expected: str = ""
@@ -152,7 +157,34 @@ def table_reference_systems(src: Sources) -> str:
     return "\n".join(rows) + "\n"
 
 
-TABLES = {"reference-systems": table_reference_systems}
+def _anchor(heading: str) -> str:
+    """A markdown heading's anchor as GitHub writes it: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lstrip("#").strip().lower()).replace(" ", "-")
+
+
+def table_findings(src: Sources) -> str:
+    """The README's "What we found": each claim of the paper, the paper's figure, the verdict on the
+    reference run and each kind of evidence's figure with its range (timings.json `findings`, written
+    by the report's verdicts rule), and the report section that holds the data."""
+    found = src.load("timings").get("findings")
+    if not found:
+        raise KeyError("timings:findings: not in the source (a reference built before the findings were written)")
+    report = src.reference / "report.md"
+    headings = [h for h in report.read_text().splitlines() if h.startswith("## ")] if report.is_file() else []
+    rows = ["| claim | the paper | verdict on the reference run | evidence: figure [range] | data |",
+            "|---|---|---|---|---|"]
+    for c in found:
+        label = c["label"]
+        ev = "; ".join(f"{e['kind']}: {e['text']}" + ("" if e["counted"] else " (not counted)") for e in c["evidence"])
+        section = c.get("section") or ""
+        head = next((h for h in headings if h[3:].startswith(section)), None) if section else None
+        link = f"[{section}](reports/reference/report.md#{_anchor(head)})" if head else (section or "-")
+        kind = f" ({c['kind']})" if c.get("kind") else ""
+        rows.append(f"| {label} {c['statement']} | {c['paper']} | **{c['verdict']}**{kind} | {ev or '-'} | {link} |")
+    return "\n".join(rows) + "\n"
+
+
+TABLES = {"reference-systems": table_reference_systems, "findings": table_findings}
 
 
 # ---- fill and check ----------------------------------------------------------------------------
@@ -216,6 +248,87 @@ def check_dated(text: str, name: str = "") -> list[Problem]:
     return problems
 
 
+# ---- result figures ----------------------------------------------------------------------------
+# A result figure: a number (signed or not) followed by `x` (a ratio: 2.31x) or by `%` (10 %, 10%).
+# A spaced `x` is a ratio only where no operand (a word, a number, "(" or "*") follows it:
+# `2 x 2 GPUs`, `1024 x fp32`, `768 x **fp16**` and `0.9 x the time` are products.
+FIGURE_RE = re.compile(r"(?<![\w.])[+\-−±]?\d+(?:\.\d+)?(?:x(?!\w)|\s?%|\sx(?!\s*[\w(*]))")
+# Not a result, by this grammar and nothing else (docs/workflow.md, "Where a quoted number comes
+# from"): a setting, threshold or target, or the paper's own figure, that is a figure
+#  - right after a comparison, or after a target word and an optional "of", "is", ":" or "=" (and
+#    then "within" or a comparison): "<= 5 %", "at least 3x", "tolerance 10 %", "target: within 3 %";
+#    "within" alone is not enough ("matched within 6.3 %" is a result);
+#  - right before a target word: "the 50x target", "the 3.75x claim" (a claim is the paper's);
+#  - a percentage of the memory budget: "10 % of the features", "10 % feature memory", "90 % cache
+#    lines";
+#  - after "the paper" in the same clause (since the last sentence end, ";", table cell or blank line):
+#    "the paper's 3.75x".
+_COMPARISON = r"<=|>=|≤|≥|<|>|\bat most|\bat least|\bmore than|\bless than|\babove|\bbelow"
+_TARGET_WORD = r"target|targets|limit|tolerance|threshold"
+SETTING_BEFORE_RE = re.compile(rf"(?:(?:{_COMPARISON})|\b(?:{_TARGET_WORD})\s*(?:of\b|is\b|:|=)?"
+                               rf"\s*(?:\bwithin\b|{_COMPARISON})?)\s*$", re.I)
+SETTING_AFTER_RE = re.compile(rf"^\s*(?:{_TARGET_WORD}|claim)\b", re.I)
+BUDGET_AFTER_RE = re.compile(r"^%\s*(?:of\s+(?:the\s+|its\s+|it\s+)?)?(?:feature\s+)?"
+                             r"(?:memory|features|feature bytes|cache lines|cache|host tier)\b")
+PAPER_RE = re.compile(r"\bthe paper\b", re.I)
+# where a clause starts: a sentence's end, a semicolon, a table cell, a blank line
+CLAUSE_START_RE = re.compile(r"[.!?](?=\s)|;|\||\n\s*\n")
+FENCE_RE = re.compile(r"^[ ]*(```|~~~).*?^[ ]*\1[^\n]*$", re.S | re.M)
+CODE_RE = re.compile(r"``.+?``|`[^`\n]+`")
+HEADING_RE = re.compile(r"^#{1,6} ")
+
+
+def _blank(m: re.Match) -> str:
+    return re.sub(r"[^\n]", " ", m.group(0))
+
+
+def prose(text: str) -> str:
+    """The text with all that is not prose blanked (newlines kept, so positions hold): fenced code,
+    inline code, quote markers and generated tables, HTML comments, and every section (up to the
+    next heading) below a `**Dated**:` line."""
+    text = FENCE_RE.sub(_blank, text)
+    text = TABLE_RE.sub(_blank, text)
+    text = INLINE_RE.sub(_blank, text)
+    text = re.sub(r"<!--.*?-->", _blank, text, flags=re.S)
+    text = CODE_RE.sub(_blank, text)
+    out, dated = [], False
+    for line in text.split("\n"):
+        if HEADING_RE.match(line):
+            dated = False
+        if DATED_RE.match(line):
+            dated = True
+        out.append(" " * len(line) if dated else line)
+    return "\n".join(out)
+
+
+def is_setting(text: str, m: re.Match) -> bool:
+    """Whether the figure `m` of `text` (prose) reads as a setting, target or the paper's figure."""
+    before, figure = text[:m.start()], m.group(0)
+    if SETTING_BEFORE_RE.search(before[-40:]):
+        return True
+    after = text[m.end():m.end() + 40]
+    if SETTING_AFTER_RE.match(after) or (figure.endswith("%") and BUDGET_AFTER_RE.match("%" + after)):
+        return True
+    starts = [c.end() for c in CLAUSE_START_RE.finditer(before)]
+    return bool(PAPER_RE.search(before[starts[-1] if starts else 0:]))
+
+
+def check_figures(text: str, name: str = "") -> list[Problem]:
+    """Every ratio or percentage in prose is quoted (a marker or generated table), dated (in a
+    section below a `**Dated**:` line) or a setting by `is_setting`'s grammar; each one that is none
+    of these is a problem."""
+    body = prose(text)
+    problems = []
+    for m in FIGURE_RE.finditer(body):
+        if is_setting(body, m):
+            continue
+        line = _line_of(body, m.start())
+        problems.append(Problem(name, line, "figure", m.group(0),
+                                expected="a result figure neither quoted (<!-- q -->) nor dated (a **Dated** line "
+                                         "above it in its section): quote it, date it, or say it once and link there"))
+    return problems
+
+
 def dated_commits(text: str) -> list[str]:
     """The commits the dated lines of a text name."""
     return [p["commit"] for m in DATED_RE.finditer(text) if (p := DATED_PARTS_RE.match(m["rest"]))]
@@ -233,7 +346,7 @@ def quote(root: str | Path, write: bool, reference: str | Path | None = None) ->
         text = p.read_text()
         rel = str(p.relative_to(root))
         out, probs = render(text, src, rel)
-        probs += check_dated(text, rel)
+        probs += check_dated(text, rel) + check_figures(text, rel)
         if write:
             probs = [q for q in probs if q.what != "differs"]
             if out != text:

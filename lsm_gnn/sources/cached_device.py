@@ -7,16 +7,28 @@ check) and on a GPU (device="cuda").
 
 The fetch order, read-ahead included, is the one both data planes share (lsm_gnn.sources.shard);
 this plane says where rows land. The engine decides (`cfg.engine`: "cpu" CpuCacheEngine, "gpu"
-GpuCacheEngine, or an injected engine with their interface); the storage reads of the misses go
-on the reader thread into host buffers (pinned on CUDA); the decisions become index tensors on
-the device (`_plan`: computed where the decisions live, host or device, then moved in one copy);
-then the pool copies rows: every request from its line (the hits), spills, victim hits, the read
-rows uploaded, storage rows to the output and the last fill of each slot into its line, and at
-the end the PVP lands the next batch's queue. `fetch` returns a [len(ids), dim] tensor on
-`device` in the dataset's dtype, with no host round trip on CUDA (the copies are queued on the
-current stream). Read-ahead (`cache.readahead`) runs with an engine that answers
+GpuCacheEngine, or an injected engine with their interface); the plan of the batch's row moves
+(lsm_gnn.cache.serve.plan_batch: one source descriptor per request, the fills as fixed-size masks)
+is computed where the decisions live with no host sync; the storage ids the reader needs and the
+spill destinations are its one device -> host copy (none where the decisions are on the host);
+the storage reads of the misses go on the reader thread into host buffers (pinned on CUDA); then
+the pool moves rows (lsm_gnn.cache.device_pool): every hit from its line, spills into the queues,
+victim hits from the landing buffer, storage rows from the staging (on CUDA with CuPy read in place
+by cuda/cache_serve.cu, as mapped pinned memory), the last fill of each slot from the batch tensor
+into its line, and at the end the PVP lands the next batch's queue. `fetch` returns a
+[len(ids), dim] tensor on `device` in the dataset's dtype. On CUDA the fetch runs on the source's
+own stream (`StreamHandoff`), so its reads and copies overlap whatever the caller queued before
+(the previous batch's train step); the returned tensor carries the event that ends its work
+(`ready_event`), on which the consumer's stream waits (`hand_over`: at return, on the calling
+thread's current stream, unless the consumer asked to do it itself, `hand_off_later`, as the
+loader's fetch thread does). Read-ahead (`cache.readahead`) runs with an engine that answers
 `storage_misses` (the CPU engine); with the GPU engine a batch's misses are read when it is served
 and the stats say `readahead: False`.
+
+Host syncs a fetch, as the code reads (docs/cache-gpu.md "The fetch path"): with the GPU engine,
+the wait for the step's counts (the engine's own, one a step), the one copy of the storage ids and
+spill destinations, and the wait before the reader refills the staging until the previous batch's
+serve has read it; with the CPU engine only the last.
 
 The decisions, counters and stats equal CachedFeatureSource's on the same inputs; the stats also
 count the bytes moved: `h2d_bytes` (storage rows and landing copies to the device) and
@@ -26,15 +38,15 @@ count the bytes moved: `h2d_bytes` (storage rows and landing copies to the devic
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import torch
 
 from lsm_gnn.cache.budget import MemoryBudget
 from lsm_gnn.cache.device_pool import DeviceRowPool
-from lsm_gnn.cache.engine import STORAGE, VICTIM_HIT
 from lsm_gnn.cache.engines import make_engine
+from lsm_gnn.cache.serve import LANDING, LINE, STAGED, bits, plan_batch, remap_staged, storage_ids
 from lsm_gnn.sources.shard import OwnerShard
 from lsm_gnn.choices import ROW_ENGINES
 from lsm_gnn.contract import SourceStats
@@ -42,9 +54,8 @@ from lsm_gnn.utils.errors import ConfigError, InputError
 
 STAT_KEYS = ("iterations", "bypassed", "evictions", "spilled", "spill_dropped", "prefetched", "prefetched_used",
              "victim_bytes", "prefetch_bytes", "h2d_bytes", "d2h_bytes")
-# plan fields, in the order they are packed for the one host -> device copy
-PLAN_FIELDS = ("req_slot", "vh_req", "vh_src", "st_req", "st_k", "fill_slot", "fill_k", "vfill_slot",
-               "vfill_src", "spill_slot")
+# plan fields, in the order they are packed for the one host -> device copy (decisions on the host)
+PLAN_FIELDS = ("src", "fill_slot", "fill_req", "spill_slot", "spill_dst")
 
 
 def _is_cupy(a) -> bool:
@@ -65,38 +76,81 @@ def _host(t: torch.Tensor) -> np.ndarray:
     return t.cpu().numpy()
 
 
-def _plan(res, keys: torch.Tensor, depth: int) -> tuple[dict, list]:
-    """Index tensors (on the decisions' device) that say which row goes where in one batch, and
-    the spill runs (host) as DeviceRowPool.spill takes them, each inside one queue of `depth` rows.
+def _plan(res, keys: torch.Tensor) -> dict:
+    """The batch's row moves (lsm_gnn.cache.serve.plan_batch) as int64 tensors on the decisions'
+    device, the spill records beside them; no host sync (no `nonzero`, no boolean indexing).
 
-    Every request is first served from the line of its id (right for the hits; the misses are
-    overwritten). A miss fills its slot only if it is the slot's last fill of the batch
-    (keys[slot] == id), as lsm_gnn.cache.rowpool does.
-    """
-    distinct, inverse, status = _tensor(res.distinct), _tensor(res.inverse), _tensor(res.status)
-    slot, src = _tensor(res.slot), _tensor(res.src)
-    req_status = status[inverse]
-    storage, victim = status == STORAGE, status == VICTIM_HIT
-    kpos = torch.cumsum(storage, 0) - 1  # staged row of each storage read
-    last = (slot >= 0) & (keys[slot] == distinct)  # slot -1: a miss the policy did not cache
-    vh_req = torch.nonzero(req_status == VICTIM_HIT).flatten()
-    st_req = torch.nonzero(req_status == STORAGE).flatten()
-    fill = torch.nonzero(storage & last).flatten()
-    vfill = torch.nonzero(victim & last).flatten()
-    # (a miss the policy did not cache has slot -1: it reads line 0 and is overwritten like any miss)
-    plan = dict(req_slot=slot[inverse].clamp(min=0), vh_req=vh_req, vh_src=src[inverse[vh_req]], st_req=st_req,
-                st_k=kpos[inverse[st_req]], fill_slot=slot[fill], fill_k=kpos[fill], vfill_slot=slot[vfill],
-                vfill_src=src[vfill])
-    # spills in queue-position order: one copy per queue they append to
-    dst = _host(_tensor(res.spill_dst))
-    order = np.argsort(dst, kind="stable")
-    dst = dst[order]
-    cut = np.flatnonzero((np.diff(dst) != 1) | (np.diff(dst // max(depth, 1)) != 0)) + 1
-    starts, ends = np.concatenate([[0], cut]), np.concatenate([cut, [len(dst)]])
-    runs = [(int(i), int(j), int(dst[i])) for i, j in zip(starts, ends) if j > i]
-    spill_slot = _tensor(res.spill_slot)
-    plan["spill_slot"] = spill_slot[torch.from_numpy(order).to(spill_slot.device)]
-    return plan, runs
+    It replaces a plan of 4 `torch.nonzero` (each a host sync with the GPU engine), a copy of the
+    spill destinations to the host and a blocking upload of their order, and index lists per tier
+    that the pool then gathered and scattered 2-4 times: now one descriptor per request, the fills
+    as masks (slot -1: none) and every spill record as the engine wrote it."""
+    plan = plan_batch(_tensor(res.distinct), _tensor(res.inverse), _tensor(res.status), _tensor(res.slot),
+                      _tensor(res.src), keys)
+    # copies: the engine's result arrays are its scratch, valid until it moves on
+    plan["spill_slot"] = _tensor(res.spill_slot).to(torch.int64, copy=True)
+    plan["spill_dst"] = _tensor(res.spill_dst).to(torch.int64, copy=True)
+    return plan
+
+
+class InPlaceRows:
+    """A batch's storage rows read in place: `rows[k]` is the row of the store's array that holds
+    storage read k (lsm_gnn.storage.memory.MemoryStore.read_in_place)."""
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+class StreamHandoff:
+    """The fetch's own CUDA stream, and the event that hands its rows to the consumer.
+
+    Why: the fetch thread and the trainer shared the legacy default stream, so a batch's reads and
+    copies queued behind the previous batch's train step (and its train step behind them). Now the
+    fetch runs on `stream`; at the end an event is recorded there and attached to the returned
+    tensor (`ready_event`); `hand_over` makes the consumer's stream wait for it (a device-side wait,
+    no host sync) and `record_stream`s the tensor there, so the caching allocator does not reuse its
+    memory until the consumer's work is done. `deferred`: the consumer calls `hand_over` itself
+    (from its own thread); else it is done at return on the calling thread's current stream.
+    `cuda`: torch.cuda, or an object with its Stream / Event / stream / current_stream (tests)."""
+
+    def __init__(self, device, cuda=None):
+        self.cuda = cuda if cuda is not None else torch.cuda
+        self.device = device
+        self.stream = self.cuda.Stream(device)
+        self.deferred = False
+
+    def run(self):
+        """The context in which the fetch's work is queued on its own stream."""
+        return self.cuda.stream(self.stream)
+
+    def ready(self, rows):
+        """`rows` with the event that ends the fetch's work; handed over now unless deferred."""
+        ev = self.cuda.Event()
+        ev.record(self.stream)
+        rows.ready_event = ev
+        if self.cuda is not torch.cuda:
+            rows.ready_cuda = self.cuda   # a stand-in: hand_over finds it here
+        return rows if self.deferred else hand_over(rows)
+
+
+def hand_over(rows, stream=None, cuda=None):
+    """Make `stream` (the current one of rows' device by default) wait for the fetch that produced
+    `rows` and keep their memory from reuse until the work queued there is done; a tensor without
+    a pending event (the CPU, or handed over already) is returned as it is."""
+    ev = getattr(rows, "ready_event", None)
+    if ev is None:
+        return rows
+    cuda = cuda if cuda is not None else getattr(rows, "ready_cuda", torch.cuda)
+    stream = stream if stream is not None else cuda.current_stream(rows.device)
+    stream.wait_event(ev)
+    if cuda is torch.cuda:
+        rows.record_stream(stream)
+    else:   # a stand-in (tests) records it itself
+        cuda.record_stream(rows, stream)
+    rows.ready_event = None
+    return rows
 
 
 class DeviceCachedFeatureSource(OwnerShard):
@@ -112,7 +166,7 @@ class DeviceCachedFeatureSource(OwnerShard):
 
     def __init__(self, store, num_rows: int, row_dim: int, dtype, cfg, static_scores: np.ndarray, *,
                  num_owners: int = 1, owner: int = 0, budget: MemoryBudget | None = None, device="cpu",
-                 engine=None, owns_store: bool = False):
+                 engine=None, owns_store: bool = False, rows_engine=None, cuda=None):
         self._init_shard(store, num_rows, row_dim, dtype, cfg, num_owners, owner, budget)
         self._owns_store = owns_store
         try:
@@ -127,9 +181,12 @@ class DeviceCachedFeatureSource(OwnerShard):
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
+        # on CUDA the fetch runs on its own stream (`cuda`: a stand-in for torch.cuda, tests)
+        self._handoff = StreamHandoff(self.device, cuda) if self.device.type == "cuda" or cuda is not None else None
+        self._planned = None
         if not self.enabled:
             self.pvp = False
-            self.pool = DeviceRowPool(0, self.row_bytes, device=self.device)  # staging and uploads only
+            self.pool = DeviceRowPool(0, self.row_bytes, device=self.device, rows_engine=rows_engine)  # staging only
             self.stats["victim_buffer_bytes"] = 0
             return
         self.engine = engine if engine is not None else self._make_engine(cfg, static_scores)
@@ -138,13 +195,17 @@ class DeviceCachedFeatureSource(OwnerShard):
         if lines > self.capacity_rows:
             raise InputError(f"the engine has {lines} cache lines, the budget {self.capacity_rows}")
         self.pool = DeviceRowPool(lines, self.row_bytes, window=self.engine.window, depth=self.engine.depth,
-                                  pvp=self.pvp, device=self.device)
+                                  pvp=self.pvp, device=self.device, rows_engine=rows_engine)
         self._queued = np.zeros(max(self.pool.window, 1), np.int64)  # rows in each victim queue
         self.stats["victim_buffer_bytes"] = self.pool.victim_bytes
         self.stats["policy"] = self.engine.policy_name
+        self._in_place = self._map_store()
         # read-ahead asks the engine for the next batch's misses: the CPU engine answers (a GPU
-        # engine's state lives on the device, where the question would cost a sync per batch)
-        self._init_readahead(bool(getattr(cfg, "readahead", False)) and hasattr(self.engine, "storage_misses"))
+        # engine's state lives on the device, where the question would cost a sync per batch);
+        # rows read in place are not read ahead (nothing to wait for)
+        self._init_readahead(bool(getattr(cfg, "readahead", False)) and hasattr(self.engine, "storage_misses")
+                             and self._in_place is None)
+        self.stats["in_place"] = self._in_place is not None
 
     def _make_engine(self, cfg, static_scores):
         kind = cfg.engine
@@ -172,8 +233,66 @@ class DeviceCachedFeatureSource(OwnerShard):
         with cupy.cuda.Device(self.device.index), stream:
             yield
 
+    # ---- the in-memory feature array read in place (zero-copy) ---------------------------------
+    _mapped_store = None
+
+    def _map_store(self) -> torch.Tensor | None:
+        """The store's rows as a tensor the serve kernels read in place, or None (read into the
+        staging buffer): only a MemoryStore (every row in RAM, verified when it was loaded) whose
+        pool runs the kernels; on CUDA its array is registered as mapped pinned memory
+        (lsm_gnn.utils.mapped). Then a storage read is no read at all: no reader thread, no gather
+        into the staging, no wait before reusing it; the kernel reads each missed row over PCIe
+        from where it lies. A registration that fails leaves the staging path on and says why
+        (stats `in_place_error`, and a warning)."""
+        from lsm_gnn.storage.memory import MemoryStore
+
+        store = self.store
+        if not (self.pool.zero_copy and type(store) is MemoryStore and store.row_checksums is None):
+            return None
+        feats = store.features
+        word = torch.empty(0, dtype=self.pool.word).numpy().dtype
+        if not feats.flags.c_contiguous or feats.dtype != self.dtype:
+            return None
+        rows = torch.from_numpy(feats.view(word).reshape(len(feats), self.pool.row_words))
+        if self.pool.cuda:
+            from lsm_gnn.utils.mapped import MappedHost
+
+            try:
+                self._mapped_store = MappedHost(feats.ctypes.data, feats.nbytes, pinned=False,
+                                                what=f"in-memory feature array of {store.path}")
+            except InputError as e:
+                import warnings
+
+                self.stats["in_place_error"] = str(e)
+                warnings.warn(f"reading the misses through the staging buffer: {e}", stacklevel=3)
+                return None
+            self.pool._mapped[feats.ctypes.data] = self._mapped_store.device_ptr
+        return rows
+
+    def _read_in_place(self, ids: np.ndarray) -> "InPlaceRows":
+        # counted as a read of the store only where there is one (as the staging path reads)
+        return InPlaceRows(self.store.read_in_place(ids) if len(ids) else np.zeros(0, np.int64))
+
     def _last_on_host(self) -> tuple[np.ndarray, np.ndarray]:
-        return tuple(_host(_tensor(a)) for a in self._last)
+        with self._on_fetch_stream():   # ordered after the fetch that wrote them
+            return tuple(_host(_tensor(a)) for a in self._last)
+
+    # ---- the fetch on its own stream (CUDA) ---------------------------------------------------
+    def _on_fetch_stream(self):
+        return self._handoff.run() if self._handoff is not None else nullcontext()
+
+    def _fetch(self, ids: np.ndarray):
+        if self._handoff is None:
+            return super()._fetch(ids)
+        with self._handoff.run():
+            rows = super()._fetch(ids)
+        return self._handoff.ready(rows)
+
+    def hand_off_later(self, deferred: bool = True) -> None:
+        """The consumer hands each fetched tensor over itself (`hand_over(rows)` on its stream,
+        e.g. from another thread than the fetch's); False: at return (the default). No-op on the CPU."""
+        if self._handoff is not None:
+            self._handoff.deferred = bool(deferred)
 
     # ---- where rows land: the torch pool (the fetch order: lsm_gnn.sources.shard) --------------
     def _decide(self, ids: np.ndarray):
@@ -181,46 +300,57 @@ class DeviceCachedFeatureSource(OwnerShard):
             return self.engine.step(ids, *self.window.flat)
 
     def _storage_ids(self, res) -> np.ndarray:
+        """The storage reads' ids on the host, and the batch's plan (kept for `_prepare`): the plan
+        is computed where the decisions are; the storage ids and the spill destinations come to the
+        host in one copy (a no-op where the decisions are on the host)."""
         with self._engine_stream():
-            return _host(_tensor(res.distinct)[_tensor(res.status) == STORAGE])
+            plan = _plan(res, _tensor(self.engine.keys))
+            count = int(res.counts["storage_rows"])   # GPU engine: the wait for the step's counts
+            sid = storage_ids(_tensor(res.distinct), plan.pop("storage_pos"), count)
+            host = _host(torch.cat([sid, plan["spill_dst"]]))   # the batch's one device -> host copy
+        self._planned = (plan, host[count:])
+        return host[:count]
 
     def _end_iteration(self) -> int:
         with self._engine_stream():
             return self.engine.end_iteration()
 
     def _prepare(self, res) -> None:
-        with self._engine_stream():
-            plan, runs = _plan(res, _tensor(self.engine.keys), self.pool.depth)
-        self._batch = (self._to_device(plan), runs)
+        plan, dst_host = self._planned
+        self._planned = None
+        self._batch = (self._to_device(plan), dst_host)
 
     def _output(self, n: int) -> torch.Tensor:
         return torch.empty((n, self.pool.row_words), dtype=self.pool.word, device=self.device)
 
     def _copy_hits(self, res, out) -> None:
-        self.pool.gather_lines(self._batch[0]["req_slot"], out)
+        self.pool.serve(self._batch[0]["src"], out, bits(LINE))
 
     def _copy_victims(self, res, out) -> None:
-        plan, runs = self._batch
-        self.pool.spill(plan["spill_slot"], runs)
-        self.pool.gather_landed(plan["vh_src"], plan["vh_req"], out)
+        plan, dst_host = self._batch
+        self.pool.spill_records(plan["spill_slot"], plan["spill_dst"], dst_host)
+        self.pool.serve(plan["src"], out, bits(LANDING))
 
-    def _arrived(self, staged: np.ndarray) -> torch.Tensor:
+    def _arrived(self, staged):
+        if isinstance(staged, InPlaceRows):
+            return staged
         word = torch.empty(0, dtype=self.pool.word).numpy().dtype
-        return self.pool.upload(torch.from_numpy(staged.view(word)))
+        return self.pool.arrived(torch.from_numpy(staged.view(word)))
 
     def _place_misses(self, res, staged, kmap, out) -> None:
         plan = self._batch[0]
-        st_k, fill_k = plan["st_k"], plan["fill_k"]
+        src = plan["src"]
+        if isinstance(staged, InPlaceRows):   # storage read k is row rows[k] of the store's array
+            kmap, staged = staged.rows, self._in_place
         if kmap is not None:   # storage read k lies at row kmap[k] of the read-ahead's rows
-            k = torch.from_numpy(kmap).to(st_k.device)
-            st_k, fill_k = k[st_k], k[fill_k]
-        self.pool.place_misses(staged, plan["st_req"], st_k, plan["fill_slot"], fill_k,
-                               plan["vfill_slot"], plan["vfill_src"], out)
+            src = remap_staged(src, self._index_to_device(kmap))
+        self.pool.serve(src, out, bits(STAGED), staged=staged)
+        self.pool.fill(plan["fill_slot"], plan["fill_req"], out)
 
     def _land(self, q: int) -> int:
-        depth = self.pool.depth
-        for i, j, dst in self._batch[1]:  # spills append to their queue
-            self._queued[dst // depth] = dst % depth + j - i
+        depth, dst = self.pool.depth, self._batch[1]
+        if len(dst):   # spills append to their queue: its length is its last row + 1
+            np.maximum.at(self._queued, dst // depth, dst % depth + 1)
         # the queue's length is known on the host: no read of the engine's (device) count
         landed, self._queued[q] = int(self._queued[q]), 0
         self.pool.land(q, landed)
@@ -255,6 +385,13 @@ class DeviceCachedFeatureSource(OwnerShard):
         torch.cat([p.to(torch.int64) for p in parts], out=packed)
         return dict(zip(PLAN_FIELDS, packed.to(self.device, non_blocking=True).split(sizes)))
 
+    def _index_to_device(self, a: np.ndarray) -> torch.Tensor:
+        """A host index array on the pool's device without a host wait (pinned, asynchronous)."""
+        t = torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64))
+        if self.device.type != "cuda":
+            return t.to(self.device)
+        return t.pin_memory().to(self.device, non_blocking=True)
+
     def _fetch_uncached(self, ids: np.ndarray) -> torch.Tensor:
         t0 = time.perf_counter()
         uniq, inverse = np.unique(ids, return_inverse=True)
@@ -276,7 +413,12 @@ class DeviceCachedFeatureSource(OwnerShard):
         return out.view(self.torch_dtype)
 
     def _release_pool(self) -> None:
-        """Close the pool (it waits for its queued copies, then drops its tensors) in the shard's `close`."""
+        """Close the pool (it waits for its queued copies, then drops its tensors) in the shard's
+        `close`; then the store's array is unregistered (no kernel reads it any more)."""
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+        if self._mapped_store is not None:
+            self._mapped_store.close()
+            self._mapped_store = None
+        self._in_place = None

@@ -81,13 +81,17 @@ class OwnerShard(FeatureSource):
 
         _decide(ids) -> res            the engine's step (res.distinct / res.status on the host
                                        or a device), in the engine's stream
-        _storage_ids(res) -> ndarray   the distinct ids read from storage, on the host
+        _storage_ids(res) -> ndarray   the distinct ids read from storage, on the host (the
+                                       device plane plans the batch here: the ids are the plan's
+                                       one copy to the host)
         _prepare(res)                  the plane's plan of the batch (after the reads are issued,
                                        before the engine ends the iteration)
         _end_iteration() -> q          the engine's end_iteration, in the engine's stream
         _copy_hits(res, out)           step 2 (`out` from `_output(n)`)
         _copy_victims(res, out)        step 3
         _arrived(staged)               the read rows where step 4 reads them (a device: uploaded)
+        _read_in_place(ids)            with `_in_place` set: the rows of ids where they lie
+                                       (counted as a read; no staging, no reader thread)
         _place_misses(res, staged, kmap, out)   step 4 (kmap: staged row of each storage read)
         _land(q) -> rows landed        step 5
         _served(res, out, storage_rows, landed) the plane's own byte counts; returns the rows
@@ -98,6 +102,7 @@ class OwnerShard(FeatureSource):
     and `_last_on_host` where its decisions live on a device."""
 
     _owns_store = False   # close() closes the store too (what make_feature_source asks for)
+    _in_place = None      # a plane that reads the store's rows where they lie sets it (no staging)
 
     def _init_shard(self, store, num_rows: int, row_dim: int, dtype, cfg, num_owners: int, owner: int,
                     budget: MemoryBudget | None) -> None:
@@ -162,6 +167,8 @@ class OwnerShard(FeatureSource):
         kmap = None
         if ahead is not None:
             staged, kmap, reading = self._use_ahead(ahead, storage_ids)
+        elif self._in_place is not None:   # the rows are read where they lie: nothing to wait for
+            staged, reading = self._read_in_place(storage_ids), None
         else:
             staged = self._staging(len(storage_ids))
             reading = self._read_async(storage_ids, staged) if len(storage_ids) else None

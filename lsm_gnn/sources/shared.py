@@ -44,7 +44,7 @@ from lsm_gnn.cache.rowpool import OutputRows
 from lsm_gnn.contract import FeatureSource, TierCounters, as_source
 from lsm_gnn.multidevice.exchange import Exchange
 from lsm_gnn.multidevice.health import NULL_HEARTBEAT, FaultInjector, Heartbeat
-from lsm_gnn.ownership import check_owned, split_valid_ids
+from lsm_gnn.ownership import check_owned, reorder_blocks, split_valid_ids
 from lsm_gnn.metrics import EXCHANGE_STAGES
 from lsm_gnn.utils.errors import InputError
 
@@ -85,7 +85,7 @@ class _HostPlane:
     def reorder(self, received, positions) -> np.ndarray:
         if self._out is None:
             self._out = OutputRows(self.row_dim, received.dtype)
-        return received.reorder(positions, out=self._out.get(len(received)))
+        return reorder_blocks(received.blocks, positions, self._out.get(len(received)))
 
 
 class _DevicePlane:
@@ -185,9 +185,9 @@ class SharedCacheFeatureSource(_OverOwnerCache):
         self.testbed = testbed
         self.charger = None
         if testbed:
-            from lsm_gnn.storage.charge import Charger
+            from lsm_gnn.storage.charge import charger_for
 
-            self.charger = Charger(float(testbed["time_scale"]), float(testbed["host_speed"]))
+            self.charger = charger_for(testbed)
             self.charger.windowed = True
 
     # ---- lookahead ------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from lsm_gnn.storage.base import FeatureStore
@@ -49,3 +51,18 @@ class MemoryStore(FeatureStore):
     def _read(self, ids, out):
         np.take(self.features, ids, axis=0, out=out)
         return len(np.unique(ids)), 0, 0
+
+    def read_in_place(self, ids, counters=None) -> np.ndarray:
+        """The rows of `features` that hold `ids` (after the row map), for a reader of the array in
+        place (a GPU kernel over it mapped as pinned memory: lsm_gnn.sources.cached_device), checked
+        and counted as `read_rows` counts them, nothing copied."""
+        t0 = time.perf_counter()
+        rows = self.check_ids(ids)
+        distinct = len(np.unique(rows)) if len(rows) else 0
+        c = self.counters if counters is None else counters
+        c.rows_requested += len(rows)
+        c.distinct_rows += distinct
+        c.useful_bytes += distinct * self.row_bytes
+        c.batches += 1
+        c.seconds += time.perf_counter() - t0
+        return rows

@@ -46,6 +46,7 @@ from lsm_gnn.contract import STAGES as SOURCE_STAGES
 from lsm_gnn.contract import FeatureSource, as_source
 from lsm_gnn.metrics import EXCHANGE_STAGES, ITERATION_KEYS, ROW_KEYS, mean_times
 from lsm_gnn.sampling import Background, Lookahead, MiniBatch, NeighborSampler
+from lsm_gnn.sources.cached_device import hand_over
 from lsm_gnn.utils.errors import InputError
 
 
@@ -176,11 +177,12 @@ class FeatureLoader:
                 h2d = feats.numel() * feats.element_size()
                 feats = feats.pin_memory().to(self.device, non_blocking=True)
             elif self.device.index is not None and feats.device != self.device:
-                feats = feats.to(self.device, non_blocking=True)
+                # the copy is queued on this thread's stream: after the fetch's own
+                feats = hand_over(feats).to(self.device, non_blocking=True)
             labels = labels.to(self.device, non_blocking=True)
             blocks = [b.to(self.device, non_blocking=True) for b in blocks]
         elif feats.device.type != "cpu":
-            feats = feats.cpu()
+            feats = hand_over(feats).cpu()
         item = LoadedBatch(mb, blocks, feats, labels, times)
         item.counts = {k: c1[k] - c0.get(k, 0) for k in c1}   # rows and I/O of this batch alone
         item.h2d_bytes = h2d
@@ -195,6 +197,12 @@ class FeatureLoader:
             batches = Background(batches, depth=self.sample_ahead + self.window, name="lsm-gnn-sampler")
             threads.append(batches)
         fetched = (self._fetch(mb, win) for mb, win in Lookahead(batches, self.window))
+        # a device source's fetch runs on its own stream; fetched in a thread, its rows are handed
+        # to this (the trainer's) thread's stream here rather than to the fetch thread's (on the
+        # legacy default stream, which the train step shares, that wait would hold the step back)
+        defer = getattr(self.source, "hand_off_later", None) if self.overlap_fetch else None
+        if defer is not None:
+            defer(True)
         if self.overlap_fetch:
             fetched = Background(fetched, depth=1, name="lsm-gnn-fetch")
             threads.insert(0, fetched)
@@ -205,11 +213,15 @@ class FeatureLoader:
                     item = next(fetched)
                 except StopIteration:
                     return
+                if getattr(item.features, "ready_event", None) is not None:   # a device source's rows
+                    hand_over(item.features)
                 item.times["wait"] = time.perf_counter() - t0
                 yield item
         finally:
             for t in threads:
                 t.close()
+            if defer is not None:
+                defer(False)
 
     def __iter__(self):
         return self.epoch(0)

@@ -2,13 +2,16 @@
 
 One loader for every profile kind (hardware profiles of the projection, accelerator profiles of the
 emulation): an unknown key, a missing one, a wrong type or a value out of range is a `ConfigError`
-naming the file and the dotted key.
+naming the file and the dotted key. `key=value` overrides (the command line's `--set`) are set in
+the YAML document before it is validated, their values parsed by the same bounded loader.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -146,3 +149,34 @@ def load_model(model: type[BaseModel], name_or_path: str | os.PathLike, folder: 
         raise ConfigError(source, "(file)", f"cannot read: {e.strerror or e}") from None
     data = load_yaml(text, source)
     return parse_model(model, data, source, f"a {what}")
+
+
+def apply_overrides(data: dict, overrides: list[str] | dict, source: str = "<overrides>") -> dict:
+    """Set dotted keys in a nested dict; `a.b=1` strings are parsed as YAML scalars."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, "(root)", f"expected a mapping to set keys in, found {type(data).__name__}")
+    data = copy.deepcopy(data)
+    items = overrides.items() if isinstance(overrides, dict) else (_split(o, source) for o in overrides)
+    for key, value in items:
+        node = data
+        parts = key.split(".")
+        if not all(parts):
+            raise ConfigError(source, key or "(key)", "expected a dotted key such as sampler.batch_size")
+        for p in parts[:-1]:
+            nxt = node.setdefault(p, {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(source, key, f"{p} is not a section")
+            node = nxt
+        node[parts[-1]] = value
+    return data
+
+
+def _split(item: str, source: str) -> tuple[str, Any]:
+    if "=" not in item:
+        raise ConfigError(source, item, "override must look like key=value")
+    k, v = item.split("=", 1)
+    try:
+        return k.strip(), load_yaml(v, source)
+    except ConfigError as e:
+        raise ConfigError(source, k.strip() or "(key)",
+                          f"value {shorten(repr(v))} is not a YAML value: {e.problem}") from None

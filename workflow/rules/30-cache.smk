@@ -2,7 +2,8 @@
 # fraction is a device's total feature memory (cache lines + victim buffer + landing buffer,
 # lsm_gnn.cache.budget); the victim buffer takes the run config's host share of it unless
 # cache_victim_depth sets lines per queue (out of the same total).
-#   sweep      all policies x cache_fractions x cache_windows on one trace (batch_size, fanouts)
+#   sweep      all policies x cache_fractions x cache_windows on one trace (batch_size, fanouts); all:
+#              the registry's, the installed ones (entry points lsm_gnn.policies) and cache_policies
 #   multi      G devices (scaling_devices; 2 the headline), shared vs isolated, hybrid and lru at
 #              cache_fraction per device, W = 8
 #   regime     all policies at cache_fraction over ratio_batch_sizes: the axis
@@ -73,10 +74,11 @@ rule cache_sweep:
         data=data_dir,
         fractions=CACHE_FLAGS,
         victim=CACHE_VICTIM,
+        policies=POLICY_FLAGS,
     message:
         "Replaying the trace through every policy at W = {wildcards.window}"
     shell:
-        "{params.cli} simulate {params.data} --trace {input.trace} --policy all {params.fractions} "
+        "{params.cli} simulate {params.data} --trace {input.trace} {params.policies} {params.fractions} "
         "--window {wildcards.window} --victim-depth {params.victim} --out {output.csv} --record {output.record} "
         "--json --no-progress > {output.json} 2> {log}"
 
@@ -199,10 +201,11 @@ rule cache_regime:
         data=data_dir,
         fraction=CACHE_FRACTION,
         victim=CACHE_VICTIM,
+        policies=POLICY_FLAGS,
     message:
         "Regime sweep: every policy at batch {wildcards.batch}"
     shell:
-        "{params.cli} simulate {params.data} --trace {input.trace} --policy all --cache-fraction {params.fraction} "
+        "{params.cli} simulate {params.data} --trace {input.trace} {params.policies} --cache-fraction {params.fraction} "
         "--window 8 --victim-depth {params.victim} --out {output.csv} --json --no-progress > {output.json} 2> {log}"
 
 
@@ -259,10 +262,11 @@ if HETERO is not None:
             data=data_dir,
             fraction=CACHE_FRACTION,
             victim=CACHE_VICTIM,
+            policies=POLICY_FLAGS,
         message:
             "Every policy on the heterogeneous graph {params.data}"
         shell:
-            "{params.cli} simulate {params.data} --trace {input.trace} --policy all --cache-fraction {params.fraction} "
+            "{params.cli} simulate {params.data} --trace {input.trace} {params.policies} --cache-fraction {params.fraction} "
             "--window 8 --victim-depth {params.victim} --out {output.csv} --json --no-progress > {output.json} 2> {log}"
 
 
@@ -277,11 +281,18 @@ rule cache_report:
         hetero=[f"{RES}/cache/hetero.csv"] if HETERO is not None else [],
         # the heterogeneous graph's row count, read beside its CSV
         hetero_json=[f"{RES}/cache/hetero.json"] if HETERO is not None else [],
+        # the PVP replays: the policies without the victim buffer, drawn beside the sweep (which has it)
+        pvp=expand(f"{RES}/cache/pvp-b{{batch}}.csv", batch=PVP_BATCHES),
     output:
         fragment=f"{REPORT}/sections/30-cache.md",
         figure=report(
             f"{REPORT}/figures/cache_storage_rows.png",
             caption="../report/cache_storage_rows.rst",
+            category="3. Cache policies",
+        ),
+        no_buffer_figure=report(
+            f"{REPORT}/figures/cache_policies_no_buffer.png",
+            caption="../report/cache_policies_no_buffer.rst",
             category="3. Cache policies",
         ),
         scaling_figure=report(

@@ -73,6 +73,26 @@ rule testbed_run:
         "--record {output} --no-progress > {log} 2>&1"
 
 
+# Dist-DGL at another host speed f (TB_AT_F: the verdict's class at f = 0.5, 1 and 2)
+use rule testbed_run as testbed_run_host_speed with:
+    output:
+        f"{RES}/testbed/runs/{{system}}-b{{batch}}-{{profile}}-s{{scale}}-f{{host_speed}}-r{{repeat}}.json",
+    log:
+        f"{LOGS}/testbed-{{system}}-b{{batch}}-{{profile}}-s{{scale}}-f{{host_speed}}-r{{repeat}}.log",
+    benchmark:
+        f"{RES}/benchmarks/testbed-{{system}}-b{{batch}}-{{profile}}-s{{scale}}-f{{host_speed}}-r{{repeat}}.tsv"
+    wildcard_constraints:
+        system="distdgl",
+        batch=r"\d+",
+        profile="paper",
+        scale=r"[0-9.]+",
+        host_speed=r"[0-9.]+",
+        repeat=r"\d+",
+    message:
+        "Testbed {wildcards.system} at batch {wildcards.batch}, time scale {wildcards.scale}, host speed "
+        "{wildcards.host_speed} (run {wildcards.repeat})"
+
+
 rule testbed_project:
     input:
         runs=TB_PROJECTED,
@@ -128,11 +148,12 @@ rule testbed_report:
         dataset=DS,
         accelerator=TB_ACC,
         time_scale=TB_SCALE,
+        system_scales=TB_SYSTEM_SCALES,
         devices=TB_DEVICES,
         fraction=CACHE_FRACTION,
         batches=TB_BATCHES,
         validation_batch=TB_VBATCH,
-        network=config["testbed_network_emulation"],
+        host_speed=TB_HOST_SPEED,
     message:
         "Paper-testbed section of the report (emulated)"
     script:

@@ -33,7 +33,8 @@ rule projection:
     message:
         "Projecting the baseline records on this machine (validation) and on the paper's setting"
     shell:
-        # --validate exits 1 when a system is beyond the tolerance: the report says so, the run goes on
+        # --validate exits 1 when lsm or distdgl (the gate: the systems claim (a) compares) is beyond the
+        # tolerance: the report says so, the run goes on; it measures the host memory gather here (1-2 s)
         "({params.cli} project --validate {input.runs} --hardware this-machine --storage-from {input.storage} "
         "--tolerance {params.tolerance} "
         "--calibrate-cpu --json > {output.validate} 2> {log} || test -s {output.validate}) && "

@@ -3,7 +3,7 @@
 #   figures    figures.json, every hardware-independent figure (simulator and dataset counts, the
 #              verdicts on claims b-d); its rules run no timed job, so `snakemake figures` alone
 #              reproduces it in minutes
-#   verdicts   the verdicts section, one column per kind of evidence (claim a from the emulated matrix,
+#   verdicts   the verdicts section: a sentence per claim and the claims figure, then one column per kind of evidence (claim a from the emulated matrix,
 #              the testbed when it ran and the projection; e from the 2-device runs), timings.json
 #              (every timed figure with its runs and spread) and machine.json (this machine)
 
@@ -58,6 +58,11 @@ rule verdicts:
         ),
         timings=f"{REPORT}/timings.json",
         machine=f"{REPORT}/machine.json",
+        figure=report(
+            f"{REPORT}/figures/claims.png",
+            caption="../report/claims.rst",
+            category="0. Verdicts",
+        ),
     log:
         f"{LOGS}/verdicts.log",
     benchmark:

@@ -255,6 +255,9 @@ def source_benchmarks(_wildcards=None):
 # ---- the cache section's matrix (30-cache.smk) ------------------------------------------------------
 CACHE_VICTIM = str(config["cache_victim_depth"] or "config")
 CACHE_FLAGS = " ".join(f"--cache-fraction {f}" for f in config["cache_fractions"])
+# every policy of the sweeps: the registry's and the installed ones ("all"), then the config's own
+# (package.module:Class or path/to/file.py:Class, which each job's `lsm-gnn simulate` resolves)
+POLICY_FLAGS = " ".join(["--policy all"] + [f"--policy '{p}'" for p in config["cache_policies"]])
 CACHE_MAX_BATCHES = f"--max-batches {config['cache_max_batches']}" if config["cache_max_batches"] else ""
 REGIME_BATCHES = [int(b) for b in config["ratio_batch_sizes"]]
 PAPER_BATCH = int(config["paper_batch_size"])
@@ -503,8 +506,21 @@ TB_BATCHES = [int(b) for b in config["testbed_batch_sizes"]]
 TB_SCALE = float(config["testbed_time_scale"])
 TB_VBATCH = int(config["testbed_validation_batch"])
 TB_ACC = config["testbed_accelerator"]
+
+
+def _tb_host_speed() -> float:
+    """The matrix's f: the emulated testbed's default, the `paper` hardware profile's host_time_factor."""
+    from lsm_gnn.project.profiles import load_profile
+
+    return float(load_profile("paper").cpu.host_time_factor)
+
+
+TB_HOST_SPEED = _tb_host_speed() if TB_ON else 1.0
 TB_DEVICES = 2
 TB_MACHINES, TB_TRAINERS = 2, 2  # Dist-DGL as bench compare runs it: 2 emulated machines x 2 trainers
+# each system's own S where config's testbed_system_scales gives one (bench compare --system-scale),
+# the others at testbed_time_scale; the dilation runs at twice each system's own S
+TB_SYSTEM_SCALES = {s: float((config.get("testbed_system_scales") or {}).get(s, TB_SCALE)) for s in TB_SYSTEMS}
 
 
 def tb_scale_tag(scale: float) -> str:
@@ -515,19 +531,27 @@ def tb_run(system: str, batch: int, profile: str, scale: float, repeat: int) -> 
     return f"{RES}/testbed/runs/{system}-b{batch}-{profile}-s{tb_scale_tag(scale)}-r{repeat}.json"
 
 
+def tb_run_f(system: str, batch: int, scale: float, host_speed: float, repeat: int) -> str:
+    """A run at host speed f other than the hardware profile's (TB_AT_F)."""
+    return f"{RES}/testbed/runs/{system}-b{batch}-paper-s{tb_scale_tag(scale)}-f{host_speed:g}-r{repeat}.json"
+
+
 def _tb_rounds(systems: list[str], repeats: int, points: list[tuple]) -> list[str]:
-    """Rounds of every (batch, profile, scale) point's runs, the systems rotated round by round."""
+    """Rounds of every (batch, profile, k) point's runs, the systems rotated round by round; each
+    system at k times its own scale (TB_SYSTEM_SCALES), or at S = 1 where k is None."""
     out = []
     for r in range(repeats):
-        for k, (batch, profile, scale) in enumerate(points):
+        for j, (batch, profile, k) in enumerate(points):
             n = len(systems)
-            out += [tb_run(systems[(r + k + i) % n], batch, profile, scale, r) for i in range(n)]
+            for i in range(n):
+                s = systems[(r + j + i) % n]
+                out.append(tb_run(s, batch, profile, 1.0 if k is None else k * TB_SYSTEM_SCALES[s], r))
     return out
 
 
-TB_MAIN = _tb_rounds(TB_SYSTEMS, int(config["testbed_repeats"]), [(b, "paper", TB_SCALE) for b in TB_BATCHES])
+TB_MAIN = _tb_rounds(TB_SYSTEMS, int(config["testbed_repeats"]), [(b, "paper", 1) for b in TB_BATCHES])
 TB_DILATION = (
-    _tb_rounds(TB_SYSTEMS, int(config["testbed_validation_repeats"]), [(TB_VBATCH, "paper", 2 * TB_SCALE)])
+    _tb_rounds(TB_SYSTEMS, int(config["testbed_validation_repeats"]), [(TB_VBATCH, "paper", 2)])
     if config["testbed_dilation"]
     else []
 )
@@ -535,12 +559,25 @@ TB_EMULATOR = (
     _tb_rounds(
         TB_STORAGE_SYSTEMS,
         int(config["testbed_validation_repeats"]),
-        [(TB_VBATCH, "vm", 1.0), (TB_VBATCH, "real", 1.0)],
+        [(TB_VBATCH, "vm", None), (TB_VBATCH, "real", None)],
     )
     if config["testbed_emulator_check"]
     else []
 )
-TB_ORDER = TB_MAIN + TB_DILATION + TB_EMULATOR if TB_ON else []
+# Dist-DGL at the largest batch at each other host speed f (emulation.host_speed: the paper's host
+# core's time over this machine's): the claim's class is decided only where f = 0.5, 1 and 2 agree
+# (LSM-GNN charges no stage at host speed, so its epoch is the matrix's at every f)
+TB_HOST_SPEEDS = [float(f) for f in config.get("testbed_host_speeds") or []]
+TB_AT_F = (
+    [
+        tb_run_f("distdgl", max(TB_BATCHES), TB_SYSTEM_SCALES["distdgl"], f, r)
+        for r in range(int(config["testbed_validation_repeats"]))
+        for f in TB_HOST_SPEEDS
+    ]
+    if "distdgl" in TB_SYSTEMS
+    else []
+)
+TB_ORDER = TB_MAIN + TB_AT_F + TB_DILATION + TB_EMULATOR if TB_ON else []
 TB_PREVIOUS = dict(zip(TB_ORDER[1:], TB_ORDER[:-1]))
 TB_PROJECTED = [p for p in TB_MAIN if f"-b{max(TB_BATCHES)}-paper-" in p]
 TB_VM_PROFILE = f"{RES}/testbed/vm-measured.yaml"
@@ -556,9 +593,18 @@ def tb_previous(output: str) -> list[str]:
 def tb_inputs(wildcards) -> dict:
     """A testbed run's extra inputs: the run before it, the measured vm profile (vm runs), the
     Dist-DGL partitions (distdgl runs)."""
-    out = tb_run(
-        wildcards.system, int(wildcards.batch), wildcards.profile, float(wildcards.scale), int(wildcards.repeat)
-    )
+    if "host_speed" in wildcards.keys():
+        out = tb_run_f(
+            wildcards.system,
+            int(wildcards.batch),
+            float(wildcards.scale),
+            float(wildcards.host_speed),
+            int(wildcards.repeat),
+        )
+    else:
+        out = tb_run(
+            wildcards.system, int(wildcards.batch), wildcards.profile, float(wildcards.scale), int(wildcards.repeat)
+        )
     extra = {"previous": tb_previous(out)}
     if wildcards.profile == "vm":
         extra["vm"] = TB_VM_PROFILE
@@ -589,16 +635,16 @@ def tb_sets(wildcards, input) -> str:
         f"train.accelerator_profile={TB_ACC}",
         f"emulation.time_scale={wildcards.scale}",
     ]
+    if "host_speed" in wildcards.keys():
+        sets.append(f"emulation.host_speed={wildcards.host_speed}")
     if wildcards.profile == "real":
         sets.append("storage.device=real")
     else:
         profile = input.vm if wildcards.profile == "vm" else wildcards.profile
         sets += ["storage.device=emulated", f"storage.device_profile={profile}"]
     if wildcards.system == "distdgl":
-        sets += [
-            f"baseline.partition_dir={input.partitions}",
-            f"baseline.network_emulation={config['testbed_network_emulation']}",
-        ]
+        # its links unshaped: the testbed charges the NIC in user space (round trips x RTT x S, bytes)
+        sets.append(f"baseline.partition_dir={input.partitions}")
     else:
         sets.append(f"cache.capacity_fraction={CACHE_FRACTION}")
     return " ".join(f"--set {s}" for s in sets)

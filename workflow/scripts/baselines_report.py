@@ -24,7 +24,7 @@ from lsm_gnn.records import read_record  # noqa: E402
 from lsm_gnn.bench.replicate import SPREAD_LIMIT  # noqa: E402  (MLPerf Storage's replication rule)
 from lsm_gnn.utils.atomic import write_json, write_text   # noqa: E402
 
-from figtools import STAGE_NAMES, minmax_errorbars, save_figure   # noqa: E402
+from figtools import STAGE_COLOURS, STAGE_NAMES, display_name, minmax_errorbars, save_figure, system_colour   # noqa: E402
 from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, md_table, record_regime, row_bytes   # noqa: E402
 
 
@@ -150,22 +150,39 @@ def dominant_stage(df: pd.DataFrame, system: str) -> str:
     return f"{STAGE_NAMES[k]} ({100 * stages[k] / total:.0f}% of its epoch)"
 
 
+def _values_beside(ax, values, unit: str, fmt_: str = ".1f"):
+    """Each bar's value written beside its end: a 10 s bar on a 0-600 s axis is a sliver, its number
+    is not (issue 45)."""
+    right = ax.get_xlim()[1]
+    for y, v in enumerate(values):
+        if v is None or v != v:
+            continue
+        ax.annotate(f"{format(v, fmt_)} {unit}", xy=(v, y), xytext=(4, 7), textcoords="offset points",
+                    va="bottom", ha="left", fontsize=8, color="#222222", zorder=7)
+    ax.set_xlim(right=right * 1.12)               # room for the last label
+
+
 def figures(df: pd.DataFrame, out: dict):
     """The section's three figures: stacked stage times with the steady epoch's min-max over the
-    runs, the time to the end of the first epoch with its min-max, and the storage bytes (counts)."""
+    runs, the time to the end of the first epoch with its min-max, and the storage bytes (counts).
+    Systems are named as a reader names them and keep their colour of every figure (figtools)."""
     sns.set_theme(style="whitegrid")
     df = headline(df).reset_index(drop=True)
+    names = [display_name(x) for x in df.label]
     lo_n, hi_n = (int(df.runs.min()), int(df.runs.max())) if not df.empty else (0, 0)
     runs = f"median of {lo_n if lo_n == hi_n else f'{lo_n}-{hi_n}'} runs"
     stacked = df.set_index("label")[[f"stage_{k}" for k in STAGES]]
-    stacked.columns = [STAGE_NAMES[k] for k in STAGES]
+    stacked.index = names
+    stacked.columns = list(STAGES)
     stacked = stacked.loc[:, (stacked > 0).any()]
-    ax = stacked.plot(kind="barh", stacked=True, figsize=(8, 0.5 * len(df) + 2),
-                      color=sns.color_palette("tab10", len(stacked.columns)))
+    colours = [STAGE_COLOURS[k] for k in stacked.columns]
+    stacked.columns = [STAGE_NAMES[k] for k in stacked.columns]
+    ax = stacked.plot(kind="barh", stacked=True, figsize=(11, 0.55 * len(df) + 2), color=colours)
     minmax_errorbars(ax, range(len(df)), df.epoch_steady_s, df.steady_min, df.steady_max,
                      label="steady epoch: min-max of the runs")
-    ax.set_xlabel(f"seconds per steady epoch ({runs})")
-    ax.set_ylabel("system (devices, memory fraction)")
+    _values_beside(ax, df.epoch_steady_s, "s")
+    ax.set_xlabel(f"seconds per steady epoch ({runs}; the number: the median)")
+    ax.set_ylabel("system (devices, memory per device)")
     ax.set_title("Measured on this machine: epoch time by system, stacked by stage")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     plt.tight_layout()
@@ -173,26 +190,36 @@ def figures(df: pd.DataFrame, out: dict):
     plt.close()
 
     first = df[["label", "preprocessing_s", "startup_s", "epoch_cold_s"]].set_index("label")
+    first.index = names
     first.columns = ["preprocessing (partitioning, owner files, loading)", "cluster startup", "cold epoch"]
-    ax = first.plot(kind="barh", stacked=True, figsize=(8, 0.5 * len(df) + 2))
+    ax = first.plot(kind="barh", stacked=True, figsize=(11, 0.55 * len(df) + 2),
+                    color=["#bcbd22", "#17becf", "#7f7f7f"])
     minmax_errorbars(ax, range(len(df)), df.first_epoch_s, df.first_epoch_min, df.first_epoch_max,
                      label="first epoch: min-max of the runs")
-    ax.set_xlabel(f"seconds to the end of the first epoch ({runs})")
-    ax.set_ylabel("system (devices, memory fraction)")
+    _values_beside(ax, df.first_epoch_s, "s")
+    ax.set_xlabel(f"seconds to the end of the first epoch ({runs}; the number: the median)")
+    ax.set_ylabel("system (devices, memory per device)")
     ax.set_title("Measured on this machine: time to the end of the first epoch, preprocessing included")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     plt.tight_layout()
     save_figure(ax.figure, out["first"], dpi=120, bbox_inches="tight")
     plt.close()
 
-    plt.figure(figsize=(8, 0.5 * len(df) + 2))
-    sd = df.assign(storage_MB=df.storage_bytes / 1e6)
-    ax = sns.barplot(data=sd, y="label", x="storage_MB", hue="system", dodge=False)
+    # one bar per system in its own colour, named on the axis: no legend (an entry of a system that
+    # reads nothing had no bar); a zero is written, not left blank
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(df) + 2))
+    mb = df.storage_bytes / 1e6
+    ax.barh(range(len(df)), mb, color=[system_colour(x) for x in df.label])
+    ax.set_yticks(range(len(df)), names)
+    for y, v in enumerate(mb):
+        ax.annotate("0 MB (reads no storage)" if v == 0 else f"{v:,.0f} MB", xy=(v, y), xytext=(4, 0),
+                    textcoords="offset points", va="center", ha="left", fontsize=8)
+    ax.set_xlim(right=(float(mb.max()) if len(mb) and mb.max() > 0 else 1.0) * 1.25)
     ax.set_xlabel("MB read from storage over the measured epochs (median of the runs)")
-    ax.set_ylabel("system (devices, memory fraction)")
+    ax.set_ylabel("system (devices, memory per device)")
     ax.set_title("Measured on this machine: storage bytes by system")
-    plt.tight_layout()
-    save_figure(ax.figure, out["storage"], dpi=120, bbox_inches="tight")
+    fig.tight_layout()
+    save_figure(fig, out["storage"], dpi=120, bbox_inches="tight")
     plt.close()
 
 

@@ -12,12 +12,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from lsm_gnn.utils.atomic import atomic_path, write_text  # noqa: E402
+from lsm_gnn.utils.atomic import write_text  # noqa: E402
 
-from figtools import save_figure  # noqa: E402
+from figtools import POLICY_COLOURS, save_figure  # noqa: E402
+from pvp_report import load as load_pvp  # noqa: E402
 from wfcommon import PAPER_REGIME, RATIO_KEY, dataset_words, log_to, md_table, scaling_points, sim_regime  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
@@ -41,18 +43,18 @@ for ax, w in zip(axes[1], windows):
     # the hit rate against the cache size (lsm_gnn.metrics.hit_rate: rows served by a cache tier / rows asked)
     part = sweep[sweep["window"] == w].assign(hit_pct=lambda d: 100 * d.hit_rate)
     sns.lineplot(data=part, x="cache %", y="hit_pct", hue="policy", style="policy", markers=True, dashes=False,
-                 ax=ax, legend=False)
+                 ax=ax, legend=False, palette=POLICY_COLOURS)
     ax.set_xscale("log")
     ax.set_xticks(sorted(sweep["cache %"].unique()))
     ax.set_xticklabels([f"{x:g}%" for x in sorted(sweep["cache %"].unique())])
     ax.set_ylim(0, 100)
-    ax.set_title(f"hit rate, lookahead horizon W = {w} batches")
+    ax.set_title(f"hit rate, lookahead horizon W = {w} batches\n(with the victim buffer; horizon has none)")
     ax.set_xlabel("memory per device (% of feature rows)")
     ax.set_ylabel("hit rate (% of requested rows; cache + victim buffer)")
 for ax, w in zip(axes[0], windows):
     part = sweep[sweep["window"] == w]
     sns.lineplot(data=part, x="cache %", y="storage_rows_per_epoch", hue="policy", style="policy",
-                 markers=True, dashes=False, ax=ax, legend=(ax is axes[0][-1]))
+                 markers=True, dashes=False, ax=ax, legend=(ax is axes[0][-1]), palette=POLICY_COLOURS)
     bnd = part.drop_duplicates("cache %").sort_values("cache %")
     for col, label, style in (("min_rows", "MIN (same memory)", dict(color="black", lw=2)),
                               ("min_cache_rows", "MIN (cache lines only)", dict(color="black", ls="--")),
@@ -62,7 +64,7 @@ for ax, w in zip(axes[0], windows):
     ax.set_xticks(sorted(sweep["cache %"].unique()))
     ax.set_xticklabels([f"{x:g}%" for x in sorted(sweep["cache %"].unique())])
     ax.set_ylim(bottom=0)
-    ax.set_title(f"storage rows, lookahead horizon W = {w} batches")
+    ax.set_title(f"storage rows, lookahead horizon W = {w} batches\n(with the victim buffer; horizon has none)")
     ax.set_xlabel("memory per device (% of feature rows)")
     ax.set_ylabel(f"storage rows over the {batches:,}-iteration trace (rows)")
 handles, labels = axes[0][-1].get_legend_handles_labels()
@@ -70,8 +72,55 @@ if axes[0][-1].get_legend():
     axes[0][-1].get_legend().remove()
 fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
 fig.tight_layout()
-with atomic_path(sm.output.figure, suffix=".png") as tmp:
-    fig.savefig(tmp, dpi=130, bbox_inches="tight")
+save_figure(fig, sm.output.figure, dpi=130)
+plt.close(fig)
+
+
+# ---- the same policies without the victim buffer (the PVP study's replays at this memory) ---------
+def no_buffer_figure(pvp: pd.DataFrame, path) -> list[str]:
+    """Storage rows / MIN of hybrid, static and dynamic without the victim buffer at this memory,
+    one group per batch and window, beside the figure above (which has the buffer in every policy):
+    claim (c) is decided on these (verdicts.claim_c); with the buffer the order turns round. Bars
+    rise from 1 (= MIN) so that the excess over the bound is what is drawn. Returns the groups."""
+    at = pvp[((pvp.cache_fraction - FRACTION).abs() < 1e-9) & (pvp.setting != "authors")]
+    off = at[~at.buffer & at.policy.isin(["hybrid", "static", "dynamic"])]
+    on = at[at.buffer & at.policy.isin(["hybrid", "dynamic"])]
+    on = on[(on.host_fraction - 0.1).abs() < 1e-9] if "host_fraction" in on else on.iloc[0:0]
+    groups = [(int(b), int(w)) for b, w in sorted({(b, w) for b, w in zip(off.batch, off.window)})]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(groups) + 2.5), 4.0))
+    policies = ["hybrid", "static", "dynamic"]
+    width = 0.8 / len(policies)
+    for i, pol in enumerate(policies):
+        for j, (b, w) in enumerate(groups):
+            sel = off[(off.policy == pol) & (off.batch == b) & (off.window == w)]
+            if sel.empty:
+                continue
+            v = float(sel.storage_rows_vs_min.iloc[0])
+            x = j + (i - (len(policies) - 1) / 2) * width
+            ax.bar(x, v - 1.0, bottom=1.0, width=width, color=POLICY_COLOURS[pol],
+                   label=f"{pol}, no victim buffer" if j == 0 else None)
+            ax.annotate(f"{v:.2f}", (x, v), xytext=(0, -3), textcoords="offset points", ha="center", va="top",
+                        fontsize=7, color="white", fontweight="bold")
+            with_ = on[(on.policy == pol) & (on.batch == b) & (on.window == w)]
+            if not with_.empty:
+                ax.scatter([x], [float(with_.storage_rows_vs_min.iloc[0])], marker="_", s=160, linewidths=2,
+                           color="black", zorder=5,
+                           label="the same policy with the buffer (host share 0.1)" if (j, i) == (0, 0) else None)
+    ax.axhline(1.0, color="black", lw=1)
+    ax.set_xticks(range(len(groups)), [f"batch {b}\nW = {w}" for b, w in groups])
+    ax.set_ylim(bottom=1.0)
+    ax.set_xlabel("trace batch size and lookahead horizon W (batches)")
+    ax.set_ylabel("storage rows / MIN (ratio; 1 = MIN)")
+    ax.set_title(f"Simulated: the policies without the victim buffer ({PCT} memory per device)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=2, frameon=False)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=130)
+    plt.close(fig)
+    return [f"batch {b}, W = {w}" for b, w in groups]
+
+
+pvp_points = load_pvp(sm.input.pvp) if len(sm.input.pvp) else pd.DataFrame()
+no_buffer_groups = no_buffer_figure(pvp_points, sm.output.no_buffer_figure) if not pvp_points.empty else []
 
 # ---- tables ---------------------------------------------------------------------------------------
 near = (sweep["cache_fraction"] - FRACTION).abs()
@@ -104,16 +153,18 @@ scaling = scaling_points(pd.read_csv(p) for p in sm.input.scaling)
 sns.set_theme(style="whitegrid", context="paper")
 fig, (ax_rows, ax_hit) = plt.subplots(1, 2, figsize=(10, 3.9))
 scaling["system"] = scaling["policy"] + ", " + scaling["mode"]
-sns.lineplot(data=scaling, x="devices", y="storage_rows_per_device_iteration", hue="system", style="system",
-             markers=True, dashes=False, ax=ax_rows)
+# colour: the policy (its colour of every figure); line and marker: shared or isolated
+modes = {"shared": "", "isolated": (4, 2)}
+sns.lineplot(data=scaling, x="devices", y="storage_rows_per_device_iteration", hue="policy", style="mode",
+             markers=True, dashes=modes, ax=ax_rows, palette=POLICY_COLOURS)
 for mode, part in scaling[scaling["policy"] == scaling["policy"].iloc[0]].groupby("mode"):
-    ax_rows.plot(part["devices"], part["min_rows_per_device_iteration"], ls="--", lw=1, color="grey" if mode == "isolated" else "black",
+    ax_rows.plot(part["devices"], part["min_rows_per_device_iteration"], ls=":", lw=1.5, color="grey" if mode == "isolated" else "black",
                  label=f"MIN, {mode}")
 ax_rows.set_xlabel("devices G")
 ax_rows.set_ylabel("storage rows per device per iteration (rows)")
 ax_rows.legend(fontsize=7, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
-sns.lineplot(data=scaling.assign(hit_pct=lambda d: 100 * d.hit_rate), x="devices", y="hit_pct", hue="system",
-             style="system", markers=True, dashes=False, ax=ax_hit, legend=False)
+sns.lineplot(data=scaling.assign(hit_pct=lambda d: 100 * d.hit_rate), x="devices", y="hit_pct", hue="policy",
+             style="mode", markers=True, dashes=modes, ax=ax_hit, legend=False, palette=POLICY_COLOURS)
 ax_hit.set_xlabel("devices G")
 ax_hit.set_ylabel("hit rate (% of rows requested)")
 for ax in (ax_rows, ax_hit):
@@ -153,17 +204,22 @@ sns.set_theme(style="whitegrid", context="paper")
 fig, ax = plt.subplots(figsize=(7.5, 4.2))
 if not regime.empty:
     sns.lineplot(data=regime, x=RATIO_KEY, y="storage_rows_vs_min", hue="policy", style="policy", markers=True,
-                 dashes=False, ax=ax)
+                 dashes=False, ax=ax, palette=POLICY_COLOURS)
     ax.set_xscale("log")
+    # plain numbers at 1, 2 and 5 per decade: the default minor labels (2x10^0, 3x10^0, ...) ran into
+    # one another on a short range
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.axvspan(7, 26, color="grey", alpha=0.12, label="the paper's setting: IGB-full, 4-10 GiB GPU cache")
     ax.axvline(headline_ratio, color="black", ls="--", lw=1, label=f"this run (batch {sm.params.batch})")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=8)
 ax.set_xlabel("cache rows / distinct rows per iteration (rows / rows, log)")
 ax.set_ylabel("storage rows / MIN (ratio, same memory)")
-ax.set_title(f"Simulated: policies along the regime axis ({PCT} memory per device, W = 8; batch size varies)")
+ax.set_title(f"Simulated: policies along the regime axis\n({PCT} memory per device, W = 8, with the victim buffer; "
+             "batch size varies)")
 fig.tight_layout()
-with atomic_path(sm.output.regime_figure, suffix=".png") as tmp:
-    fig.savefig(tmp, dpi=130, bbox_inches="tight")
+save_figure(fig, sm.output.regime_figure, dpi=130)
 plt.close(fig)
 
 regime_table = ""
@@ -217,6 +273,14 @@ from lsm_gnn.utils.atomic import write_json  # noqa: E402
 
 write_json(sm.output.regime, summary)
 
+no_buffer_text = ("" if not no_buffer_groups else f"""
+**Without the victim buffer** (the figure above has it in every policy; claim (c) compares the policies
+without it): hybrid, static and dynamic at {PCT} memory, storage rows / MIN per batch and window
+({", ".join(no_buffer_groups)}), bars rising from 1 = MIN; a black dash is the same policy with the buffer
+at the config's host share. The same replays as the PVP section (section 35).
+
+![the policies without the victim buffer](figures/cache_policies_no_buffer.png)
+""")
 text = f"""## Cache policies against the bounds (simulated: exact counts of the trace simulator)
 
 One trace of the training sampler on {dataset_words(sm.params.dataset)} (fan-outs {sm.params.fanouts}, batch
@@ -234,7 +298,7 @@ lines per device over {per_iter:,.0f} distinct rows requested per iteration; {PA
 Below about 1 the cache cannot hold one iteration's rows and every policy looks alike.
 
 ![storage rows per epoch](figures/cache_storage_rows.png)
-
+{no_buffer_text}
 **Storage rows / MIN at a total memory of {PCT} of the feature rows per device**
 ({int(b10['total_rows']):,} rows; MIN {int(b10['min_rows']):,}, MIN of the cache lines alone
 {int(b10['min_cache_rows']):,}, set-associative MIN {int(b10['min_set_rows']):,}, optimal static

@@ -15,8 +15,9 @@ import seaborn as sns  # noqa: E402
 from lsm_gnn.datasets.format import Dataset  # noqa: E402
 from lsm_gnn.datasets.pagerank import NORMALISATIONS, homogeneous_view, normalisation_of, pagerank, percentile_byte  # noqa: E402
 from lsm_gnn.datasets.stats import IGB_REFERENCE, degree_distribution, summary  # noqa: E402
-from lsm_gnn.utils.atomic import atomic_path, write_json, write_text  # noqa: E402
+from lsm_gnn.utils.atomic import write_json, write_text  # noqa: E402
 
+from figtools import save_figure  # noqa: E402
 from wfcommon import log_to  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
@@ -37,6 +38,18 @@ types = list(ds.features().type_offsets)
 types += [t for t in ds.node_types if t not in types]
 
 # ---- degree distribution (log-log) and its complementary CDF ------------------------------------
+def place_legend(ax, n_types: int):
+    """One node type needs no legend; several get theirs below the axes, off the points."""
+    lg = ax.get_legend()
+    if lg is None:
+        return
+    if n_types <= 1:
+        lg.remove()
+    else:
+        sns.move_legend(ax, "upper center", bbox_to_anchor=(0.5, -0.18), ncol=min(n_types, 4), frameon=False,
+                        fontsize=8)
+
+
 rows = []
 for t in types:
     deg = np.asarray(ds.degree(t))
@@ -56,9 +69,9 @@ ref = IGB_REFERENCE.get(ref_size) if ref_size else None
 if ref and len(types) == 1:
     axes[1].axvline(ref["max_degree"], color="grey", ls="--", lw=1)
     axes[1].text(ref["max_degree"], 0.5, f" IGB-{ref_size} max", color="grey", fontsize=8)
+place_legend(axes[0], len(types))
 fig.tight_layout()
-with atomic_path(sm.output.degree, suffix=".png") as tmp:
-    fig.savefig(tmp, dpi=120)
+save_figure(fig, sm.output.degree, dpi=120)
 plt.close(fig)
 
 # ---- PageRank: raw values (recomputed) and the stored percentile byte against degree -----------
@@ -90,9 +103,9 @@ axes[0].set_title(f"PageRank (damping 0.85, 20 iterations, / {PR_NORM}), 1 = uni
 per_byte = pf.groupby(["node type", "PageRank byte"], as_index=False)["degree"].median()
 sns.lineplot(data=per_byte, x="PageRank byte", y="degree", hue="node type", ax=axes[1], legend=False)
 axes[1].set(yscale="log", title="median degree per stored PageRank byte")
+place_legend(axes[0], len(types))
 fig.tight_layout()
-with atomic_path(sm.output.pagerank, suffix=".png") as tmp:
-    fig.savefig(tmp, dpi=120)
+save_figure(fig, sm.output.pagerank, dpi=120)
 plt.close(fig)
 
 # ---- fragment ---------------------------------------------------------------------------------

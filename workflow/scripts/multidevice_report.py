@@ -15,7 +15,7 @@ import seaborn as sns  # noqa: E402
 
 from lsm_gnn.utils.atomic import write_text  # noqa: E402
 
-from figtools import minmax_errorbars, save_figure  # noqa: E402
+from figtools import SYSTEM_COLOURS, SYSTEM_NAMES, minmax_errorbars, save_figure  # noqa: E402
 from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, row_bytes  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
@@ -58,20 +58,26 @@ for r, mode in zip(rows, ["shared", "isolated", "one"]):
 df = pd.DataFrame(rows)
 
 sns.set_theme(style="whitegrid")
-fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
-palette = dict(zip(df.system, sns.color_palette("tab10", len(df))))
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+# the figure's names and colours: the systems' own, as in every figure (figtools)
+SHOWN = {names["shared"]: f"{SYSTEM_NAMES['lsm']}\n(shared)", names["isolated"]: SYSTEM_NAMES["isolated"].replace(" ", "\n"),
+         names["one_device"]: "one device\n(2x cache)"}
+palette = {names["shared"]: SYSTEM_COLOURS["lsm"], names["isolated"]: SYSTEM_COLOURS["isolated"],
+           names["one_device"]: "#bbbbbb"}
 for ax, (metric, ylabel) in zip(axes[:2], [("storage rows / epoch", "storage rows per replayed epoch (rows)"),
                                            ("exchange bytes / iteration", "exchanged per iteration (bytes)")]):
-    ax.bar(df.system, df[metric], color=[palette[x] for x in df.system])
+    ax.bar([SHOWN[x] for x in df.system], df[metric], color=[palette[x] for x in df.system])
     ax.set_title(f"{metric} (count)")
     ax.set_ylabel(ylabel)
 ep = df[df["steady epoch s (median)"].notna()]
 ax = axes[2]
 if not ep.empty:
-    ax.bar(ep.system, ep["steady epoch s (median)"], color=[palette[x] for x in ep.system])
-    minmax_errorbars(ax, range(len(ep)), ep["steady epoch s (median)"], ep["min"], ep["max"], horizontal=False)
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(f"steady epoch ({'emulated ' + ACC if ACC != 'real' else 'CPU training'}; Baselines)")
+    ax.bar([SHOWN[x] for x in ep.system], ep["steady epoch s (median)"], color=[palette[x] for x in ep.system])
+    # the whiskers are named in the title: a legend inside sat on a bar (issue 45)
+    minmax_errorbars(ax, range(len(ep)), ep["steady epoch s (median)"], ep["min"], ep["max"], horizontal=False,
+                     label=None)
+    ax.set_title(f"steady epoch ({'emulated ' + ACC if ACC != 'real' else 'CPU training'}; Baselines)\n"
+                 "whiskers: min-max of the runs", fontsize=10)
     ax.set_ylabel("seconds per epoch (median of the runs)")
 else:
     ax.text(0.5, 0.5, "no 2-device lsm / isolated run\nin the baseline matrix", ha="center", va="center",
@@ -80,7 +86,6 @@ else:
 for ax in axes:
     if ax.axison:
         ax.set_xlabel("system (2 devices, equal memory)")
-        ax.tick_params(axis="x", labelrotation=20)
 fig.tight_layout()
 save_figure(fig, sm.output.figure, dpi=110, bbox_inches="tight")
 plt.close("all")

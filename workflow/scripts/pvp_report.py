@@ -26,8 +26,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from lsm_gnn.utils.atomic import atomic_path, write_json, write_text  # noqa: E402
+from lsm_gnn.utils.atomic import write_json, write_text  # noqa: E402
 
+from figtools import POLICY_COLOURS, save_figure  # noqa: E402
 from wfcommon import RATIO_KEY, dataset_words, log_to, md_table, sim_regime  # noqa: E402
 
 
@@ -143,10 +144,15 @@ def figure(df: pd.DataFrame, pays: pd.DataFrame, fraction: float, bounds: dict, 
     at = df[((df.cache_fraction - fraction).abs() < 1e-9) & (df.setting != "authors")]
     sns.set_theme(style="whitegrid", context="paper")
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    w8 = at[at.window == 8].copy()
-    w8["series"] = w8.policy + ", batch " + w8.batch.astype(str)
-    sns.lineplot(data=w8.sort_values("host_share"), x="host_share", y="storage_rows_vs_min", hue="series",
-                 style="series", markers=True, dashes=False, ax=a1)
+    # colour: the policy (its colour of every figure, figtools); marker and line: the batch, the same
+    # in both panels (one colour once meant a policy and batch on the left, a policy and W on the right)
+    batches = sorted(at.batch.unique())
+    marks = dict(zip(batches, ["o", "s", "^", "D", "v"]))
+    lines = dict(zip(batches, ["-", "--", ":", "-."]))
+    w8 = at[at.window == 8]
+    for (pol, b), part in w8.sort_values("host_share").groupby(["policy", "batch"]):
+        a1.plot(part.host_share, part.storage_rows_vs_min, color=POLICY_COLOURS.get(pol, "#333333"),
+                marker=marks.get(b, "o"), ls=lines.get(b, "-"), label=f"{pol}, batch {b}")
     if config_share is not None:
         a1.axvline(config_share, color="grey", ls=":", lw=1)
         a1.annotate("the authors' share (10 % of\nthe memory, budget.py)", (config_share, a1.get_ylim()[1]),
@@ -154,11 +160,15 @@ def figure(df: pd.DataFrame, pays: pd.DataFrame, fraction: float, bounds: dict, 
     a1.set_xlabel("host tier's share of the memory per device (fraction; 0: no victim buffer)")
     a1.set_ylabel("storage rows / MIN (same total memory)")
     a1.set_title(f"Simulated: W = 8, {100 * fraction:g} % memory per device")
-    a1.legend(fontsize=7)
+    a1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, frameon=False)
     if not pays.empty:
-        p = pays.dropna(subset=["depth_per_spill"]).copy()
-        p["series"] = p.policy + ", W " + p.window.astype(str)
-        sns.scatterplot(data=p, x="depth_per_spill", y="with_over_without", hue="series", style="batch", s=45, ax=a2)
+        p = pays.dropna(subset=["depth_per_spill"])
+        for (pol, b), part in p.groupby(["policy", "batch"]):
+            a2.scatter(part.depth_per_spill, part.with_over_without, color=POLICY_COLOURS.get(pol, "#333333"),
+                       marker=marks.get(b, "o"), s=40, label=f"{pol}, batch {b}")
+            for r in part.itertuples():           # the window of each point, written beside it
+                a2.annotate(f"W{int(r.window)}", (r.depth_per_spill, r.with_over_without), fontsize=6,
+                            xytext=(4, 2), textcoords="offset points")
         a2.axhline(1.0, color="black", lw=1)
         b = bounds.get("hybrid") or {}
         if b.get("separable") and b.get("pays_from") and b.get("fails_up_to"):
@@ -169,13 +179,12 @@ def figure(df: pd.DataFrame, pays: pd.DataFrame, fraction: float, bounds: dict, 
             a2.scatter(x, hy.with_over_without, marker="*", s=140, color="black", zorder=5,
                        label="hybrid, the authors' configuration\n(32768-line queues in extra host memory)")
         a2.set_xscale("log")
-        a2.legend(fontsize=7, loc="best")
+        a2.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, frameon=False)
     a2.set_xlabel("queue depth / spill attempts per iteration (lines / lines, log)")
     a2.set_ylabel("storage rows with the buffer / without (ratio)")
     a2.set_title("Simulated: below 1 the victim buffer pays")
     fig.tight_layout()
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=130, bbox_inches="tight")
+    save_figure(fig, path, dpi=130)
     plt.close(fig)
 
 

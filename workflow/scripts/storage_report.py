@@ -60,7 +60,8 @@ for ax, pattern in zip(axes, ("random", "sequential")):
         vals = (fio.get("per_round") or {}).get(key) or []
         if len(vals) > 1:  # fio's own min-max over the rounds
             ax.axhspan(min(vals) * scale, max(vals) * scale, color="grey", alpha=0.25, zorder=0, label="fio min-max")
-    ax.legend(fontsize=7)
+    # below the axes: inside, the legend sat on the bars (issue 45)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
 fig.tight_layout()
 save_figure(fig, sm.output.figure)
 

@@ -15,13 +15,16 @@ import re
 import statistics
 from pathlib import Path
 
-NAME = re.compile(r"^(?P<system>[a-z]+)-b(?P<batch>\d+)-(?P<profile>paper|vm|real)-s(?P<scale>[0-9.]+)-r(?P<round>\d+)$")
+NAME = re.compile(r"^(?P<system>[a-z]+)-b(?P<batch>\d+)-(?P<profile>paper|vm|real)-s(?P<scale>[0-9.]+)"
+                  r"(?:-f(?P<host_speed>[0-9.]+))?-r(?P<round>\d+)$")
 PACING_LIMIT = 0.01
 """A run's reads may come back late by at most 1 % of its storage time (docs/storage.md)."""
 PROJECTION_LIMIT = 0.10
 """The projection onto the emulated setting against the measured ratio: within 10 %."""
 SYSTEM_ORDER = ("lsm", "isolated", "direct", "distdgl")
 NETWORK_WORDS = {
+    "charged": ("charged in user space at the paper profile's NIC: each round trip to another machine "
+                "RTT x S, the remote rows' bytes at its rate (lsm_gnn/testbed.py)"),
     "emulated": "shaped with tc to the paper profile's NIC on the same scale, rate and delay",
     "rate": ("shaped with tc to the paper profile's NIC's rate on the same scale; its delay is left out "
              "(this kernel has no sch_netem), which makes Dist-DGL faster by at most the delay of its "
@@ -44,23 +47,28 @@ def load_runs(paths) -> list[dict]:
         rec = read_record(p)
         s = summarise_run(rec)
         net = ((rec.get("metrics") or {}).get("distdgl") or {}).get("network_emulation")
+        tb_parts = (((rec.get("metrics") or {}).get("testbed") or {}).get("parts") or {})
         out.append({"system": m["system"], "batch": int(m["batch"]), "profile": m["profile"],
                     "scale": float(m["scale"]), "round": int(m["round"]), "path": str(p),
+                    "host_speed": None if m["host_speed"] is None else float(m["host_speed"]),
                     "summary": {**s, "round": int(m["round"])},
                     "late_fraction": (s.get("storage_emulation") or {}).get("lateness_fraction"),
-                    "network_mode": (net or {}).get("mode"),
+                    # the emulated testbed charges the NIC itself (its links unshaped)
+                    "network_mode": "charged" if "nic" in tb_parts else (net or {}).get("mode"),
                     "missing_delay_epoch_s": (net or {}).get("missing_delay_epoch_s")})
     return out
 
 
 def compare_output(runs: list[dict], *, profile: str, scale: float, accelerator: str, source: str) -> dict:
-    """The runs of one (batch, profile, scale) point as a bench compare output (what its validation reads)."""
+    """The runs of one (batch, profile, scale) point as a bench compare output (what its validation
+    reads): `scale` the point's, each system's own in `time_scale_by_system` (testbed_system_scales)."""
     from lsm_gnn.bench.replicate import summarise_system
 
     by = {}
     for r in sorted(runs, key=lambda r: r["round"]):
         by.setdefault(r["system"], []).append(r["summary"])
     return {"benchmark": "compare", "source": source, "accelerator": accelerator, "time_scale": scale,
+            "time_scale_by_system": {r["system"]: r["scale"] for r in runs},
             "storage_device": "real" if profile == "real" else "emulated",
             "storage_profile": None if profile == "real" else profile,
             "systems": {s: summarise_system(v) for s, v in by.items()}}
@@ -97,10 +105,11 @@ def ratio(runs: list[dict], system: str) -> dict:
 
 
 def network_mode(runs: list[dict], requested: str) -> str:
-    """What Dist-DGL's links were, from its records (`emulated`, `rate`, `real`; a mix: the weakest),
+    """What Dist-DGL's links were, from its records (`charged`: in user space by the testbed's charges,
+    `emulated`, `rate`, `real`; a mix: the weakest),
     or the config's value where no record says (no Dist-DGL run, or records from before the field)."""
     modes = {r["network_mode"] for r in runs if r["system"] == "distdgl" and r.get("network_mode")}
-    for m in ("real", "rate", "emulated"):
+    for m in ("real", "rate", "emulated", "charged"):
         if m in modes:
             return m
     return requested
@@ -132,12 +141,22 @@ def system_row(runs: list[dict]) -> dict:
 
 
 def summarise(runs: list[dict], projection: dict | None, *, scale: float, accelerator: str, devices: int,
-              fraction: float, dataset: str, batches: list[int], validation_batch: int) -> dict:
-    """summary.json (the schema the verdicts read; docs/workflow.md, "The paper testbed")."""
+              fraction: float, dataset: str, batches: list[int], validation_batch: int,
+              system_scales: dict | None = None, host_speed: float = 1.0) -> dict:
+    """summary.json (the schema the verdicts read; docs/workflow.md, "The paper testbed"). A system
+    of `system_scales` runs at its own scale (testbed_system_scales), the others at `scale`; the
+    matrix at `host_speed` f (the hardware profile's), Dist-DGL's extra runs (`-f{f}` in their names)
+    at the largest batch at other f for the verdict's class."""
     from lsm_gnn.bench.validate import validation
 
-    main = [r for r in runs if r["profile"] == "paper" and r["scale"] == scale]
+    def own(system: str) -> float:
+        return float((system_scales or {}).get(system, scale))
+
+    at_f = [r for r in runs if r.get("host_speed") is not None]
+    runs = [r for r in runs if r.get("host_speed") is None]
+    main = [r for r in runs if r["profile"] == "paper" and r["scale"] == own(r["system"])]
     out = {"kind": "emulated", "storage_profile": "paper", "time_scale": scale, "accelerator": accelerator,
+           "time_scale_by_system": {s: own(s) for s in sorted({r["system"] for r in runs})},
            "devices": devices, "memory_fraction": fraction, "dataset": dataset, "batches": {}}
     outputs = {}
     for b in batches:
@@ -154,8 +173,9 @@ def summarise(runs: list[dict], projection: dict | None, *, scale: float, accele
     # the three checks: bench compare's validation over the matrix's output at the validation batch,
     # the 2 S output (dilation) and the vm and real-disk outputs (emulator vs real)
     extra = []
-    for profile, sc in (("paper", 2 * scale), ("vm", 1.0), ("real", 1.0)):
-        rv = [r for r in runs if r["profile"] == profile and r["scale"] == sc and r["batch"] == validation_batch]
+    for profile, k, sc in (("paper", 2.0, 2 * scale), ("vm", None, 1.0), ("real", None, 1.0)):
+        rv = [r for r in runs if r["profile"] == profile and r["batch"] == validation_batch
+              and r["scale"] == (1.0 if k is None else k * own(r["system"]))]
         if rv:
             extra.append(compare_output(rv, profile=profile, scale=sc, accelerator=accelerator,
                                         source=f"{profile} S={sc:g} batch {validation_batch}"))
@@ -171,23 +191,40 @@ def summarise(runs: list[dict], projection: dict | None, *, scale: float, accele
     from lsm_gnn.bench.validate import DILATION_LIMIT, EMULATOR_LIMIT
 
     d, e = v.get("dilation"), v.get("emulator_vs_real")
-    late = [r["late_fraction"] for r in runs if r["profile"] != "real" and r["late_fraction"] is not None]
+    late = [r["late_fraction"] for r in runs + at_f if r["profile"] != "real" and r["late_fraction"] is not None]
     out["validation"] = {
         "replication": {"met": bool(by_sys) and all(x is not None and x <= SPREAD_LIMIT for x in by_sys.values()),
                         "limit": SPREAD_LIMIT, "by_system": by_sys,
                         "runs_per_system": min((x["runs"] for b in out["batches"].values() for x in b["systems"].values()),
                                                default=0)},
         "dilation": {"met": None if d is None else bool(d["ok"]), "limit": DILATION_LIMIT, "scales": [scale, 2 * scale],
+                     "scales_by_system": {s: [own(s), 2 * own(s)] for s in out["time_scale_by_system"]},
                      "batch": validation_batch, "by_system": None if d is None else d["difference"]},
         "emulator_vs_real": {"met": None if e is None else bool(e["ok"]), "limit": EMULATOR_LIMIT,
                              "batch": validation_batch, "by_system": None if e is None else e["error"]},
         "pacing": {"met": bool(late) and max(late) <= PACING_LIMIT, "limit": PACING_LIMIT,
                    "worst_late_fraction": max(late) if late else None,
-                   "valid_runs": sum(1 for r in runs if r["summary"].get("valid") is not False and r["profile"] != "real"),
-                   "emulated_runs": sum(1 for r in runs if r["profile"] != "real")},
+                   "valid_runs": sum(1 for r in runs + at_f if r["summary"].get("valid") is not False
+                                     and r["profile"] != "real"),
+                   "emulated_runs": sum(1 for r in runs + at_f if r["profile"] != "real")},
     }
     big = str(max(batches))
     r_big = (out["batches"].get(big) or {}).get("distdgl_vs_lsm", {})
+    # the claim's class at f = 0.5, 1 and 2 (bench validate's verdict): the matrix at the largest batch
+    # (its f) and Dist-DGL's runs at the other f, LSM-GNN's epoch the same at every f
+    base = outputs.get(int(big))
+    verdict = None
+    if base is not None and at_f:
+        base = {**base, "host_speed": float(host_speed), "distdgl_vs_lsm_epoch": r_big.get("median"),
+                "per_round_vs_lsm": {"distdgl": {"min": r_big.get("min"), "max": r_big.get("max")}}}
+        more = []
+        for f in sorted({r["host_speed"] for r in at_f}):
+            rf = [r for r in at_f if r["host_speed"] == f and r["batch"] == int(big) and r["profile"] == "paper"]
+            if rf:
+                more.append({**compare_output(rf, profile="paper", scale=scale, accelerator=accelerator,
+                                              source=f"paper f={f:g} batch {big}"), "host_speed": f})
+        verdict = validation([base, *more])["verdict"]
+    out["verdict_by_host_speed"] = verdict
     measured = r_big.get("median")
     # the projection charges the NIC's latency on every round trip: against a rate-only link's
     # ratio it is compared with the left-out delay added back
@@ -220,22 +257,28 @@ def figure(summary: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from figtools import SYSTEM_COLOURS, SYSTEM_NAMES, save_figure
+
     batches = list(summary["batches"])
     systems = [s for s in SYSTEM_ORDER if any(s in summary["batches"][b]["systems"] for b in batches)]
-    fig, axes = plt.subplots(1, len(batches), figsize=(4.5 * len(batches), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(batches), figsize=(max(4.5 * len(batches), 7.0), 4), squeeze=False)
     for ax, b in zip(axes[0], batches):
         xs = summary["batches"][b]["systems"]
         names = [s for s in systems if s in xs]
         med = [xs[s]["median_s"] for s in names]
         err = [[m - xs[s]["min_s"] for s, m in zip(names, med)], [xs[s]["max_s"] - m for s, m in zip(names, med)]]
-        ax.bar(names, med, yerr=err, capsize=4, color=["C0", "C1", "C2", "C3"][: len(names)])
+        # each system by its name and colour of every figure (figtools)
+        ax.bar([SYSTEM_NAMES.get(s, s).replace(" ", "\n", 1) for s in names], med, yerr=err, capsize=4,
+               color=[SYSTEM_COLOURS.get(s, "#333333") for s in names])
         ax.set_title(f"batch {b}")
+        ax.set_xlabel("system")
         ax.set_ylabel("steady epoch (s, emulated time)")
     fig.suptitle(f"Emulated at scale {summary['time_scale']:g}, storage profile {summary['storage_profile']}, "
-                 f"{summary['accelerator']}, {summary['devices']} devices (median, min-max over runs)")
+                 f"{summary['accelerator']}, {summary['devices']} devices\n(median, whiskers: min-max over runs)",
+                 fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -263,13 +306,15 @@ def _delay_lines(summary: dict) -> list[str]:
 def fragment(summary: dict, network: str) -> str:
     S = summary["time_scale"]
     v = summary["validation"]
-    lines = [f"## Paper testbed, emulated at scale {S:g} (storage profile `paper`, {summary['accelerator']})", "",
+    own = {s: x for s, x in (summary.get("time_scale_by_system") or {}).items() if x != S}
+    own_text = ("; " + ", ".join(f"{s} at its own S = {x:g}" for s, x in sorted(own.items()))) if own else ""
+    lines = [f"## Paper testbed, emulated at scale {S:g}{own_text} (storage profile `paper`, {summary['accelerator']})", "",
              f"Emulated, not measured on the paper's hardware: every system reads through the emulated `paper` "
              f"storage device (per device 2 SSDs of Samsung 980 Pro class) and trains on emulated "
              f"{summary['accelerator']} accelerators, on {summary['devices']} devices with "
              f"{100 * summary['memory_fraction']:g} % of the features per device for every system (Dist-DGL: 2 "
              f"emulated machines x 2 trainers, every row in RAM; its network {network}); every time is divided "
-             f"back by S = {S:g} (emulated time). Epochs are the steady epoch, median [min, max] over "
+             f"back by its run's S (emulated time). Epochs are the steady epoch, median [min, max] over "
              f"the valid runs of {v['replication']['runs_per_system']} or more, each round a new seed (a run "
              f"whose storage pacing fell behind measured the machine, not the model: it is counted in "
              f"'valid runs' and left out of the figures).", "",
@@ -286,7 +331,9 @@ def fragment(summary: dict, network: str) -> str:
     lines += ["", "Validation:",
               f"- replication (spread <= {100 * rep['limit']:g} %): {_met(rep['met'])}; worst spread per system "
               + ", ".join(f"{s} {_pct(x, '.1f')}" for s, x in rep["by_system"].items()),
-              f"- dilation invariance (S = {d['scales'][0]:g} and {d['scales'][1]:g}, batch {d['batch']}, within "
+              f"- dilation invariance (each system at its S and 2 S: "
+              + ", ".join(f"{s} {a:g}/{b:g}" for s, (a, b) in (d.get("scales_by_system") or {}).items())
+              + f", batch {d['batch']}, within "
               f"{100 * d['limit']:g} %): {_met(d['met'])}"
               + ("" if not d["by_system"] else "; " + ", ".join(f"{s} {_pct(x)}" for s, x in d["by_system"].items())),
               f"- emulator vs real disk (`vm` profile at S = 1, batch {e['batch']}, within {100 * e['limit']:g} %): "
@@ -298,6 +345,16 @@ def fragment(summary: dict, network: str) -> str:
               f"{'n/a' if pr['measured'] is None else format(pr['measured'], '.3f') + 'x'}, projected on the "
               f"`{pr['hardware']}` profile {'n/a' if pr['distdgl_vs_lsm'] is None else format(pr['distdgl_vs_lsm'], '.3f') + 'x'}"
               f" (relative error {_pct(pr['relative_error'])}, target within {100 * pr['limit']:g} %: {_met(pr['met'])}).", ""]
+    vf = summary.get("verdict_by_host_speed")
+    if vf:
+        lines[-1:-1] = [f"- the claim's class by f, the paper's host core's time over this machine's (Dist-DGL / LSM-GNN "
+                        f"at batch {pr['batch']}, median [min, max]): "
+                        + "; ".join(f"f = {f}: " + ("n/a" if v["ratio"] is None else
+                                                    f"{v['ratio']:.2f}x [{v['min']:.2f}, {v['max']:.2f}] ({v['class']})")
+                                    for f, v in vf["by_host_speed"].items())
+                        + (f"; decided: {vf['class']}" if vf["decided"] else
+                           "; not decided (" + (f"f = {', '.join(f'{m:g}' for m in vf['missing'])} not run"
+                                                if vf["missing"] else "the classes differ") + ")")]
     return "\n".join(lines)
 
 
@@ -310,12 +367,15 @@ def main(sm) -> None:
     log_to(sm)
     runs = load_runs(sm.input.runs)
     projection = json.loads(Path(sm.input.projection).read_text()) if sm.input.projection else None
-    summary = summarise(runs, projection, scale=float(sm.params.time_scale), accelerator=sm.params.accelerator,
+    summary = summarise(runs, projection, scale=float(sm.params.time_scale),
+                        system_scales={k: float(v) for k, v in dict(sm.params.system_scales).items()},
+                        host_speed=float(sm.params.host_speed),
+                        accelerator=sm.params.accelerator,
                         devices=int(sm.params.devices), fraction=float(sm.params.fraction),
                         dataset=sm.params.dataset["name"], batches=[int(b) for b in sm.params.batches],
                         validation_batch=int(sm.params.validation_batch))
     # the verdict on (a) counts the Dist-DGL ratio only over a shaped network (verdicts.claim_a_emulated)
-    summary["network_emulation"] = network_mode(runs, str(sm.params.network))
+    summary["network_emulation"] = network_mode(runs, "charged")
     write_json(sm.output.summary, summary)
     write_text(sm.output.table, pd.DataFrame(table_rows(summary)).to_csv(index=False))
     figure(summary, Path(sm.output.figure))

@@ -17,7 +17,7 @@ from lsm_gnn.metrics import timed_window  # noqa: E402
 from lsm_gnn.records import read_record  # noqa: E402
 from lsm_gnn.utils.atomic import atomic_path, write_text  # noqa: E402
 
-from figtools import STAGE_NAMES, minmax_errorbars, save_figure  # noqa: E402
+from figtools import STAGE_COLOURS, STAGE_NAMES, SYSTEM_COLOURS, minmax_errorbars, save_figure  # noqa: E402
 from wfcommon import PAPER_REGIME, dataset_words, fmt, log_to, record_regime, row_bytes  # noqa: E402
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
@@ -64,7 +64,7 @@ n_runs = {s: len(items) for s, items in runs.items()}
 sns.set_theme(style="whitegrid")
 systems = list(runs)
 fig, axes = plt.subplots(1, len(systems), figsize=(5.5 * len(systems), 3.8), sharey=True, squeeze=False)
-colors = dict(zip(STAGE_ORDER, sns.color_palette("tab10", len(STAGE_ORDER))))
+colors = STAGE_COLOURS
 for ax, system in zip(axes[0], systems):
     wide = pd.DataFrame(epoch_seconds(medrun[system])).T[STAGE_ORDER].sort_index()
     x = wide.index.astype(str)
@@ -78,7 +78,7 @@ for ax, system in zip(axes[0], systems):
                      label=f"min-max of the {n_runs[system]} runs")
     ax.set_title(f"{LABEL.get(system, system)} (median run of {n_runs[system]})")
     ax.set_xlabel("epoch (0 = cold)")
-    ax.set_ylabel("seconds per epoch (exposed stages; timed window x iterations per epoch)")
+    ax.set_ylabel("seconds per epoch\n(exposed stages; timed window\nx iterations per epoch)")
 axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
 fig.tight_layout()
 save_figure(fig, sm.output.time_fig, dpi=110)
@@ -100,14 +100,28 @@ for name, items in runs.items():
 acc, loss = pd.DataFrame(acc).dropna(), pd.DataFrame(loss)
 band = {"estimator": "median", "errorbar": ("pi", 100)}  # the median line, the band from min to max
 fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
-sns.lineplot(acc, x="epoch", y="accuracy", hue="system", style="split", markers=True, ax=a1, **band)
+# each system in its colour of every figure (figtools.SYSTEM_COLOURS)
+hues = {LABEL.get(k, k): SYSTEM_COLOURS.get(k, "#333333") for k in runs}
+# the ideal first, LSM-GNN over it: with the same seed their curves coincide, and drawn the other way
+# round the ideal's hid LSM-GNN's entirely
+order = sorted(hues, key=lambda name: name != LABEL["memory"])
+sns.lineplot(acc, x="epoch", y="accuracy", hue="system", style="split", markers=True, ax=a1, palette=hues, hue_order=order, **band)
 a1.set_title(f"accuracy per epoch (median, band: min-max of the runs)")
 a1.set_ylabel("accuracy (fraction of nodes)")
 a1.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-sns.lineplot(loss, x="iteration", y="loss", hue="system", style="system", ax=a2, **band)
+sns.lineplot(loss, x="iteration", y="loss", hue="system", style="system", ax=a2, palette=hues, hue_order=order, style_order=order[::-1], **band)
 a2.set_title("training loss per iteration (median, band: min-max)")
 a2.set_ylabel("cross-entropy loss")
 a2.set_xlabel("iteration (every epoch, warm-up included)")
+# the ideal's curves broad and pale under LSM-GNN's: where the two coincide both stay visible
+for a in (a1, a2):
+    for line in a.lines:
+        if matplotlib.colors.same_color(line.get_color(), SYSTEM_COLOURS["memory"]):
+            line.set_linewidth(4.0)
+            line.set_alpha(0.45)
+# below the panels: inside, both legends sat on the curves (issue 45)
+for a in (a1, a2):
+    a.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
 fig.tight_layout()
 save_figure(fig, sm.output.acc_fig, dpi=110)
 plt.close(fig)

@@ -207,7 +207,9 @@ def _worst(v) -> float | None:
 def claim_a_emulated(testbed: dict | None, batch: int) -> dict:
     """The testbed's emulated runs (kind: emulated): Dist-DGL / LSM-GNN at `batch`, with min-max,
     counted only when its replication, dilation and emulator-vs-real validations (and the pacing,
-    where it reports one) are met and Dist-DGL's network was emulated (where the summary says)."""
+    where it reports one) are met, Dist-DGL's network was emulated or charged (where the summary
+    says) and, where Dist-DGL also ran at other host speeds f, the class is the same at f = 0.5, 1
+    and 2."""
     if not testbed:
         return {"kind": EMULATED, "verdict": NOT_MEASURED, "why": TESTBED_OFF, "figure": TESTBED_OFF}
     at = (testbed.get("batches") or {}).get(str(batch)) or {}
@@ -239,10 +241,18 @@ def claim_a_emulated(testbed: dict | None, batch: int) -> dict:
             if _classify(lo) != _classify(hi):
                 failed.append(f"Dist-DGL's network delay was left out (rate-only link) and adding it back "
                               f"moves the ratio from {_x(lo)} to {_x(hi)}, across a threshold")
-    elif net is not None and net != "emulated":
+    elif net is not None and net not in ("emulated", "charged"):
         # unshaped veths: Dist-DGL's feature pulls cost only this machine's CPU, divided by S, so
         # the ratio says nothing of the paper's network
         failed.append(f"Dist-DGL's network not emulated (network_emulation: {net})")
+    vf = testbed.get("verdict_by_host_speed")
+    ffig = ""
+    if vf:  # the class at f = 0.5, 1 and 2 (the paper's host core against this machine's): decided where they agree
+        ffig = "; by f " + ", ".join(f"{f}: {_x(v.get('ratio'))}" for f, v in vf["by_host_speed"].items())
+        if not vf.get("decided"):
+            failed.append("the class is not the same at f = 0.5, 1 and 2 (" + (
+                "f " + ", ".join(f"{m:g}" for m in vf["missing"]) + " not run" if vf.get("missing") else
+                ", ".join(f"f {f}: {v.get('class')}" for f, v in vf["by_host_speed"].items())) + ")")
     scale = testbed.get("time_scale")
     rng = (f"{_x(r.get('median'))} [{_x(r.get('min'))}-{_x(r.get('max'))}]{delay_note}"
            if r.get("median") is not None else "n/a")
@@ -252,7 +262,7 @@ def claim_a_emulated(testbed: dict | None, batch: int) -> dict:
             + f" ({'met' if proj.get('met') else 'not met' if proj.get('met') is False else 'not checked'})") if proj else ""
     figure = (f"testbed ({testbed.get('storage_profile')} storage, {testbed.get('accelerator')} x "
               f"{testbed.get('devices')}, time scale {scale}): batch {batch} {rng}; validation: "
-              + (", ".join(checks) or "none") + pfig)
+              + (", ".join(checks) or "none") + ffig + pfig)
     if r.get("median") is None:
         word, text = NOT_MEASURED, f"the testbed has no Dist-DGL / LSM-GNN ratio at batch {batch}"
     elif failed:
@@ -265,7 +275,9 @@ def claim_a_emulated(testbed: dict | None, batch: int) -> dict:
 
 def claim_a_projected(projected: dict, validation: dict | None) -> dict:
     """The projection onto the paper's setting (kind: projected), counted only when its validation
-    on this machine ({"max_abs_error", "tolerance", "met"}) is within its tolerance."""
+    on this machine ({"max_abs_error", "tolerance", "met", "systems"}) is within its tolerance: the
+    gated figure, the largest error over the systems the claim compares (`systems`: lsm, distdgl;
+    lsm_gnn.project.model.validate), the other systems reported beside it, not gating."""
     pb, rb = projected.get("paper_batch"), projected.get("run_batch")
     at = projected.get(str(pb)) or {}
     ours = projected.get(str(rb)) or {}
@@ -274,7 +286,8 @@ def claim_a_projected(projected: dict, validation: dict | None) -> dict:
     err, tol = v.get("max_abs_error"), v.get("tolerance")
     vfig = ("validation not run" if not v else
             f"validation on this machine: largest error {'n/a' if err is None else f'{100 * err:.1f} %'}, tolerance "
-            f"{'n/a' if tol is None else f'{100 * tol:g} %'}")
+            f"{'n/a' if tol is None else f'{100 * tol:g} %'}"
+            + (f" (over {', '.join(v['systems'])})" if v.get("systems") else ""))
     figure = (f"batch {pb} {_x(base)} [{_x(at.get('min'))}-{_x(at.get('max'))}], batch {rb} {_x(ours.get('base'))} "
               f"[{_x(ours.get('min'))}-{_x(ours.get('max'))}]; {vfig}")
     if base is None:

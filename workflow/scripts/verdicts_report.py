@@ -6,6 +6,11 @@ claim (a) from the emulated-accelerator matrix (baselines summary.csv, ratios.js
 (paper-range.json, with its validation); claim (e) from the exchange's share of the 2-device epoch
 (ratios.json) and the multi-device replay (bench.json).
 
+The section opens with one screen (issue 45): a sentence per claim and the claims figure (the
+paper's value beside each kind of evidence, with its range, a hollow mark where a validation
+failed); the table with every cell, the rules and the commands follow under it. The same findings
+go to timings.json's `findings` (the README's findings table, `lsm-gnn report quote`).
+
 Also writes timings.json (the report's timed figures with their runs and spread, for `lsm-gnn
 report compare`) and machine.json (the machine the report ran on)."""
 
@@ -20,6 +25,30 @@ from lsm_gnn.utils.machine import git_commit, hardware, versions
 
 import verdicts as V
 from wfcommon import RATIO_KEY, log_to
+
+DECIDED = (V.HOLDS, V.PARTLY, V.NOT_HERE)
+# each claim as the report states it, the paper's value or wording, the figure it is read by here
+# (verdicts.py's rules) with the value where the reading changes, and the report section with the data
+CLAIMS = {
+    "a": dict(statement=f"one node with 2 GPUs beats Dist-DGL on 2 x 2 GPUs, up to {V.PAPER_SPEEDUP:g}x on epoch time",
+              paper=f"up to {V.PAPER_SPEEDUP:g}x", measure="Dist-DGL epoch / LSM-GNN epoch (x)",
+              threshold=V.PAPER_SPEEDUP, holds="above", log=True, section="Baselines"),
+    "b": dict(statement="the shared cache lowers storage accesses against isolated per-GPU caches",
+              paper="fewer storage accesses", measure="shared / isolated storage rows (ratio)", threshold=1.0,
+              holds="below", log=False, section="Cache policies"),
+    "c": dict(statement="the hybrid policy beats static-only and dynamic-only eviction (without the victim buffer)",
+              paper="hybrid beats both", measure="hybrid / the better of static and dynamic, storage rows (ratio)",
+              threshold=1.0, holds="below", log=False, section="The victim buffer's regime"),
+    "d": dict(statement="the victim buffer + PVP lowers storage pressure, at equal memory",
+              paper="lower storage pressure", measure="storage rows with / without the buffer (ratio)",
+              threshold=1.0, holds="below", log=False, section="The victim buffer's regime"),
+    "d_authors": dict(statement="the victim buffer + PVP lowers storage pressure, at the authors' configuration",
+                      paper="lower storage pressure", measure="storage rows with / without the buffer (ratio)",
+                      threshold=1.0, holds="below", log=False, section="The victim buffer's regime"),
+    "e": dict(statement="the communication layer's overheads are low", paper="low (no number)",
+              measure="exchange stages' share of the epoch (%)", threshold=V.COMM_LIMIT, holds="below",
+              log=False, section="Multi-device"),
+}
 
 TIMINGS_SCHEMA = "lsm-gnn-report-timings"
 
@@ -102,37 +131,37 @@ def table(figs: dict, va: dict, ve: dict, measured: dict, params, ratios: dict) 
     da = vd.get("authors") or {"verdict": V.NOT_MEASURED, "why": "not simulated in this run", "figure": "n/a"}
     # (claim, simulated, measured here, emulated, projected, regime, rule, command)
     rows = [
-        ("(a) one node with 2 GPUs beats Dist-DGL on 2 x 2 GPUs, up to 3.75x on epoch time",
+        (f"(a) {CLAIMS['a']['statement']}",
          "(a time: no count decides it)", cell(cols[V.MEASURED]), cell(cols[V.EMULATED]), cell(cols[V.PROJECTED]),
          f"measured: batch {batch}, {mem}, LSM-GNN's cache rows / distinct rows per iteration "
          f"{'n/a' if lsm_regime is None else f'{lsm_regime:.1f}'}, AU {'n/a' if au is None else f'{100 * au:.0f} %'}; "
          f"emulated and projected: the paper's setting (profile paper), batch {pb}", va["rule"],
          f"`lsm-gnn run --system lsm` / `--system distdgl` with emulated `{acc}` accelerators (Baselines); the testbed "
          f"(`make reproduce-testbed`); `lsm-gnn project RECORDS --hardware paper` at batch {batch} and {pb} (Projection)"),
-        ("(b) the shared cache lowers storage accesses against isolated per-GPU caches",
+        (f"(b) {CLAIMS['b']['statement']}",
          f"{V.sentence(vb)}: shared / isolated storage rows {vb['figure']}", NA, NA, NA,
          f"2 devices, batch {batch}, {mem}, W = 8, cache rows / distinct rows per iteration "
          f"{'n/a' if si_regime is None else f'{si_regime:.1f}'}", vb["rule"],
          "`lsm-gnn simulate D --trace trace-g2.npz --mode shared` / `--mode isolated` (Cache policies)"),
-        ("(c) the hybrid policy beats static-only and dynamic-only eviction (without the victim buffer)",
+        (f"(c) {CLAIMS['c']['statement']}",
          f"{V.sentence(vc)}: {vc['figure']}", NA, NA, NA,
          f"1 device, {mem}, no victim buffer (every row a cache line), every batch and W of the PVP study; "
          "each point's cache rows / distinct rows per iteration in brackets in the verdict", vc["rule"],
          "`lsm-gnn simulate D --trace T --policy hybrid --policy static --policy dynamic --no-victim --window W` "
          "(PVP study); with the buffer: `--policy all` and the regime sweep (Cache policies)"),
-        ("(d) the victim buffer + PVP lowers storage pressure, at equal memory",
+        (f"(d) {CLAIMS['d']['statement']}",
          f"{V.sentence(vd)}: {vd['figure']}", NA, NA, NA,
          f"1 device, batch {batch}, {mem} in all (cache + queues + landing buffer), W = 8, host share "
          f"{dh.get('host_share', 'n/a')}: queue depth / spill attempts per iteration "
          f"{'n/a' if dh.get('depth_per_spill') is None else format(dh['depth_per_spill'], '.3g')}", vd["rule"],
          "`lsm-gnn simulate D --trace T --policy hybrid --victim --host-fraction H` against `--no-victim` (PVP study)"),
-        ("(d) the victim buffer + PVP lowers storage pressure, at the authors' configuration",
+        (f"(d) {CLAIMS['d_authors']['statement']}",
          f"{V.sentence(da)}: {da['figure']}", NA, NA, NA,
          f"1 device, W = 8, the cache at {mem} as without the buffer, plus queues of the authors' depth in extra "
          "pinned host memory (not equal memory)", vd["rule"],
          "`lsm-gnn simulate D --trace T --policy hybrid --victim --victim-depth 32768` with the queues beside the "
          "budget (PVP study)"),
-        ("(e) the communication layer's overheads are low",
+        (f"(e) {CLAIMS['e']['statement']}",
          NA, cell(ve), NA, NA,
          f"2 devices, batch {batch}, {mem}, emulated `{acc}` accelerators, exchange over gloo on 127.0.0.1",
          ve["rule"], "`lsm-gnn run --system lsm --devices 2` (Baselines), `lsm-gnn bench multidevice` (Multi-device)"),
@@ -150,6 +179,212 @@ def table(figs: dict, va: dict, ve: dict, measured: dict, params, ratios: dict) 
     return "\n".join(out), "\n".join(rules)
 
 
+def _reason(v: dict) -> str:
+    """Why a column does not count, in a clause: its `why` after "but", up to the first colon."""
+    why = v.get("why") or ""
+    why = why.split(", but ", 1)[1] if ", but " in why else why
+    return why.split("): ", 1)[0] + (")" if "): " in why else "")
+
+
+def _ev(kind: str, value, lo, hi, counted: bool, text: str, reason: str = "") -> dict | None:
+    if value is None:
+        return None
+    lo = value if lo is None else lo
+    hi = value if hi is None else hi
+    return {"kind": kind, "value": float(value), "min": float(min(lo, value)), "max": float(max(hi, value)),
+            "counted": bool(counted), "text": text, "reason": "" if counted else reason}
+
+
+def _range_x(v, lo, hi) -> str:
+    return f"{v:.2f}x [{lo:.2f}-{hi:.2f}]"
+
+
+def findings(figs: dict, va: dict, ve: dict, measured: dict, testbed: dict | None, prange: dict,
+             summary: pd.DataFrame, comm: dict, batch: int, paper_batch: int) -> list[dict]:
+    """One entry per claim (CLAIMS' order): the verdict and its kind, and each kind of evidence's
+    figure with its range over the runs, points or assumptions, and whether it counted (a hollow
+    mark in the claims figure, with the reason)."""
+    f, vs = figs["figures"], figs["verdicts"]
+    cols = va["columns"]
+    out = []
+
+    # (a) measured here: the medians' ratio, its range from the systems' run min-max
+    ev = []
+    emu = emulated_rows(summary)
+    lsm, dd = emu[(emu.system == "lsm") & (emu.devices == 2)], emu[emu.system == "distdgl"]
+    r = measured.get("ratio")
+    if r is not None and not lsm.empty and not dd.empty:
+        lo = float(dd.steady_min.iloc[0] / lsm.steady_max.iloc[0])
+        hi = float(dd.steady_max.iloc[0] / lsm.steady_min.iloc[0])
+        c = cols[V.MEASURED]
+        ev.append(_ev(V.MEASURED, r, lo, hi, c["verdict"] in DECIDED, _range_x(r, min(lo, r), max(hi, r)), _reason(c)))
+    tb = ((testbed or {}).get("batches") or {}).get(str(paper_batch), {}).get("distdgl_vs_lsm") or {}
+    if tb.get("median") is not None:
+        c = cols[V.EMULATED]
+        ev.append(_ev(V.EMULATED, tb["median"], tb.get("min"), tb.get("max"), c["verdict"] in DECIDED,
+                      _range_x(tb["median"], tb.get("min", tb["median"]), tb.get("max", tb["median"]))
+                      + f" at batch {paper_batch}", _reason(c)))
+    pr = (prange.get("batches") or {}).get(str(paper_batch)) or {}
+    if pr.get("base") is not None:
+        c = cols[V.PROJECTED]
+        ev.append(_ev(V.PROJECTED, pr["base"], pr.get("min"), pr.get("max"), c["verdict"] in DECIDED,
+                      _range_x(pr["base"], pr["min"], pr["max"]) + f" at batch {paper_batch}", _reason(c)))
+    out.append({"claim": "a", "verdict": va["verdict"], "kind": va["kind"], "evidence": [e for e in ev if e]})
+
+    # (b) shared / isolated storage rows: hybrid, the range over the policies simulated
+    sv = f["shared_vs_isolated"]["ratio"]
+    vb = vs["b"]
+    ev = [_ev(V.SIMULATED, sv["hybrid"], min(sv.values()), max(sv.values()), vb["verdict"] in DECIDED,
+              f"hybrid {sv['hybrid']:.3f} [{min(sv.values()):.3f}-{max(sv.values()):.3f} over the policies]",
+              vb["why"])] if sv.get("hybrid") is not None else []
+    out.append({"claim": "b", "verdict": vb["verdict"], "kind": vb["kind"], "evidence": [e for e in ev if e]})
+
+    # (c) hybrid over the better of static and dynamic without the buffer: the headline point, the
+    # range over the PVP study's no-buffer points
+    pts = f.get("pvp", {}).get("points", {})
+    ratios = {}
+    for key, p in pts.items():
+        pol, b, w, h = key.split()
+        if pol == "hybrid" and h == "h0" and f"static {b} {w} h0" in pts and f"dynamic {b} {w} h0" in pts:
+            other = min(pts[f"static {b} {w} h0"]["storage_rows_vs_min"], pts[f"dynamic {b} {w} h0"]["storage_rows_vs_min"])
+            ratios[(b, w)] = p["storage_rows_vs_min"] / other
+    vc = vs["c"]
+    head = ratios.get((f"b{batch}", "W8"))
+    ev = [_ev(V.SIMULATED, head, min(ratios.values()), max(ratios.values()), vc["verdict"] in DECIDED,
+              f"{head:.3f} at batch {batch}, W = 8 [{min(ratios.values()):.3f}-{max(ratios.values()):.3f} over "
+              f"{len(ratios)} points]", vc["why"])] if head is not None else []
+    out.append({"claim": "c", "verdict": vc["verdict"], "kind": vc["kind"], "evidence": [e for e in ev if e]})
+
+    # (d) at equal memory: with / without the buffer at the same batch and W, over the study's shares
+    vd = vs["d"]
+    with_without = {}
+    for key, p in pts.items():
+        pol, b, w, h = key.split()
+        if pol == "hybrid" and h != "h0" and f"hybrid {b} {w} h0" in pts:
+            with_without[key] = p["storage_rows_vs_min"] / pts[f"hybrid {b} {w} h0"]["storage_rows_vs_min"]
+    dh = figs.get("claim_inputs", {}).get("d_headline") or {}
+    head = dh["with"] / dh["without"] if dh.get("with") is not None and dh.get("without") else None
+    ev = [_ev(V.SIMULATED, head, min(with_without.values(), default=head), max(with_without.values(), default=head),
+              vd["verdict"] in DECIDED, f"{head:.3f} at batch {batch}, W = 8, host share {dh.get('host_share')} "
+              f"[{min(with_without.values(), default=head):.3f}-{max(with_without.values(), default=head):.3f} over "
+              f"{len(with_without)} points]", vd["why"])] if head is not None else []
+    out.append({"claim": "d", "verdict": vd["verdict"], "kind": vd["kind"], "evidence": [e for e in ev if e]})
+
+    # (d) at the authors' configuration: hybrid with / without at each batch
+    da = vd.get("authors") or {}
+    au = {k: a["with_over_without"] for k, a in (f.get("pvp", {}).get("authors") or {}).items()
+          if k.startswith("hybrid ") and a.get("with_over_without") is not None}
+    ev = []
+    if au:
+        v = min(au.values())
+        ev = [_ev(V.SIMULATED, v, v, max(au.values()), da.get("verdict") in DECIDED,
+                  "; ".join(f"{k.split()[1].replace('b', 'batch ')} {x:.3f}" for k, x in au.items()), da.get("why", ""))]
+    out.append({"claim": "d_authors", "verdict": da.get("verdict", V.NOT_MEASURED), "kind": V.SIMULATED if au else None,
+                "evidence": [e for e in ev if e]})
+
+    # (e) the exchange's share of the epoch over the timed runs
+    ev = [_ev(V.MEASURED, comm["median"], comm.get("min"), comm.get("max"), ve["verdict"] in DECIDED,
+              f"{100 * comm['median']:.1f} % [{100 * comm['min']:.1f}-{100 * comm['max']:.1f} %] over "
+              f"{comm.get('runs')} runs", ve["why"])] if comm.get("median") is not None else []
+    out.append({"claim": "e", "verdict": ve["verdict"], "kind": ve["kind"], "evidence": [e for e in ev if e]})
+
+    for o in out:
+        o.update({k: CLAIMS[o["claim"]][k] for k in ("statement", "paper", "measure", "threshold", "holds", "section")})
+        o["label"] = claim_label(o["claim"])
+    # where the testbed ran, claim (a)'s decisive data is its section, not the baselines'
+    if testbed:
+        out[0]["section"] = "Paper testbed"
+    return out
+
+
+def claim_label(c: str) -> str:
+    """How the report names a claim: (a)-(e); the authors' configuration of (d) is (d) as well."""
+    return "(d)" if c == "d_authors" else f"({c})"
+
+
+def first_screen(found: list[dict]) -> str:
+    """A sentence per claim: its verdict in bold, the evidence that decided it, and each kind that
+    did not count with why."""
+    lines = []
+    for c in found:
+        kind = c["kind"]
+        decided = [e for e in c["evidence"] if e["kind"] == kind and e["counted"]]
+        others = [e for e in c["evidence"] if not (e["kind"] == kind and e["counted"])]
+        text = f"- **{claim_label(c['claim'])}** {c['statement']} (the paper: {c['paper']}): **{c['verdict']}**"
+        if decided:
+            text += f", {kind}: {decided[0]['text']}"
+        for e in others:
+            text += f"; {e['kind']}: {e['text']}" + (f" (not counted: {e['reason']})" if not e["counted"] else "")
+        lines.append(text + ".")
+    return "\n".join(lines)
+
+
+KIND_MARKERS = {V.SIMULATED: "s", V.MEASURED: "o", V.EMULATED: "D", V.PROJECTED: "^"}
+
+
+def claims_figure(found: list[dict], path) -> None:
+    """One panel per claim: each kind of evidence's figure with its range (a filled mark where it
+    counted, hollow where a validation failed or the runs spread too much) and the value where the
+    claim's reading changes (the paper's 3.75x for (a))."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from figtools import save_figure
+
+    rows = [c for c in found if c["evidence"]]
+    fig, axes = plt.subplots(len(rows), 1, figsize=(8.5, 1.25 + 0.55 * sum(len(c["evidence"]) for c in rows)
+                                                   + 0.6 * len(rows)), squeeze=False,
+                             gridspec_kw={"height_ratios": [max(len(c["evidence"]), 1) + 1 for c in rows]})
+    for ax, c in zip(axes[:, 0], rows):
+        pct = c["claim"] == "e"
+        k = 100.0 if pct else 1.0
+        ev = c["evidence"]
+        ys = list(range(len(ev)))[::-1]
+        for y, e in zip(ys, ev):
+            colour = "black" if e["counted"] else "#888888"
+            ax.errorbar([k * e["value"]], [y], xerr=[[k * (e["value"] - e["min"])], [k * (e["max"] - e["value"])]],
+                        fmt=KIND_MARKERS.get(e["kind"], "o"), color=colour, ecolor=colour, capsize=4, markersize=8,
+                        markerfacecolor=colour if e["counted"] else "white", zorder=5)
+        ax.axvline(k * c["threshold"], color="#d62728", linestyle="--", linewidth=1.2, zorder=2)
+        ax.set_yticks(ys)
+        ax.set_yticklabels([f"{e['kind']}{'' if e['counted'] else ' (not counted)'}\n{e['text']}" for e in ev],
+                           fontsize=8)
+        ax.set_ylim(-0.7, len(ev) - 0.3)
+        if c["claim"] == "a":
+            ax.set_xscale("log")
+        lo = min([k * e["min"] for e in ev] + [k * c["threshold"]])
+        hi = max([k * e["max"] for e in ev] + [k * c["threshold"]])
+        if c["claim"] == "a":
+            ax.set_xlim(lo / 1.6, hi * 1.6)
+            ticks = [t for t in (0.1, 0.25, 0.5, 1, 2, c["threshold"], 5, 10, 20, 50, 100) if lo / 1.6 <= t <= hi * 1.6]
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([f"{t:g}" for t in ticks])
+            ax.minorticks_off()
+        else:
+            pad = 0.12 * (hi - lo or 1.0)
+            ax.set_xlim(max(lo - pad, 0.0), hi + pad)
+        ax.set_xlabel(c["measure"], fontsize=9)
+        ax.set_ylabel("evidence", fontsize=9)
+        ax.set_title(f"{claim_label(c['claim'])} {c['statement']}: {c['verdict']}", fontsize=9, loc="left")
+        ax.grid(axis="x", alpha=0.3)
+    handles = [Line2D([], [], color="black", marker="o", linestyle="none", label="counted"),
+               Line2D([], [], color="#888888", marker="o", markerfacecolor="white", linestyle="none",
+                      label="not counted (a validation failed, or the runs spread 5 % or more)"),
+               Line2D([], [], color="#d62728", linestyle="--", label="the paper's value, or where the reading changes")]
+    fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    # one left edge for every panel (their tick labels differ in width), so the axes line up
+    boxes = [ax.get_position() for ax in axes[:, 0]]
+    x0, x1 = max(b.x0 for b in boxes), min(b.x1 for b in boxes)
+    for ax, b in zip(axes[:, 0], boxes):
+        ax.set_position([x0, b.y0, x1 - x0, b.height])
+    save_figure(fig, path)
+    plt.close(fig)
+
+
 def main(sm):
     figs = json.loads(Path(sm.input.figures).read_text())
     summary = pd.read_csv(sm.input.summary)
@@ -163,11 +398,25 @@ def main(sm):
     measured = measured_a(summary, ratios)
     va = V.claim_a(measured, projected_a(prange, int(sm.params.batch), int(sm.params.paper_batch)), testbed,
                    prange.get("validation"))
-    ve = V.claim_e(comm_inputs(ratios, bench))
-    write_json(sm.output.timings, {**timings(summary, ratios, prange, measured), "verdict_a": va, "verdict_e": ve})
+    comm = comm_inputs(ratios, bench)
+    ve = V.claim_e(comm)
+    found = findings(figs, va, ve, measured, testbed, prange, summary, comm, int(sm.params.batch),
+                     int(sm.params.paper_batch))
+    write_json(sm.output.timings, {**timings(summary, ratios, prange, measured), "verdict_a": va, "verdict_e": ve,
+                                   "findings": found})
     write_json(sm.output.machine, machine())
+    claims_figure(found, sm.output.figure)
     tab, rules = table(figs, va, ve, measured, sm.params, ratios)
     text = f"""## Verdicts: the paper's claims on this run
+
+{first_screen(found)}
+
+![each claim: the paper's value beside each kind of evidence](figures/{Path(str(sm.output.figure)).name})
+
+Each row of the figure is one kind of evidence with its range (runs, points or assumptions); a
+hollow mark did not count. The table below gives every cell in full, then the rules and commands.
+
+### Every kind of evidence, in full
 
 Each claim of LSM-GNN (Park et al., arXiv 2407.15264) judged on this run's data by the rule stated
 under the table (workflow/scripts/verdicts.py), one column per kind of evidence: **simulated**

@@ -26,6 +26,9 @@ def to_rst(md: str) -> str:
     out, lines, i = [], md.splitlines(), 0
     while i < len(lines):
         line = lines[i]
+        if line.startswith("!["):  # the claims figure: its own item of the report (rule verdicts)
+            i += 1
+            continue
         if line.startswith("#"):
             title = inline(line.lstrip("#").strip())
             out += [title, "-" * len(title), ""]

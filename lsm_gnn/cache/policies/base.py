@@ -16,9 +16,13 @@ cuda/policies/<module>.cuh. The module holds, with identical decisions (docs/cac
 The traits the engines ask instead of naming a policy: `long_lookahead` (reads K batches, tags
 exact and fills tagged at once), `admission` (has an `admit` hook: may refuse a miss),
 `victim_choice` ("key": the victim is the way of the minimum of a per-way key, a warp reduction on
-the GPU; "scan": a sequential walk that mutates per-set state, lane 0 on the GPU) and `state` (the
-kernel state arrays it keeps, names of `STATE_SPECS`: both engines allocate those and give every
-other name an empty array, so the engines know nothing of LRU stamps or SIEVE lists). The
+the GPU; "scan": a sequential walk that mutates per-set state, lane 0 on the GPU) and its kernel
+state: either `state` (names of the built-in arrays `STATE_SPECS`, which the built-in policies
+share; its hooks index the tuple of all of them with the constants below) or `slots` (arrays of its
+own, `StateSlot`s: dtype, per line or per set, initial value; its hooks receive a tuple of just
+those, in the order declared), so that a policy from outside the package needs no line here. The
+engines allocate what a policy keeps and give everything else an empty array, so they know nothing
+of LRU stamps, SIEVE lists or an outside policy's counters. The
 registry assigns `code` (the GPU kernels' runtime policy number) and `kernel_key` (the CPU
 kernels' compile-time identity: name and a digest of the module's source).
 """
@@ -32,6 +36,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from lsm_gnn.cache.window import FRESH, NO_REUSE
+from lsm_gnn.utils.errors import InputError
 
 # Kernel policy state: name -> (dtype, "line" | "set", initial value). The kernels receive the
 # arrays as one tuple in this order (indices below).
@@ -61,6 +66,24 @@ KERNEL_HOOKS: dict[str, str] = {
     "on_fill": "(ps, sl, si, base, w, now)",
 }
 VICTIM_CHOICES = ("key", "scan")
+SLOT_SCOPES = ("line", "set")
+
+
+@dataclass(frozen=True)
+class StateSlot:
+    """One kernel state array a policy keeps for itself (`EvictionPolicy.slots`): `dtype` (a
+    NumPy integer or float type), one element per cache line or per set (`per`), all `init` at
+    the start."""
+
+    dtype: Any
+    per: str = "line"
+    init: int | float = 0
+
+    def __post_init__(self):
+        if self.per not in SLOT_SCOPES:
+            raise InputError(f"StateSlot.per must be one of {SLOT_SCOPES}, found {self.per!r}")
+        if np.dtype(self.dtype).kind not in "iuf":
+            raise InputError(f"StateSlot.dtype must be a NumPy integer or float type, found {self.dtype!r}")
 
 
 @dataclass(frozen=True)
@@ -102,7 +125,11 @@ class EvictionPolicy(abc.ABC):
     configurable: ClassVar[bool] = True
     """A name users may set as cache.policy (hybrid_pvp is what hybrid runs as with the PVP)."""
     state: ClassVar[tuple[str, ...]] = ()
-    """Kernel state arrays (names of STATE_SPECS) the policy keeps."""
+    """Kernel state arrays (names of the built-in STATE_SPECS) the policy keeps; its hooks get the
+    tuple of all of them (index it with STAMP, VISITED, ...)."""
+    slots: ClassVar[dict[str, StateSlot]] = {}
+    """Kernel state arrays of its own (name -> StateSlot), instead of `state`: its numba hooks get
+    `ps`, the tuple of these arrays in the order declared (ps[0] the first)."""
     long_lookahead: ClassVar[bool] = False
     """Reads K = cache.lookahead future batches (its tags are exact over them, refreshed every
     iteration, and a fill is tagged at once); other policies read the W = cache.window batches."""
@@ -114,6 +141,10 @@ class EvictionPolicy(abc.ABC):
     that mutates per-set state (the GPU runs it on lane 0)."""
     kernels: ClassVar[dict[str, Any]] = {}
     """The numba hooks (KERNEL_HOOKS names -> njit functions); empty: reference engine only."""
+    cuda_source: ClassVar[str | None] = None
+    """A policy outside the package: its CUDA device hooks as text (what a built-in policy keeps in
+    cuda/policies/<module>.cuh: `<name>_<hook>` with the signatures of gpu_codegen.CUDA_HOOKS; a
+    slot is the PolicyState field `<name>_<slot>`). None: the GPU engine refuses the policy."""
     host_fraction: ClassVar[float] = 0.10
     """Default share of the device's budget for the victim buffer and landing buffer when
     cache.victim_buffer.host_fraction is not set (docs/memory-budget.md)."""
@@ -139,4 +170,4 @@ class EvictionPolicy(abc.ABC):
         """Way index to evict from the full set `lines` during iteration `t`."""
 
 
-__all__ = ["STATE_SPECS", "STATE_ORDER", "KERNEL_HOOKS", "VICTIM_CHOICES", "LineView", "EvictionPolicy", "effective", "lowest_pagerank", "FRESH", "NO_REUSE"]
+__all__ = ["STATE_SPECS", "STATE_ORDER", "StateSlot", "SLOT_SCOPES", "KERNEL_HOOKS", "VICTIM_CHOICES", "LineView", "EvictionPolicy", "effective", "lowest_pagerank", "FRESH", "NO_REUSE"]

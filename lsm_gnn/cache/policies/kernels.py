@@ -30,7 +30,7 @@ from pathlib import Path
 from numba import types
 from numba.extending import NativeValue, models, overload, register_model, typeof_impl, unbox
 
-from lsm_gnn.cache.policies import REGISTRY, by_kernel_key, policy_class
+from lsm_gnn.cache.policies import by_kernel_key, kernel_classes, policy_class, slot_offsets
 from lsm_gnn.utils.errors import InputError
 
 _HOOK_JIT = {"forceinline": True, "_nrt": False}
@@ -85,11 +85,17 @@ _TABLES: dict[tuple[tuple[int, str], ...], PolicyTable] = {}
 def table() -> PolicyTable:
     """The token of the registry as it is now (every policy with numba hooks): one per registry
     state, built once; a policy registered since is a new state, so a new token and type."""
-    keys = tuple((cls.code, cls.kernel_key) for cls in REGISTRY.values() if cls.kernels)
+    keys = tuple((cls.code, cls.kernel_key) for cls in kernel_classes())
     tab = _TABLES.get(keys)
     if tab is None:
         tab = _TABLES[keys] = PolicyTable(keys)
     return tab
+
+
+def table_classes(tab: PolicyTable) -> tuple:
+    """The policies of a token, in its order: the layout of the state tuple the kernels get
+    with it (policies.state_layout)."""
+    return tuple(by_kernel_key(key) for _, key in tab.keys)
 
 
 def check_kernels(policy: str) -> None:
@@ -105,8 +111,15 @@ def _chain(tab, make_call, params: str, default: str):
     if not isinstance(tab, PolicyTableType):
         return None
     lines, ns = [f"def impl(policies, code{params}):"], {}
+    classes = [by_kernel_key(key) for _, key in tab.policy_keys]
+    offsets = slot_offsets(classes)
     for i, (code, key) in enumerate(tab.policy_keys):
-        call = make_call(by_kernel_key(key), f"f{i}", ns)
+        call = make_call(classes[i], f"f{i}", ns)
+        if call is not None and classes[i].slots:
+            # a policy with slots of its own gets the tuple of just those (ps[0] its first)
+            o = offsets[classes[i].name]
+            own = "(" + "".join(f"ps[{o + j}], " for j in range(len(classes[i].slots))) + ")"
+            call = call.replace("(ps,", f"({own},", 1)
         if call is not None:
             lines.append(f"    if code == {int(code)}:")
             lines.append(f"        return {call}")

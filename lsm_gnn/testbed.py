@@ -163,6 +163,12 @@ def depends_on_host_speed(system: str) -> bool:
     return any(v.part == "host" and v.charged for v in TABLE.get(system, {}).values())
 
 
+def reads_ssd(system: str) -> bool:
+    """Whether the emulation charges a stage of `system` at the SSD model: only such a system needs
+    the emulated device paced (Dist-DGL and the in-memory ideal hold every row in memory)."""
+    return any(v.part == "ssd" and v.charged for v in TABLE.get(system, {}).values())
+
+
 def charges_gpu(system: str) -> bool:
     """Whether the emulation charges a stage of `system` at a GPU rate: its run, not the storage and
     host probe, tells whether a time scale paces it (this machine's engine does the GPU's work)."""

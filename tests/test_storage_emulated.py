@@ -552,7 +552,7 @@ def test_a_scale_too_small_is_raised_before_the_runs_or_refused_when_given_and_a
     from lsm_gnn.utils.errors import ConfigError
 
     def probe(ok_from, kind="scale"):
-        def f(cfg, S, f_):
+        def f(cfg, S, f_, **kw):
             ok = S >= ok_from
             return {"time_scale": S, "ok": ok, "cause_kind": None if ok else kind, "reason": None if ok else "late"}
         return f
@@ -578,6 +578,21 @@ def test_the_scale_probe_reads_through_the_emulated_device_and_charges_a_kernel(
     # a host factor far below 1 cannot be paced at scale 1 whatever the machine: the work outruns its charge
     p = scale_probe(cfg, 1.0, 0.01, rows=512, batches=2)
     assert not p["ok"] and p["cause_kind"] == "scale" and "host:" in p["reason"]
+
+
+def test_a_comparison_of_systems_that_hold_every_row_in_memory_probes_the_host_charge_only(tmp_path):
+    from lsm_gnn.bench.compare import scale_probe
+    from lsm_gnn.testbed import reads_ssd
+
+    assert reads_ssd("lsm") and reads_ssd("direct") and not reads_ssd("distdgl") and not reads_ssd("memory")
+    # no dataset is opened: the SSD model is not probed (Dist-DGL alone at S = 1, the host ground truth)
+    cfg = load_config(None, [f"dataset.path={tmp_path / 'absent'}", "storage.device=emulated",
+                             "storage.device_profile=paper"])
+    p = scale_probe(cfg, 1.0, 1.0, storage=False)
+    assert p["storage_probed"] is False and p["storage_lateness_fraction"] is None
+    assert "storage:" not in (p["reason"] or "")
+    with pytest.raises(Exception, match="absent"):
+        scale_probe(cfg, 1.0, 1.0)
 
 
 def test_a_system_runs_at_its_own_time_scale_and_the_dilation_check_reads_each_systems_scale(monkeypatch, tmp_path):

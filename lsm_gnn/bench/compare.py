@@ -168,28 +168,32 @@ MAX_PROBE_SCALE = 256.0
 
 
 def scale_probe(cfg, time_scale: float, host_speed: float, *, rows: int = PROBE_ROWS,
-                batches: int = PROBE_BATCHES) -> dict:
+                batches: int = PROBE_BATCHES, storage: bool = True) -> dict:
     """Whether the emulated testbed can be paced at `time_scale` here: a few batches of `rows` random
     rows through the emulated device (its pacing valid, lsm_gnn.storage.emulated.emulation_summary) and
     a fixed CPU kernel charged as host work at S x f (lsm_gnn.storage.charge). A short probe: a scale
-    it refuses would make every run of the benchmark invalid."""
+    it refuses would make every run of the benchmark invalid. `storage=False` (no compared system
+    reads the SSD model: lsm_gnn.testbed.reads_ssd) probes the host charge only, so Dist-DGL alone
+    runs at S = 1 (the host ground truth), where no copy could keep up with the paper's SSDs."""
     import numpy as np
 
     from lsm_gnn.datasets.format import Dataset
     from lsm_gnn.storage.emulated import open_emulated
 
-    lay = Dataset(cfg.dataset.path).features()
-    store = open_emulated(lay, cfg.storage, time_scale=time_scale, verify_checksums=False)
-    try:
-        rng = np.random.default_rng(0)
-        n = min(rows, lay.num_rows)
-        out = store.empty_rows(n)
-        store.reset_stats()
-        for _ in range(batches):
-            store.read_rows(np.sort(rng.choice(lay.num_rows, n, replace=False)), out)
-        st = store.emulation_stats()
-    finally:
-        store.close()
+    st = {"valid": True, "lateness_fraction": None, "probed": False}
+    if storage:
+        lay = Dataset(cfg.dataset.path).features()
+        store = open_emulated(lay, cfg.storage, time_scale=time_scale, verify_checksums=False)
+        try:
+            rng = np.random.default_rng(0)
+            n = min(rows, lay.num_rows)
+            out = store.empty_rows(n)
+            store.reset_stats()
+            for _ in range(batches):
+                store.read_rows(np.sort(rng.choice(lay.num_rows, n, replace=False)), out)
+            st = dict(store.emulation_stats(), probed=True)
+        finally:
+            store.close()
     host = primitive_run(time_scale, host_speed, reps=2)
     ok = bool(st["valid"] and host["valid"])
     reason = None
@@ -199,19 +203,21 @@ def scale_probe(cfg, time_scale: float, host_speed: float, *, rows: int = PROBE_
     kind = None if ok else ("scale" if (st.get("cause_kind") == "scale" or host.get("cause_kind") == "scale")
                             else "busy")
     return {"time_scale": time_scale, "host_speed": host_speed, "ok": ok, "cause_kind": kind, "reason": reason,
-            "storage_lateness_fraction": st["lateness_fraction"], "host_late_fraction": host["late_fraction"]}
+            "storage_probed": st["probed"], "storage_lateness_fraction": st["lateness_fraction"],
+            "host_late_fraction": host["late_fraction"]}
 
 
-def choose_scale(cfg, *, given: bool, host_speed: float) -> dict:
-    """Probe the configured time scale (scale_probe); where the scale is too small for the profile,
-    raise it (doubling, up to MAX_PROBE_SCALE) when the user did not set it, or refuse when they did.
-    A busy machine is not mended by a larger scale: it is refused with that cause."""
+def choose_scale(cfg, *, given: bool, host_speed: float, storage: bool = True) -> dict:
+    """Probe the configured time scale (scale_probe; `storage`: whether a compared system reads the SSD
+    model); where the scale is too small for the profile, raise it (doubling, up to MAX_PROBE_SCALE)
+    when the user did not set it, or refuse when they did. A busy machine is not mended by a larger
+    scale: it is refused with that cause."""
     from lsm_gnn.utils.errors import ConfigError
 
     S = float(cfg.emulation.time_scale)
     tried = []
     while True:
-        p = scale_probe(cfg, S, host_speed)
+        p = scale_probe(cfg, S, host_speed, storage=storage)
         tried.append(p)
         if p["ok"]:
             return {"time_scale": S, "raised": S != float(cfg.emulation.time_scale), "probes": tried}
@@ -369,7 +375,10 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
         host_speed = cfg.emulation.host_speed if cfg.emulation.host_speed is not None \
             else load_profile(cfg.emulation.hardware_profile).cpu.host_time_factor
         if probe_scale:  # a scale too small for the profile is found before the runs, not after them
-            scale_choice = choose_scale(cfg, given=scale_given, host_speed=host_speed)
+            from lsm_gnn.testbed import reads_ssd
+
+            scale_choice = choose_scale(cfg, given=scale_given, host_speed=host_speed,
+                                        storage=any(reads_ssd(s) for s in systems))
             if scale_choice["raised"]:
                 d = config_to_dict(cfg)
                 d["emulation"]["time_scale"] = scale_choice["time_scale"]

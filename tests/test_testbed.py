@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from lsm_gnn.metrics import STAGES
@@ -88,6 +90,20 @@ def test_a_link_stage_ends_at_bytes_over_bandwidth_plus_latency_times_s():
     assert t.now - t0 == pytest.approx(64 * (1e-3 + 1e-5) * 1e9, abs=2)
     assert link_seconds(25e6, 25e9, 1e-5, transfers=3) == pytest.approx(1e-3 + 3e-5)
     assert c.summary()["parts"]["pcie"]["charged_s"] == pytest.approx(1.01e-3)
+
+
+def test_a_link_stage_charged_nothing_is_never_late_so_dist_dgl_on_one_machine_stays_valid():
+    t, c = charger(S=32)
+    t0 = t.now
+    t.now += 3_000      # the microseconds between the stage's start and its end: nothing to pace
+    c.link("sample_rpc", "nic", t0, 0, bandwidth=12.5e9, latency_s=5e-6, transfers=0)
+    out = c.summary()
+    assert out["valid"] and out["parts"]["nic"] == {"charged_s": 0.0, "late_s": 0.0, "late_fraction": 0.0,
+                                                    "valid": True, "cause": None}
+    t0 = t.now          # one round trip charged: late past its charge as before
+    t.oversleep = 1_000_000
+    c.link("sample_rpc", "nic", t0, 0, bandwidth=12.5e9, latency_s=5e-6, transfers=1)
+    assert not c.summary()["valid"]
 
 
 def test_an_additive_host_stage_stretches_only_its_own_work_and_keeps_the_waits():
@@ -269,7 +285,7 @@ def test_the_primitive_check_reports_each_scale_quiet_and_busy_and_fails_beyond_
 
     errs = {1.0: 0.001, 16.0: 0.015, 64.0: 0.03}
     monkeypatch.setattr(v, "primitive_run", lambda S, f, reps=3: {"error": [errs[S]], "valid": True})
-    monkeypatch.setattr(v, "busy_core", lambda: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(v, "busy_core", lambda **kw: __import__("contextlib").nullcontext())
     out = v.primitive_check(1.0)
     assert set(out["runs"]) == {f"{k}@{s:g}" for k in ("quiet", "busy") for s in (1, 16, 64)}
     assert out["worst_error"] == 0.03 and out["ok"] is False
@@ -414,3 +430,19 @@ def test_a_system_whose_gpu_work_outruns_its_charge_gets_its_own_scale_raised_or
     monkeypatch.setattr(harness, "run_system", fake_run(1e9, kind="busy"))
     with pytest.raises(ConfigError, match="because the machine is busy"):
         bench.choose_system_scale(cfg, "lsm", 64, given=False, devices=2, machines=2, trainers=2)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to keep one busy")
+def test_the_busy_process_spins_on_the_last_core_and_the_primitive_keeps_to_the_others_until_it_ends():
+    import lsm_gnn.bench.validate as v
+
+    before = os.sched_getaffinity(0)
+    last = max(before)
+    with v.busy_core(pin_caller=True) as pid:
+        assert os.sched_getaffinity(pid) == {last}
+        assert os.sched_getaffinity(0) == before - {last}
+        state = open(f"/proc/{pid}/stat").read().split(") ")[1].split()[0]
+        assert state == "R"   # entered once it spins, not while its interpreter starts
+    assert os.sched_getaffinity(0) == before
+    with v.busy_core() as pid:   # bench compare --busy-core: only the busy process is pinned
+        assert os.sched_getaffinity(pid) == {last} and os.sched_getaffinity(0) == before

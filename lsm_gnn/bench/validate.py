@@ -80,18 +80,41 @@ PRIMITIVE_LIMIT = 0.02
 PRIMITIVE_SCALES = (1.0, 16.0, 64.0)
 
 
+BUSY_SCRIPT = ("import os, sys\n"
+               "cpu = int(sys.argv[1])\n"
+               "if cpu >= 0: os.sched_setaffinity(0, {cpu})\n"
+               "sys.stdout.write('spinning\\n'); sys.stdout.flush()\n"
+               "while True: pass\n")
+
+
 @contextlib.contextmanager
-def busy_core():
-    """Another process spinning on a core for the block (the primitive's check under load)."""
+def busy_core(*, pin_caller: bool = False):
+    """Another process spinning on one core for the block (the primitive's check and bench compare
+    --busy-core under load): pinned to the last core this process may use, and entered only once it
+    spins (its interpreter's start-up is not part of the load). `pin_caller`: this process keeps to
+    the other cores meanwhile (the primitive's check: "a busy process on the other core"; unpinned,
+    the scheduler moved the charged kernel onto the busy core at S = 1, 2026-12-05: one 10 ms kernel
+    in three ran 73 % past its CPU time)."""
+    import os
     import subprocess
     import sys
 
-    p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    other = allowed[-1] if len(allowed) > 1 else -1
+    p = subprocess.Popen([sys.executable, "-c", BUSY_SCRIPT, str(other)], stdout=subprocess.PIPE, text=True)
+    saved = None
     try:
+        p.stdout.readline()
+        if pin_caller and other >= 0:
+            saved = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, set(allowed) - {other})
         yield p.pid
     finally:
+        if saved is not None:
+            os.sched_setaffinity(0, saved)
         p.kill()
         p.wait()
+        p.stdout.close()
 
 
 def primitive_check(host_speed: float = 1.0, scales=PRIMITIVE_SCALES, *, reps: int = 3, busy: bool = True) -> dict:
@@ -100,7 +123,7 @@ def primitive_check(host_speed: float = 1.0, scales=PRIMITIVE_SCALES, *, reps: i
     run the charger itself marks invalid fails the check with its cause."""
     runs = {}
     for label in (("quiet", "busy") if busy else ("quiet",)):
-        with (busy_core() if label == "busy" else contextlib.nullcontext()):
+        with (busy_core(pin_caller=True) if label == "busy" else contextlib.nullcontext()):
             for S in scales:
                 runs[f"{label}@{S:g}"] = primitive_run(S, host_speed, reps=reps)
     worst = max((abs(e) for r in runs.values() for e in r["error"] if e is not None), default=None)

@@ -99,8 +99,10 @@ def plan_batch(distinct, inverse, status, slot, src, keys) -> dict:
 
 
 def storage_ids(distinct: torch.Tensor, storage_pos: torch.Tensor, count: int) -> torch.Tensor:
-    """The `count` storage reads' ids in staging order, on the decisions' device, without a sync:
-    a scatter to each read's position (the others to a scratch entry past the end)."""
+    """The storage reads' ids in staging order, on the decisions' device, without a sync: a scatter
+    to each read's position (the others to a scratch entry past the end). `count`: the number of
+    reads, or any bound on it (the batch's distinct ids: the entries past the reads are then unset
+    and the caller cuts them off once it knows the count, with no wait for it before the copy)."""
     out = torch.empty(count + 1, dtype=torch.int64, device=distinct.device)
     pos = torch.where(storage_pos >= 0, storage_pos, torch.full_like(storage_pos, count))
     out.index_copy_(0, pos, distinct.to(torch.int64))

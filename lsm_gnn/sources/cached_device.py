@@ -26,8 +26,9 @@ loader's fetch thread does). Read-ahead (`cache.readahead`) runs with an engine 
 and the stats say `readahead: False`.
 
 Host syncs a fetch, as the code reads (docs/cache-gpu.md "The fetch path"): with the GPU engine,
-the wait for the step's counts (the engine's own, one a step), the one copy of the storage ids and
-spill destinations, and the wait before the reader refills the staging until the previous batch's
+the one copy of the storage ids (as many as the batch's distinct ids: the bound, so the copy does
+not wait for the step's count first) and spill destinations, after which the step's counts are
+already on the host, and the wait before the reader refills the staging until the previous batch's
 serve has read it; with the CPU engine only the last.
 
 The decisions, counters and stats equal CachedFeatureSource's on the same inputs; the stats also
@@ -305,10 +306,15 @@ class DeviceCachedFeatureSource(OwnerShard):
         host in one copy (a no-op where the decisions are on the host)."""
         with self._engine_stream():
             plan = _plan(res, _tensor(self.engine.keys))
-            count = int(res.counts["storage_rows"])   # GPU engine: the wait for the step's counts
-            sid = storage_ids(_tensor(res.distinct), plan.pop("storage_pos"), count)
+            distinct = _tensor(res.distinct)
+            # every distinct id is the bound on the reads, so the ids need not wait for the count:
+            # one device -> host copy (a bound's worth of int64, ~0.5 MB at 60k distinct ids, where
+            # a second round trip would cost a sync) and the count read after it, when the copy
+            # has waited for the step on the same stream (GPU engine: its counts event is done)
+            sid = storage_ids(distinct, plan.pop("storage_pos"), len(distinct))
             host = _host(torch.cat([sid, plan["spill_dst"]]))   # the batch's one device -> host copy
-        self._planned = (plan, host[count:])
+            count = int(res.counts["storage_rows"])
+        self._planned = (plan, host[len(distinct):])
         return host[:count]
 
     def _end_iteration(self) -> int:

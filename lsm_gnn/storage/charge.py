@@ -188,7 +188,10 @@ class Charger:
         st.cpu_ns += cpu_ns
         st.ref_cpu_ns += cpu_ns if ref_cpu_ns is None else ref_cpu_ns
         st.wall_ns += work_end_ns - start_ns
-        late = max(0, end - deadline)
+        # a stage charged nothing (Dist-DGL's round trips on one machine: every server is local) has
+        # no model time to be late against: the few microseconds between its start and this line
+        # made the NIC of a 1 x 1 run "n/a late" and the run invalid (2026-12-05)
+        late = max(0, end - deadline) if charge_ns > 0 else 0
         st.late_ns += late
         if late:
             # the work alone (its CPU time) over the charge: the scale is too small; the rest (held off

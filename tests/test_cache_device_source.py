@@ -204,6 +204,40 @@ def test_disabled_cache_reads_everything_from_storage():
         assert src.fetch(np.zeros(0, np.int64)).shape == (0, 4)
 
 
+def test_on_cuda_the_staging_is_two_buffers_in_turn_and_a_refill_waits_only_for_the_one_it_reuses(monkeypatch):
+    # the CUDA pool's bookkeeping on the CPU: pinned buffers stand as plain ones, events as records
+    feats = np.arange(300 * 4, dtype=np.float32).reshape(300, 4)
+    static = np.zeros(300, np.uint8)
+    with DeviceCachedFeatureSource(ArrayStore(feats), 300, 4, np.float32,
+                                   cache_cfg(cache_rows=64, row_bytes=16), static) as dev:
+        pool, waited = dev.pool, []
+
+        class Event:
+            def __init__(self, name):
+                self.name = name
+
+            def synchronize(self):
+                waited.append(self.name)
+
+        monkeypatch.setattr(pool, "cuda", True)
+        monkeypatch.setattr(pool, "host_rows", lambda n: torch.zeros((n, pool.row_words), dtype=pool.word))
+        monkeypatch.setattr(pool, "_event", lambda stream: Event(len(waited) + len(pool._read_by)))
+        monkeypatch.setattr(pool, "_current", lambda: None)
+        a = dev._staging(10)
+        b = dev._staging(10)
+        assert a.ctypes.data != b.ctypes.data and not waited
+        pool._read_on(torch.from_numpy(a.view(np.uint32)), None)     # batch t's serve reads a
+        pool._read_on(torch.from_numpy(b.view(np.uint32)), None)     # batch t+1's reads b
+        again = dev._staging(8)                                       # batch t+2 refills a only
+        assert again.ctypes.data == a.ctypes.data and waited == [0]
+        assert list(pool._read_by) == [b.ctypes.data]                 # b's read is still pending
+        bigger = dev._staging(4000)                                   # b grows: its read waited for first
+        assert waited == [0, 1] and bigger.ctypes.data != b.ctypes.data and len(bigger) == 4000
+        pool.wait_uploaded()                                          # every buffer: none left
+        assert pool._read_by == {}
+        monkeypatch.undo()                                            # the pool closes as on the CPU
+
+
 def test_empty_and_duplicate_batches():
     feats = np.random.default_rng(2).normal(size=(300, 4)).astype(np.float32)
     cfg = cache_cfg(cache_rows=32, row_bytes=16, depth=4, window=2, ways=4)

@@ -139,3 +139,63 @@ def test_in_place_past_end_of_file_is_an_error(tmp_path, reader):
         with pytest.raises(DataError, match="ends before its metadata says") as e:
             store.read_rows(np.arange(90, 110))  # a short read, then end of file: never zeros
         assert str(path) in str(e.value)
+
+
+@pytest.mark.parametrize("reader", ["direct", "buffered"])
+def test_distinct_rows_in_increasing_order_read_into_out_when_each_row_is_whole_blocks(datasets, reader, monkeypatch):
+    ds = datasets[1024]
+    truth = np.array(ds.feature_array())
+    rng = np.random.default_rng(7)
+    with open_feature_store(ds, reader) as store:
+        for ids in (np.sort(rng.choice(ROWS, 150, replace=False)), np.array([1, 5, 6, 7, 600, 699])):
+            before = (store.in_place_batches, store.counters.snapshot())
+            plan = store.read_plan(ids)
+            out = store.empty_rows(len(ids))
+            assert store.read_rows(ids, out=out) is out
+            np.testing.assert_array_equal(out, truth[ids])
+            assert store.in_place_batches == before[0] + 1 and store._staging.size == 0   # never allocated
+            c = store.counters
+            assert c.io_ops - before[1].io_ops == plan.io_ops  # the plan's reads (adjacent rows merged)
+            assert c.bytes_read - before[1].bytes_read == plan.total_bytes == len(ids) * 4096
+        ids = np.sort(rng.choice(ROWS, 40, replace=False))
+        for other in (ids[::-1].copy(), np.concatenate([ids, ids[:1]])):   # not increasing: staging
+            n = store.in_place_batches
+            np.testing.assert_array_equal(store.read_rows(other), truth[other])
+            assert store.in_place_batches == n
+        monkeypatch.setattr(type(store), "sparse_in_place", False)   # the benchmark's baseline
+        n = store.in_place_batches
+        np.testing.assert_array_equal(store.read_rows(ids), truth[ids])
+        assert store.in_place_batches == n
+
+
+def test_distinct_rows_smaller_than_a_block_or_an_unaligned_out_go_through_staging(datasets):
+    ids = np.array([3, 20, 21, 400])
+    truth512 = np.array(datasets[128].feature_array())
+    with open_feature_store(datasets[128], "direct") as store:   # 8 rows to a block: they share blocks
+        np.testing.assert_array_equal(store.read_rows(ids), truth512[ids])
+        assert store.in_place_batches == 0
+    truth4k = np.array(datasets[1024].feature_array())
+    with open_feature_store(datasets[1024], "direct") as store:   # O_DIRECT needs an aligned out
+        out = _unaligned(len(ids), 1024)
+        store.read_rows(ids, out=out)
+        np.testing.assert_array_equal(out, truth4k[ids])
+        assert store.in_place_batches == 0
+
+
+def test_bench_inplace_measures_both_paths_on_the_same_store_and_refuses_rows_that_are_not_whole_blocks(datasets):
+    import json
+
+    from click.testing import CliRunner
+
+    from lsm_gnn.bench.inplace import bench_inplace
+
+    run = CliRunner().invoke(bench_inplace, [str(datasets[1024].root), "--batch-sizes", "64", "--seconds", "0",
+                                             "--repeats", "2", "--json"])
+    assert run.exit_code == 0, run.output
+    obj = json.loads(run.output)
+    assert [(p["reader"], p["batch_size"]) for p in obj["points"]] == [("direct", 64), ("buffered", 64)]
+    for p in obj["points"]:
+        assert p["ratio"]["runs"] == 2 and p["rows_per_s_in_place"]["median"] > 0
+        assert p["cpu_ratio"]["runs"] == 2 and p["cpu_us_per_row_staging"]["median"] > 0
+    bad = CliRunner().invoke(bench_inplace, [str(datasets[100].root), "--seconds", "0", "--repeats", "1"])
+    assert bad.exit_code != 0 and "are not whole 4096 B blocks" in bad.output

@@ -179,6 +179,9 @@ def _batches(pattern: str, batch: int, num_rows: int, rng: np.random.Generator):
     if pattern == "random":  # uniform ids with repeats, as a sampler's input nodes have
         while True:
             yield rng.integers(0, num_rows, batch, dtype=np.int64)
+    if pattern == "distinct":  # distinct ids in increasing order, as the cache's storage reads are
+        while True:
+            yield np.sort(rng.choice(num_rows, batch, replace=False)).astype(np.int64)
     start = 0
     while True:  # fully sequential: consecutive rows, wrapping at the end of the file
         if start + batch > num_rows:

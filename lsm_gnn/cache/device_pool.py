@@ -77,6 +77,13 @@ def spill_runs(dst: np.ndarray, depth: int) -> list[tuple[int, int, int]]:
     return [(int(i), int(j), int(dst[i])) for i, j in zip(starts, ends) if j > i]
 
 
+def _address(rows) -> int:
+    """The host address of an array's or a tensor's first element (the key of a staging buffer)."""
+    if isinstance(rows, torch.Tensor):
+        return rows.data_ptr()
+    return int(rows.__array_interface__["data"][0])
+
+
 class DeviceRowPool:
     """`lines` cache lines of `row_bytes` on `device`; with `pvp`, `window` queues of `depth`
     rows in (pinned) host memory and a landing buffer of `depth` rows on `device`."""
@@ -104,7 +111,10 @@ class DeviceRowPool:
         self.queues = torch.zeros((self.window * self.depth,) + rows, dtype=self.word, pin_memory=self.cuda)
         self.landing = torch.zeros((self.depth,) + rows, dtype=self.word, device=self.device)
         self._stage = None
-        self._uploaded = self._landed = None  # events: last upload from the staging buffer, last landing
+        # events: per staging buffer (its host address), the last device read of its rows (an upload,
+        # or the serve kernel reading it in place); the last landing copy
+        self._read_by: dict[int, object] = {}
+        self._landed = None
         self.h2d_stream = self.d2h_stream = self.land_stream = None
         if self.cuda:
             least, greatest = torch.cuda.Stream.priority_range()
@@ -196,11 +206,23 @@ class DeviceRowPool:
         np_word = torch.empty(0, dtype=self.word).numpy().dtype
         return torch.from_numpy(aligned_empty((n, self.row_words), np_word))
 
-    def wait_uploaded(self) -> None:
-        """Wait (host) until the last `upload` has read its host rows, before a reader refills them."""
-        if self._uploaded is not None:
-            self._uploaded.synchronize()
-            self._uploaded = None
+    def wait_uploaded(self, host_rows=None) -> None:
+        """Wait (host) until the device has read the staging buffer `host_rows` (an array or tensor
+        whose first row is the buffer's; None: every buffer) by its last `upload` or in-place
+        `serve`, before a reader refills it. With two buffers used in turn, the wait is for the
+        batch before the last, whose reads are long done: no wait on the batch just served."""
+        if host_rows is None:
+            events, self._read_by = list(self._read_by.values()), {}
+        else:
+            ev = self._read_by.pop(_address(host_rows), None)
+            events = [] if ev is None else [ev]
+        for ev in events:
+            ev.synchronize()
+
+    def _read_on(self, host_rows: torch.Tensor, stream) -> object:
+        """Note that the work queued on `stream` so far reads `host_rows` (a staging buffer)."""
+        ev = self._read_by[host_rows.data_ptr()] = self._event(stream)
+        return ev
 
     def staging(self, n: int) -> torch.Tensor:
         """Host rows [n, row_words] (`host_rows`) for the next storage read, reused across
@@ -218,8 +240,7 @@ class DeviceRowPool:
         cur = self._current()
         with torch.cuda.stream(self.h2d_stream):
             rows = host_rows.to(self.device, non_blocking=True)
-        self._uploaded = self._event(self.h2d_stream)
-        cur.wait_event(self._uploaded)
+        cur.wait_event(self._read_on(host_rows, self.h2d_stream))
         rows.record_stream(cur)  # allocated on the copy stream, read on the current one
         return rows
 
@@ -239,7 +260,7 @@ class DeviceRowPool:
         self.rows.serve({LINE: self.cache, LANDING: self.landing, STAGED: staged}, src, out, kinds)
         if self.cuda and self.zero_copy and staged is not None and kinds & (1 << STAGED):
             # the kernel read the pinned staging in place: the reader may refill it after this
-            self._uploaded = self._event(self._current())
+            self._read_on(staged, self._current())
 
     def fill(self, fill_slot: torch.Tensor, fill_req: torch.Tensor, out: torch.Tensor) -> None:
         """Line fill_slot[d] := out[fill_req[d]] where fill_slot[d] >= 0 (the last fill of each
@@ -328,4 +349,4 @@ class DeviceRowPool:
         self.synchronize()
         self.cache = self._lines = self.queues = self.landing = self._stage = None
         self._mapped = {}
-        self._uploaded = self._landed = None
+        self._read_by, self._landed = {}, None

@@ -6,7 +6,7 @@ import click
 from lsm_gnn.cli.group import LazyGroup
 
 BENCHES = ("storage", "cache", "train", "multidevice", "exchange", "compare", "validate", "device", "loader",
-           "checksums")
+           "checksums", "inplace")
 
 
 def benchmark(name: str) -> click.Command:
@@ -31,6 +31,8 @@ def benchmark(name: str) -> click.Command:
         from lsm_gnn.bench.loader import bench_loader as cmd
     elif name == "checksums":
         from lsm_gnn.bench.checksums import bench_checksums as cmd
+    elif name == "inplace":
+        from lsm_gnn.bench.inplace import bench_inplace as cmd
     else:
         raise KeyError(name)
     return cmd

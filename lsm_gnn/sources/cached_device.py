@@ -28,8 +28,9 @@ and the stats say `readahead: False`.
 Host syncs a fetch, as the code reads (docs/cache-gpu.md "The fetch path"): with the GPU engine,
 the one copy of the storage ids (as many as the batch's distinct ids: the bound, so the copy does
 not wait for the step's count first) and spill destinations, after which the step's counts are
-already on the host, and the wait before the reader refills the staging until the previous batch's
-serve has read it; with the CPU engine only the last.
+already on the host, and the wait before the reader refills a staging buffer until the device has
+read it (two buffers in turn on CUDA: the wait is on the batch before the last); with the CPU
+engine only the last.
 
 The decisions, counters and stats equal CachedFeatureSource's on the same inputs; the stats also
 count the bytes moved: `h2d_bytes` (storage rows and landing copies to the device) and
@@ -175,6 +176,7 @@ class DeviceCachedFeatureSource(OwnerShard):
         except TypeError as e:
             raise InputError(f"feature dtype {self.dtype} has no torch equivalent") from e
         self.stats = SourceStats(dict.fromkeys(STAT_KEYS, 0))
+        self._stage_bufs, self._stage_turn = [None, None], 1   # CUDA: the staging used in turn (_staging)
         # host time of fetch's segments (on CUDA: issuing the copies), plus the reads' own duration
         self.stats.update(time_cache_s=0.0, time_victim_s=0.0, time_storage_s=0.0, time_storage_busy_s=0.0)
         self.engine = None
@@ -369,10 +371,23 @@ class DeviceCachedFeatureSource(OwnerShard):
         st["h2d_bytes"] += (storage_rows + landed) * rb
         return out.view(self.torch_dtype)
 
+    def _staging(self, n: int) -> np.ndarray:
+        """On CUDA, two staging buffers used in turn: the reader fills one while the device may still
+        read the other (the previous batch's upload or in-place serve), so its wait (`_grown`) is
+        for the batch before that, whose reads are done. On the CPU one buffer (its rows are read
+        before the fetch returns: nothing to overlap), as the host plane."""
+        if not self.pool.cuda:
+            return super()._staging(n)
+        k = self._stage_turn = 1 - self._stage_turn
+        self._stage_bufs[k] = self._grown(self._stage_bufs[k], n)
+        return self._stage_bufs[k][:n]
+
     def _grown(self, buf: np.ndarray | None, n: int) -> np.ndarray:
         """`buf` if it holds n rows, else a new host buffer of at least twice its rows (pinned on
-        CUDA, page-aligned on the CPU); first waits until the last upload has left the buffers."""
-        self.pool.wait_uploaded()
+        CUDA, page-aligned on the CPU); first waits until the device's last read of `buf` is done
+        (an upload, or the serve kernel reading it in place)."""
+        if buf is not None:
+            self.pool.wait_uploaded(buf)
         if buf is not None and len(buf) >= n:
             return buf
         size = max(n, 2 * (0 if buf is None else len(buf)), 1024)
@@ -424,6 +439,7 @@ class DeviceCachedFeatureSource(OwnerShard):
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+        self._stage_bufs = [None, None]
         if self._mapped_store is not None:
             self._mapped_store.close()
             self._mapped_store = None

@@ -3,7 +3,9 @@
 A batch of consecutive rows whose file range starts and ends on block boundaries is read straight
 into the caller's `out` when `out` is block-aligned (`FeatureStore.empty_rows` allocates such
 buffers; any C-contiguous `out` for the buffered reader): the same 1 MiB reads, no staging buffer,
-no copy. Sequential scans then cost the CPUs almost nothing besides the system calls.
+no copy. Sequential scans then cost the CPUs almost nothing besides the system calls. So is a batch
+of distinct rows in increasing order whose rows are whole blocks (the cache's misses: 4 KiB rows of
+float32 x 1024): each read lands where its rows belong in `out` (`sparse_in_place`).
 
 For every other batch the distinct rows are turned into a read plan (`base.plan_reads`: one read per
 distinct block, adjacent blocks merged), the reads land in one page-aligned staging buffer
@@ -115,6 +117,10 @@ class BlockStore(FeatureStore):
 
     reader_name = "block"
     o_direct = False
+    sparse_in_place = True
+    """Distinct rows in increasing order, each a whole number of blocks, read straight into `out` (the
+    cache's storage reads: the misses of a batch, sorted); False: through the staging buffer (the
+    baseline of `lsm-gnn bench storage --in-place-repeats`)."""
 
     def __init__(self, path, num_rows: int, dim: int, dtype, row_stride: int, file_bytes: int | None = None,
                  *, backend: str = "auto", threads: int = 64, queue_depth: int = 128, block_size: int = 4096,
@@ -185,11 +191,14 @@ class BlockStore(FeatureStore):
         span = self._in_place_span(ids, out)
         if span is not None:
             return self._read_in_place(ids, out, *span)
-        if len(ids) > 1 and bool((ids[1:] > ids[:-1]).all()):  # already sorted and distinct
+        increasing = len(ids) > 1 and bool((ids[1:] > ids[:-1]).all())   # sorted and distinct
+        if increasing:
             uniq, inv = ids, np.arange(len(ids), dtype=np.int64)
         else:
             uniq, inv = np.unique(ids, return_inverse=True)
         plan = plan_reads(uniq, self.row_stride, self.row_bytes, self.block, self.max_io_bytes)
+        if increasing and self._fits_in_place(plan, len(ids), out):
+            return self._read_plan_in_place(plan, len(ids), out)
         src = plan.row_pos[inv]  # staging-buffer byte offset of each requested row
         target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         with self._lock:
@@ -218,6 +227,24 @@ class BlockStore(FeatureStore):
         if n > 1 and not bool((ids[1:] - ids[:-1] == 1).all()):  # same ends, but not consecutive
             return None
         return start, end
+
+    def _fits_in_place(self, plan: ReadPlan, n: int, out) -> bool:
+        """Whether the plan of n distinct rows in increasing order lays them out as `out` holds them:
+        rows of whole blocks with no padding (each row its own blocks, so the plan reads exactly the
+        rows, in order, packed) and `out` C-contiguous and, for O_DIRECT, block-aligned."""
+        return (self.sparse_in_place and self.row_stride == self.row_bytes and self.row_bytes % self.block == 0
+                and out.flags.c_contiguous and not (self.o_direct and out.ctypes.data % self.block)
+                and plan.total_bytes == n * self.row_bytes)
+
+    def _read_plan_in_place(self, plan: ReadPlan, n: int, out) -> tuple[int, int, int]:
+        """The plan's reads land in `out` itself (their buffer offsets are the rows' offsets there):
+        no staging buffer, no gather. Measured: `lsm-gnn bench storage --in-place-repeats`."""
+        dst = out.reshape(-1).view(np.uint8)
+        with self._lock:
+            ops = self._issue(plan.file_offsets, plan.buf_offsets, plan.lengths, memoryview(dst), dst,
+                              np.empty(0, np.int64), np.empty((0, self.row_bytes), np.uint8))
+        self.in_place_batches += 1
+        return n, ops, plan.total_bytes
 
     def _read_in_place(self, ids, out, start: int, end: int) -> tuple[int, int, int]:
         """Read file bytes [start, end) straight into `out`: the same reads as the plan (the run

@@ -18,6 +18,7 @@ import click
 
 from lsm_gnn.bench.replicate import spread_of
 from lsm_gnn.bench.storage import measure, parse_ints
+from lsm_gnn.utils.outpaths import output_option
 from lsm_gnn.utils.output import emit
 
 DEFAULT_BATCHES = "1024,6000"
@@ -63,7 +64,8 @@ def measure_point(store, batch: int, seconds: float, repeats: int, seed: int, dr
               help="Interleaved rounds; the figure is the median of their ratios, with its spread.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the batches (round r: seed + r).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--output", type=click.Path(dir_okay=False), default=None, help="Also write the JSON object here.")
+@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=output_option(),
+              help="Also write the JSON object here.")
 def bench_inplace(dataset, batch_sizes, readers, seconds, repeats, seed, as_json, output):
     """Distinct sorted rows read straight into the caller's buffer against the staging buffer."""
     from lsm_gnn.datasets.format import Dataset

@@ -247,6 +247,8 @@ def test_the_claims_figure_marks_what_did_not_count_and_draws_the_papers_value(t
                                                           "projected (not counted)"]
     # the paper's value is the dashed line; (e) is drawn in percent with its 10 % line
     assert any(abs(line.get_xdata()[0] - 3.75) < 1e-9 for line in a.lines if line.get_linestyle() == "--")
+    # the paper's 3.75 labelled on its own: no fixed tick (5) beside it to read as "3.755"
+    assert [float(t.get_text()) for t in a.get_xticklabels()] == [0.25, 0.5, 1, 2, 3.75, 10]
     assert any(abs(line.get_xdata()[0] - 10.0) < 1e-9 for line in e.lines if line.get_linestyle() == "--")
     # hollow (white-faced) marks for what did not count, filled for what did
     faces = [line.get_markerfacecolor() for line in a.lines if line.get_marker() not in (None, "None", "")]

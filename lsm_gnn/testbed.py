@@ -157,22 +157,15 @@ def systems() -> tuple[str, ...]:
     return tuple(TABLE)
 
 
-def depends_on_host_speed(system: str) -> bool:
-    """Whether the emulation charges a stage of `system` at host speed (S x f x its CPU time): an
-    emulated epoch of a system that does not is the same at every f (emulation.host_speed)."""
-    return any(v.part == "host" and v.charged for v in TABLE.get(system, {}).values())
-
-
-def reads_ssd(system: str) -> bool:
-    """Whether the emulation charges a stage of `system` at the SSD model: only such a system needs
-    the emulated device paced (Dist-DGL and the in-memory ideal hold every row in memory)."""
-    return any(v.part == "ssd" and v.charged for v in TABLE.get(system, {}).values())
-
-
-def charges_gpu(system: str) -> bool:
-    """Whether the emulation charges a stage of `system` at a GPU rate: its run, not the storage and
-    host probe, tells whether a time scale paces it (this machine's engine does the GPU's work)."""
-    return any(v.part == "gpu" and v.charged for v in TABLE.get(system, {}).values())
+def charges(system: str, part: str) -> bool:
+    """Whether the emulation charges a stage of `system` at `part` (one of PARTS). Read as: `host`,
+    whether f (emulation.host_speed) moves its emulated epoch; `ssd`, whether it needs the emulated
+    device paced (Dist-DGL and the in-memory ideal hold every row in memory); `gpu`, whether its own
+    run, not the storage and host probe, tells whether a time scale paces it (this machine's engine
+    does the GPU's work)."""
+    if part not in PARTS:
+        raise InputError(f"the testbed has no part {part!r}; expected one of {', '.join(PARTS)}")
+    return any(v.part == part and v.charged for v in TABLE.get(system, {}).values())
 
 
 def part_of(system: str, stage: str) -> StagePart:

@@ -582,9 +582,9 @@ def test_the_scale_probe_reads_through_the_emulated_device_and_charges_a_kernel(
 
 def test_a_comparison_of_systems_that_hold_every_row_in_memory_probes_the_host_charge_only(tmp_path):
     from lsm_gnn.bench.compare import scale_probe
-    from lsm_gnn.testbed import reads_ssd
+    from lsm_gnn.testbed import charges
 
-    assert reads_ssd("lsm") and reads_ssd("direct") and not reads_ssd("distdgl") and not reads_ssd("memory")
+    assert charges("lsm", "ssd") and charges("direct", "ssd") and not charges("distdgl", "ssd") and not charges("memory", "ssd")
     # no dataset is opened: the SSD model is not probed (Dist-DGL alone at S = 1, the host ground truth)
     cfg = load_config(None, [f"dataset.path={tmp_path / 'absent'}", "storage.device=emulated",
                              "storage.device_profile=paper"])

@@ -8,7 +8,7 @@ import pytest
 
 from lsm_gnn.metrics import STAGES
 from lsm_gnn.storage.charge import Charger, CoreSpeed, charge_summary, charger_for, link_seconds, probe_seconds
-from lsm_gnn.testbed import GPU_RATES, PARTS, TABLE, as_record, charges_gpu, component, part_of
+from lsm_gnn.testbed import GPU_RATES, PARTS, TABLE, as_record, charges, component, part_of
 from lsm_gnn.utils.errors import InputError
 
 
@@ -265,7 +265,9 @@ def test_each_record_stage_says_its_component_and_how_late_its_charged_work_ende
     assert lsm["fetch_cache"] == {"seconds": 0.002, "component": "gpu", "charged": True, "late_fraction": None}
     iso = stage_view("isolated", {"fetch_cache": 0.002}, None)
     assert iso["fetch_cache"] == {"seconds": 0.002, "component": "gpu", "charged": False, "late_fraction": None}
-    assert charges_gpu("lsm") and not charges_gpu("isolated") and not charges_gpu("distdgl")
+    assert charges("lsm", "gpu") and not charges("isolated", "gpu") and not charges("distdgl", "gpu")
+    with pytest.raises(InputError, match="no part 'disk'; expected one of accelerator, gpu"):
+        charges("lsm", "disk")
 
 
 def test_figures_come_from_valid_runs_only_and_a_system_without_one_has_none():
@@ -369,9 +371,8 @@ def test_the_claim_is_decided_only_where_f_half_one_and_two_give_the_same_class(
 
 def test_dist_dgl_alone_at_another_f_is_set_against_lsm_gnn_whose_epoch_does_not_depend_on_f():
     from lsm_gnn.bench.validate import validation
-    from lsm_gnn.testbed import depends_on_host_speed
 
-    assert depends_on_host_speed("distdgl") and not depends_on_host_speed("lsm")
+    assert charges("distdgl", "host") and not charges("lsm", "host")
     both = _distdgl_output(64, 30.0, {})
     both["systems"]["lsm"] = {"epoch_steady_s": {"median": 10.0, "min": 9.5, "max": 10.5, "spread": 0.1, "runs": 3},
                               "spread": 0.1}

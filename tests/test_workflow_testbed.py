@@ -21,11 +21,12 @@ import testbed_report as tb  # noqa: E402
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 
 
-def _run(system, batch, profile, scale, rnd, epoch, *, late=0.001, au=0.5, cpu=0.9):
+def _run(system, batch, profile, scale, rnd, epoch, *, late=0.001, au=0.5, cpu=0.9, parts_late=None):
     """One run as load_runs gives it (the summary fields the report reads)."""
-    ok = late is None or late <= 0.01
+    ok = (late is None or late <= 0.01) and all(x <= 0.01 for x in (parts_late or {}).values())
     return {"system": system, "batch": batch, "profile": profile, "scale": scale, "round": rnd,
             "path": f"{system}-b{batch}-{profile}-s{scale:g}-r{rnd}.json", "late_fraction": late,
+            "parts_late": parts_late or {},
             "summary": {"epoch_steady_s": epoch, "au": au, "cpu_share": cpu, "valid": ok,
                         "invalid_causes": [] if ok else ["late"], "bound": "fetch_storage",
                         "per_iteration": {}, "round": rnd, "first_epoch_s": epoch, "samples_per_s": 1.0,
@@ -49,6 +50,22 @@ def _matrix(seed=0):
     return runs
 
 
+def _projection(lsm_s=10.0, distdgl_s=30.0, errors=None, valid=True):
+    """bench validate's JSON over claim (a)'s records (lsm_gnn.project.emulated.check): one run a
+    system projected at `*_s`, its emulated epoch off by `errors[system]` (default 2 %)."""
+    from lsm_gnn.project.emulated import check
+
+    rows = []
+    for system, projected in (("lsm", lsm_s), ("distdgl", distdgl_s)):
+        err = (errors or {}).get(system, 0.02)
+        rows.append({"system": system, "source": f"{system}.json", "profile": "paper", "error": err,
+                     "projected_epoch_s": projected, "emulated_epoch_s": projected / (1 + err), "valid": valid,
+                     "invalid_causes": [] if valid else ["late"],
+                     "projected_bound": {"bottleneck": "ssd", "stage": "fetch_storage"},
+                     "emulated_bound": {"stage": "fetch_storage", "part": "ssd", "seconds": 0.01}})
+    return {"projection_vs_emulation": check(rows)}
+
+
 def _summary(runs, projection=None):
     return tb.summarise(runs, projection, scale=16.0, accelerator="a100", devices=2, fraction=0.1,
                         dataset="synthetic-tiny", batches=[128, 1024], validation_batch=128)
@@ -56,7 +73,7 @@ def _summary(runs, projection=None):
 
 def test_the_summary_has_the_medians_spreads_and_paired_ratio_range_of_the_runs():
     runs = _matrix()
-    s = _summary(runs, {"profile": "paper", "ratios": {"distdgl_vs_lsm_epoch": 3.0}})
+    s = _summary(runs, _projection())
     assert (s["kind"], s["storage_profile"], s["time_scale"], s["accelerator"], s["devices"], s["memory_fraction"]) == \
         ("emulated", "paper", 16.0, "a100", 2, 0.1)
     for b in ("128", "1024"):
@@ -76,6 +93,24 @@ def test_the_summary_has_the_medians_spreads_and_paired_ratio_range_of_the_runs(
     measured = s["batches"]["1024"]["distdgl_vs_lsm"]["median"]
     assert s["projection"]["relative_error"] == pytest.approx(3.0 / measured - 1)
     assert s["projection"]["met"] is (abs(3.0 / measured - 1) <= 0.10)
+    assert s["projection"]["by_system"] == {"lsm": pytest.approx(0.02), "distdgl": pytest.approx(0.02)}
+    assert s["projection"]["hardware"] == "paper"
+
+
+def test_the_projection_is_met_only_when_each_system_and_the_ratio_are_within_its_limit():
+    runs = _matrix()
+    measured = _summary(runs)["batches"]["1024"]["distdgl_vs_lsm"]["median"]
+    p = _summary(runs, _projection(10.0, 10.0 * measured, {"distdgl": -0.15}))["projection"]
+    assert p["relative_error"] == pytest.approx(0.0, abs=1e-9) and p["met"] is False  # Dist-DGL's epoch 15 % off
+    assert p["by_system"]["distdgl"] == pytest.approx(-0.15)
+    p = _summary(runs, _projection(10.0, 12.0 * measured))["projection"]
+    assert p["relative_error"] == pytest.approx(0.2) and p["met"] is False  # each system within, the ratio not
+    assert _summary(runs, _projection(10.0, 10.0 * measured))["projection"]["met"] is True
+    # no valid run: no projected ratio, nothing met or failed
+    p = _summary(runs, _projection(valid=False))["projection"]
+    assert p["distdgl_vs_lsm"] is None and p["met"] is None
+    assert "each system's projected epoch against its emulated one: lsm" in tb.fragment(
+        _summary(runs, _projection()), "charged")
 
 
 def test_the_validation_flags_follow_the_three_checks_and_the_pacing():
@@ -89,10 +124,27 @@ def test_the_validation_flags_follow_the_three_checks_and_the_pacing():
     assert v["emulator_vs_real"]["met"] is True
     assert v["emulator_vs_real"]["by_system"]["direct"] == pytest.approx(0.05)
     assert v["pacing"]["met"] is True and v["pacing"]["worst_late_fraction"] == pytest.approx(0.001)
+    # the emulator check's vm runs at S = 1 have no slack: a late one is left out of that check, by
+    # name, and does not fail the pacing of the paper profile's runs
+    vm_late = _matrix()
+    i = next(k for k, r in enumerate(vm_late) if (r["system"], r["profile"], r["round"]) == ("lsm", "vm", 0))
+    vm_late[i] = _run("lsm", 128, "vm", 1.0, 0, 2.1, late=0.04)
+    v = _summary(vm_late)["validation"]
+    assert v["pacing"]["met"] is True and v["pacing"]["worst_late_fraction"] == pytest.approx(0.001)
+    assert v["pacing"]["paper_runs"] == 36 and v["emulator_vs_real"]["left_out"] == {"lsm": ["late"]}
+    assert "`vm` runs left out (their pacing fell behind at S = 1): lsm (late)" in tb.fragment(_summary(vm_late), "charged")
     late = _matrix()
     late[0] = _run("lsm", 128, "paper", 16.0, 0, 2.0, late=0.03)
     v = _summary(late)["validation"]
     assert v["pacing"]["met"] is False and v["pacing"]["worst_late_fraction"] == pytest.approx(0.03)
+    assert v["pacing"]["worst_part"] == "ssd"
+    # a run late on another part than the SSD (its reads on time) fails the pacing too, by that part
+    gpu_late = _matrix()
+    gpu_late[0] = _run("lsm", 128, "paper", 16.0, 0, 2.0, parts_late={"gpu": 0.05, "pcie": 0.002})
+    v = _summary(gpu_late)["validation"]
+    assert v["pacing"]["met"] is False and v["pacing"]["worst_part"] == "gpu"
+    assert v["pacing"]["worst_late_fraction"] == pytest.approx(0.05) and v["pacing"]["valid_runs"] == 35
+    assert "the latest part 5.00 % (gpu), 35 of 36 runs valid" in tb.fragment(_summary(gpu_late), "charged")
     assert _summary(late)["batches"]["128"]["systems"]["lsm"]["valid_runs"] == 2
 
 
@@ -120,7 +172,7 @@ def test_dist_dgl_at_other_host_speeds_gives_the_class_at_each_f_and_stays_out_o
     runs = _matrix()
     for r in range(2):
         runs.append({**_run("distdgl", 1024, "paper", 16.0, r, 6.0 * 8 * 0.6), "host_speed": 0.5})
-        runs.append({**_run("distdgl", 1024, "paper", 16.0, r, 6.0 * 8 * 2.0), "host_speed": 2.0})
+        runs.append({**_run("distdgl", 1024, "paper", 8.0, r, 6.0 * 8 * 2.0), "host_speed": 2.0})
     s = _summary(runs)
     plain = _summary(_matrix())
     assert s["batches"] == plain["batches"]  # the f runs are not the matrix's
@@ -132,6 +184,9 @@ def test_dist_dgl_at_other_host_speeds_gives_the_class_at_each_f_and_stays_out_o
     assert v["by_host_speed"]["2"]["ratio"] == pytest.approx(6.0 * 8 * 2.0 / lsm)
     assert v["missing"] == [] and v["decided"] is False  # 1.8x, 3x and 6x: two classes
     assert "the claim's class by f" in tb.fragment(s, "charged")
+    assert v["by_host_speed"]["2"]["source"].startswith("paper S=8 f=2 batch 1024")
+    assert [v["by_host_speed"][f]["distdgl_time_scale"] for f in ("1", "0.5", "2")] == [16.0, 16.0, 8.0]
+    assert "f = 2 (Dist-DGL at S = 8): " in tb.fragment(s, "charged")
     assert tb.NAME.match("distdgl-b1024-paper-s32-f0.5-r1")["host_speed"] == "0.5"
     assert tb.NAME.match("distdgl-b1024-paper-s32-r1")["host_speed"] is None
 
@@ -167,7 +222,7 @@ def test_a_rate_only_dist_dgl_link_gets_its_ratio_with_the_left_out_delay_added_
     for r in runs:  # Dist-DGL's links shaped to the rate alone: 0.5 s per epoch of delay left out
         if r["system"] == "distdgl":
             r.update(network_mode="rate", missing_delay_epoch_s=0.5)
-    s = _summary(runs, {"profile": "paper", "ratios": {"distdgl_vs_lsm_epoch": 3.0}})
+    s = _summary(runs, _projection())
     got = s["batches"]["1024"]["distdgl_vs_lsm"]
     e = {k: {x["round"]: x["summary"]["epoch_steady_s"] for x in runs
              if (x["system"], x["batch"], x["profile"], x["scale"]) == (k, 1024, "paper", 16.0)} for k in ("distdgl", "lsm")}
@@ -213,9 +268,23 @@ def test_the_dry_run_plans_the_testbed_chain_rotated_with_its_validation_runs(tm
 
     chain = [f"{base}/{sy[(r + k + i) % 4]}-b{b}-paper-s{S(sy[(r + k + i) % 4], 1)}-r{r}.json"
              for r in range(2) for k, b in enumerate((128, 1024)) for i in range(4)]
-    chain += [f"{base}/distdgl-b1024-paper-s{S('distdgl', 1)}-f{f}-r0.json" for f in ("0.5", "2")]
+    # f = 2 at S / 2: its host charge S x f x CPU takes the matrix's wall time
+    chain += [f"{base}/distdgl-b1024-paper-s{S('distdgl', 1)}-f0.5-r0.json",
+              f"{base}/distdgl-b1024-paper-s{S('distdgl', 0.5)}-f2-r0.json"]
     chain += [f"{base}/{sy[i]}-b128-paper-s{S(sy[i], 2)}-r0.json" for i in range(4)]
     for prev, run in zip(chain, chain[1:]):
         assert prev in after[run], f"{run} does not wait for {prev}"
     assert "testbed_vm_profile" in out and f"{base}/lsm-b128-vm-s1-r0.json" in out
     assert f"{base}/direct-b128-real-s1-r0.json" in out
+
+
+def test_a_system_without_a_valid_run_keeps_an_empty_labelled_slot_in_the_figure_and_table(tmp_path):
+    runs = _matrix()
+    for i, r in enumerate(runs):
+        if (r["system"], r["batch"], r["profile"]) == ("distdgl", 1024, "paper"):
+            runs[i] = _run("distdgl", 1024, "paper", 16.0, r["round"], 50.0, late=0.2)
+    s = _summary(runs)
+    assert s["batches"]["1024"]["systems"]["distdgl"]["median_s"] is None
+    tb.figure(s, tmp_path / "testbed_epoch.png")
+    assert (tmp_path / "testbed_epoch.png").stat().st_size > 0
+    assert "| 1024 | distdgl | n/a (no valid run) |" in tb.fragment(s, "charged")

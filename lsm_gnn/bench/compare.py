@@ -173,7 +173,7 @@ def scale_probe(cfg, time_scale: float, host_speed: float, *, rows: int = PROBE_
     rows through the emulated device (its pacing valid, lsm_gnn.storage.emulated.emulation_summary) and
     a fixed CPU kernel charged as host work at S x f (lsm_gnn.storage.charge). A short probe: a scale
     it refuses would make every run of the benchmark invalid. `storage=False` (no compared system
-    reads the SSD model: lsm_gnn.testbed.reads_ssd) probes the host charge only, so Dist-DGL alone
+    reads the SSD model: lsm_gnn.testbed.charges(system, "ssd")) probes the host charge only, so Dist-DGL alone
     runs at S = 1 (the host ground truth), where no copy could keep up with the paper's SSDs."""
     import numpy as np
 
@@ -243,7 +243,7 @@ a steady epoch's, so the probe asks for at least the scale a steady run needs)."
 
 def system_scale_probe(cfg, system: str, time_scale: float, *, devices: int, machines: int,
                        trainers: int) -> dict:
-    """Whether `system`'s GPU-charged stages (lsm_gnn.testbed.charges_gpu: this machine's engine does
+    """Whether `system`'s GPU-charged stages (lsm_gnn.testbed.charges(system, "gpu"): this machine's engine does
     the GPU's work, which the storage and host probe cannot tell) are paced at `time_scale`: one short
     run of the system itself (SYSTEM_PROBE_ITERS), its record's testbed parts read."""
     from baselines.harness import run_system
@@ -375,10 +375,10 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
         host_speed = cfg.emulation.host_speed if cfg.emulation.host_speed is not None \
             else load_profile(cfg.emulation.hardware_profile).cpu.host_time_factor
         if probe_scale:  # a scale too small for the profile is found before the runs, not after them
-            from lsm_gnn.testbed import reads_ssd
+            from lsm_gnn.testbed import charges
 
             scale_choice = choose_scale(cfg, given=scale_given, host_speed=host_speed,
-                                        storage=any(reads_ssd(s) for s in systems))
+                                        storage=any(charges(s, "ssd") for s in systems))
             if scale_choice["raised"]:
                 d = config_to_dict(cfg)
                 d["emulation"]["time_scale"] = scale_choice["time_scale"]
@@ -424,10 +424,10 @@ def compare(cfg, *, devices: int = 2, machines: int = 2, trainers: int = 2, syst
     if emulated_storage and probe_scale:
         # a system whose GPU stages this machine's engine runs: its own short run finds the scale
         # (LSM-GNN's cache work: 55-90 ms of CPU a batch-1024 fetch against the H200's ~0.85 ms)
-        from lsm_gnn.testbed import charges_gpu
+        from lsm_gnn.testbed import charges
 
         for s in systems:
-            if charges_gpu(s):
+            if charges(s, "gpu"):
                 ch = choose_system_scale(cfg, s, own.get(s, S), given=s in own, devices=devices,
                                          machines=machines, trainers=trainers)
                 own[s] = ch["time_scale"]

@@ -227,7 +227,7 @@ def verdict_by_host_speed(emu: list[tuple[int, dict]], src) -> dict | None:
     """The claim's class from outputs at f = 0.5, 1 and 2 (HOST_SPEEDS; lsm and distdgl, valid runs
     only: a ratio of None is no class): the ratio and its min-max over rounds for each f; decided only
     where every f gives the same class. None without any output that has the ratio."""
-    from lsm_gnn.testbed import depends_on_host_speed
+    from lsm_gnn.testbed import charges
 
     by_f = {}
     for i, o in emu:
@@ -238,7 +238,7 @@ def verdict_by_host_speed(emu: list[tuple[int, dict]], src) -> dict | None:
         pr = (o.get("per_round_vs_lsm") or {}).get("distdgl") or {}
         by_f[float(f)] = {"ratio": r, "min": pr.get("min"), "max": pr.get("max"), "class": claim_class(r),
                           "source": src(o, i)}
-    if not depends_on_host_speed("lsm"):
+    if not charges("lsm", "host"):
         # an output of Dist-DGL alone at another f: LSM-GNN charges no stage at host speed (the table),
         # so its epoch is the same at every f and is taken from an output of the same profile and
         # accelerator; the range pairs the extremes (Dist-DGL's min over LSM-GNN's max, and back)

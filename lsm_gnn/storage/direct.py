@@ -120,7 +120,7 @@ class BlockStore(FeatureStore):
     sparse_in_place = True
     """Distinct rows in increasing order, each a whole number of blocks, read straight into `out` (the
     cache's storage reads: the misses of a batch, sorted); False: through the staging buffer (the
-    baseline of `lsm-gnn bench storage --in-place-repeats`)."""
+    baseline of `lsm-gnn bench inplace`)."""
 
     def __init__(self, path, num_rows: int, dim: int, dtype, row_stride: int, file_bytes: int | None = None,
                  *, backend: str = "auto", threads: int = 64, queue_depth: int = 128, block_size: int = 4096,
@@ -190,7 +190,7 @@ class BlockStore(FeatureStore):
     def _read(self, ids, out):
         span = self._in_place_span(ids, out)
         if span is not None:
-            return self._read_in_place(ids, out, *span)
+            return self._read_into(out, *self._span_reads(*span), len(ids), span[1] - span[0])
         increasing = len(ids) > 1 and bool((ids[1:] > ids[:-1]).all())   # sorted and distinct
         if increasing:
             uniq, inv = ids, np.arange(len(ids), dtype=np.int64)
@@ -198,7 +198,7 @@ class BlockStore(FeatureStore):
             uniq, inv = np.unique(ids, return_inverse=True)
         plan = plan_reads(uniq, self.row_stride, self.row_bytes, self.block, self.max_io_bytes)
         if increasing and self._fits_in_place(plan, len(ids), out):
-            return self._read_plan_in_place(plan, len(ids), out)
+            return self._read_into(out, plan.file_offsets, plan.buf_offsets, plan.lengths, len(ids), plan.total_bytes)
         src = plan.row_pos[inv]  # staging-buffer byte offset of each requested row
         target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         with self._lock:
@@ -236,29 +236,22 @@ class BlockStore(FeatureStore):
                 and out.flags.c_contiguous and not (self.o_direct and out.ctypes.data % self.block)
                 and plan.total_bytes == n * self.row_bytes)
 
-    def _read_plan_in_place(self, plan: ReadPlan, n: int, out) -> tuple[int, int, int]:
-        """The plan's reads land in `out` itself (their buffer offsets are the rows' offsets there):
-        no staging buffer, no gather. Measured: `lsm-gnn bench storage --in-place-repeats`."""
+    def _read_into(self, out, offs, boffs, lens, n: int, nbytes: int) -> tuple[int, int, int]:
+        """Reads that land in `out` itself (`boffs`: each read's offset there): no staging buffer, no
+        gather. Measured against staging: `lsm-gnn bench inplace`."""
         dst = out.reshape(-1).view(np.uint8)
         with self._lock:
-            ops = self._issue(plan.file_offsets, plan.buf_offsets, plan.lengths, memoryview(dst), dst,
-                              np.empty(0, np.int64), np.empty((0, self.row_bytes), np.uint8))
-        self.in_place_batches += 1
-        return n, ops, plan.total_bytes
-
-    def _read_in_place(self, ids, out, start: int, end: int) -> tuple[int, int, int]:
-        """Read file bytes [start, end) straight into `out`: the same reads as the plan (the run
-        cut at max_io_bytes), with no staging buffer and no gather."""
-        step = self.max_io_bytes // self.block * self.block
-        offs = np.arange(start, end, step, dtype=np.int64)
-        lens = np.minimum(end - offs, step)
-        dst = out.reshape(-1).view(np.uint8)
-        none = np.empty(0, np.int64)
-        with self._lock:
-            ops = self._issue(offs, offs - start, lens, memoryview(dst), dst, none,
+            ops = self._issue(offs, boffs, lens, memoryview(dst), dst, np.empty(0, np.int64),
                               np.empty((0, self.row_bytes), np.uint8))
         self.in_place_batches += 1
-        return len(ids), ops, end - start
+        return n, ops, nbytes
+
+    def _span_reads(self, start: int, end: int):
+        """File bytes [start, end) as the plan would read them: the run cut at max_io_bytes
+        (offsets, offsets in `out`, lengths)."""
+        step = self.max_io_bytes // self.block * self.block
+        offs = np.arange(start, end, step, dtype=np.int64)
+        return offs, offs - start, np.minimum(end - offs, step)
 
     def read_plan(self, ids) -> ReadPlan:
         """The reads a batch of `ids` would issue (for inspection and tests)."""

@@ -111,9 +111,10 @@ rule testbed_project:
     params:
         cli=CLI,
     message:
-        "The testbed's largest-batch records projected on the paper's hardware profile"
+        "LSM-GNN's and Dist-DGL's largest-batch records projected on the machine their emulation had "
+        "(bench validate's projection against the emulation)"
     shell:
-        "{params.cli} project {input.runs} --hardware paper --json > {output} 2> {log}"
+        "{params.cli} bench validate {input.runs} --json > {output} 2> {log}"
 
 
 rule testbed_report:

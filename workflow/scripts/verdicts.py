@@ -259,6 +259,7 @@ def claim_a_emulated(testbed: dict | None, batch: int) -> dict:
     proj = testbed.get("projection") or {}
     pfig = (f"; the projection at batch {proj.get('batch')}: {_x(proj.get('distdgl_vs_lsm'))}, relative error "
             + ("n/a" if proj.get("relative_error") is None else f"{100 * proj['relative_error']:.1f} %")
+            + "".join(f", {s} {'n/a' if x is None else f'{100 * x:+.1f} %'}" for s, x in (proj.get("by_system") or {}).items())
             + f" ({'met' if proj.get('met') else 'not met' if proj.get('met') is False else 'not checked'})") if proj else ""
     figure = (f"testbed ({testbed.get('storage_profile')} storage, {testbed.get('accelerator')} x "
               f"{testbed.get('devices')}, time scale {scale}): batch {batch} {rng}; validation: "

@@ -245,11 +245,13 @@ def test_the_claims_figure_marks_what_did_not_count_and_draws_the_papers_value(t
     assert a.get_xscale() == "log" and a.get_title(loc="left").startswith("(a)") and a.get_title(loc="left").endswith(": holds")
     assert [t.get_text().split("\n")[0] for t in a.get_yticklabels()] == ["measured on this machine (not counted)", "emulated",
                                                           "projected (not counted)"]
-    # the paper's value is the dashed line; (e) is drawn in percent with its 10 % line
+    # the paper's value is the dashed line; (e), where the paper gives no number, is drawn in percent
+    # with the reading's 10 % line dotted, not as a paper's value
     assert any(abs(line.get_xdata()[0] - 3.75) < 1e-9 for line in a.lines if line.get_linestyle() == "--")
     # the paper's 3.75 labelled on its own: no fixed tick (5) beside it to read as "3.755"
     assert [float(t.get_text()) for t in a.get_xticklabels()] == [0.25, 0.5, 1, 2, 3.75, 10]
-    assert any(abs(line.get_xdata()[0] - 10.0) < 1e-9 for line in e.lines if line.get_linestyle() == "--")
+    assert any(abs(line.get_xdata()[0] - 10.0) < 1e-9 for line in e.lines if line.get_linestyle() == ":")
+    assert not any(line.get_linestyle() == "--" for line in e.lines)
     # hollow (white-faced) marks for what did not count, filled for what did
     faces = [line.get_markerfacecolor() for line in a.lines if line.get_marker() not in (None, "None", "")]
     assert faces.count("white") == 2

@@ -28,11 +28,12 @@ from wfcommon import RATIO_KEY, log_to
 
 DECIDED = (V.HOLDS, V.PARTLY, V.NOT_HERE)
 # each claim as the report states it, the paper's value or wording, the figure it is read by here
-# (verdicts.py's rules) with the value where the reading changes, and the report section with the data
+# (verdicts.py's rules) with the value where the reading changes (`paper_value`: the paper's own
+# number; otherwise the reading's, where the paper gives none), and the report section with the data
 CLAIMS = {
     "a": dict(statement=f"one node with 2 GPUs beats Dist-DGL on 2 x 2 GPUs, up to {V.PAPER_SPEEDUP:g}x on epoch time",
               paper=f"up to {V.PAPER_SPEEDUP:g}x", measure="Dist-DGL epoch / LSM-GNN epoch (x)",
-              threshold=V.PAPER_SPEEDUP, holds="above", log=True, section="Baselines"),
+              threshold=V.PAPER_SPEEDUP, paper_value=True, holds="above", log=True, section="Baselines"),
     "b": dict(statement="the shared cache lowers storage accesses against isolated per-GPU caches",
               paper="fewer storage accesses", measure="shared / isolated storage rows (ratio)", threshold=1.0,
               holds="below", log=False, section="Cache policies"),
@@ -290,6 +291,7 @@ def findings(figs: dict, va: dict, ve: dict, measured: dict, testbed: dict | Non
 
     for o in out:
         o.update({k: CLAIMS[o["claim"]][k] for k in ("statement", "paper", "measure", "threshold", "holds", "section")})
+        o["paper_value"] = CLAIMS[o["claim"]].get("paper_value", False)
         o["label"] = claim_label(o["claim"])
     # where the testbed ran, claim (a)'s decisive data is its section, not the baselines'
     if testbed:
@@ -320,6 +322,8 @@ def first_screen(found: list[dict]) -> str:
 
 
 KIND_MARKERS = {V.SIMULATED: "s", V.MEASURED: "o", V.EMULATED: "D", V.PROJECTED: "^"}
+PAPER_LINE = {"color": "#d62728", "linestyle": "--"}
+READING_LINE = {"color": "#555555", "linestyle": ":"}
 
 
 def claims_figure(found: list[dict], path) -> None:
@@ -348,7 +352,9 @@ def claims_figure(found: list[dict], path) -> None:
             ax.errorbar([k * e["value"]], [y], xerr=[[k * (e["value"] - e["min"])], [k * (e["max"] - e["value"])]],
                         fmt=KIND_MARKERS.get(e["kind"], "o"), color=colour, ecolor=colour, capsize=4, markersize=8,
                         markerfacecolor=colour if e["counted"] else "white", zorder=5)
-        ax.axvline(k * c["threshold"], color="#d62728", linestyle="--", linewidth=1.2, zorder=2)
+        # the paper's own number dashed red; where the reading changes and the paper gives no number, dotted grey
+        ax.axvline(k * c["threshold"], zorder=2, linewidth=1.2,
+                   **(PAPER_LINE if c.get("paper_value") else READING_LINE))
         ax.set_yticks(ys)
         ax.set_yticklabels([f"{e['kind']}{'' if e['counted'] else ' (not counted)'}\n{e['text']}" for e in ev],
                            fontsize=8)
@@ -376,7 +382,8 @@ def claims_figure(found: list[dict], path) -> None:
     handles = [Line2D([], [], color="black", marker="o", linestyle="none", label="counted"),
                Line2D([], [], color="#888888", marker="o", markerfacecolor="white", linestyle="none",
                       label="not counted (a validation failed, or the runs spread 5 % or more)"),
-               Line2D([], [], color="#d62728", linestyle="--", label="the paper's value, or where the reading changes")]
+               Line2D([], [], label="the paper's value", **PAPER_LINE),
+               Line2D([], [], label="where the reading changes (the paper gives no number)", **READING_LINE)]
     fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     # one left edge for every panel (their tick labels differ in width), so the axes line up

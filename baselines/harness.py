@@ -228,7 +228,7 @@ def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progres
             rec["metrics"]["testbed"] = testbed_block(
                 "distdgl", args["testbed"], [(m.get("testbed") or {}).get("raw") or {} for m in res.trainer_metrics]
                 + [s.get("raw") or {} for s in res.server_metrics], trainers=res.trainer_metrics,
-                servers=len(res.server_metrics))
+                servers=res.server_metrics)
         rec["metrics"]["cpu_index_s"] = speed
         emu = res.network_emulation
         if emu is not None:
@@ -248,7 +248,7 @@ def run_distdgl(cfg: RunConfig, *, machines: int = 2, trainers: int = 2, progres
 
 
 def testbed_block(system: str, tb: dict, raws: list[dict], *, trainers: list[dict] | None = None,
-                  servers: int = 0) -> dict:
+                  servers: list[dict] | None = None) -> dict:
     """metrics.testbed of a run in the emulated testbed: every charged stage (all processes together)
     with its component and lateness, the parts' validity (lsm_gnn.storage.charge.charge_summary), the
     links and f charged with, the stage-to-part table; Dist-DGL's round trips counted."""
@@ -265,10 +265,26 @@ def testbed_block(system: str, tb: dict, raws: list[dict], *, trainers: list[dic
                 "host_core": tb.get("host_core", "this"),
                 "table": as_record(system)})
     if system == "distdgl":
-        out["servers_charged"] = servers
+        out["servers_charged"] = len(servers or [])
+        out["usage"] = usage_block([(m.get("testbed") or {}).get("usage") or {} for m in trainers or []]
+                                   + [s.get("usage") or {} for s in servers or []])
         out["window"] = "trainers: the timed iterations; servers: every request (they cannot tell the windows)"
     else:
         out["window"] = "the timed iterations (lsm_gnn.storage.emulated.timed_window_begin)"
+    return out
+
+
+def usage_block(usages: list[dict]) -> dict:
+    """Dist-DGL's charged host stages' resource use (baselines.distdgl.testbed.thread_usage), per
+    stage summed over the processes, with each process's CPU seconds (user + system) beside it:
+    whether a run's extra CPU time was in every process or in one."""
+    out: dict[str, dict] = {}
+    for u in usages:
+        for stage, fields in u.items():
+            acc = out.setdefault(stage, {"cpu_s_by_process": []})
+            for k, v in fields.items():
+                acc[k] = acc.get(k, 0) + v
+            acc["cpu_s_by_process"].append(fields.get("user_s", 0.0) + fields.get("sys_s", 0.0))
     return out
 
 

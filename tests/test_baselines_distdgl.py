@@ -216,9 +216,44 @@ def test_dist_dgl_in_the_emulated_testbed_charges_every_stage_at_its_part(two_ma
     assert tb["counted"]["remote_rows"] > 0 and tb["counted"]["sample_round_trips"] > 0
     assert st["copy_to_gpu"]["charged_s"] > 0 and st["server_pull"]["cpu_s"] > 0
     assert set(tb["parts"]) == {"host", "nic", "pcie"}
+    # each charged host stage's resource use, per process (the two trainers, the two servers)
+    us = tb["usage"]
+    assert set(us) == {"sample", "exchange_rows", "server_pull", "server_sample"}
+    assert len(us["exchange_rows"]["cpu_s_by_process"]) == 2 and len(us["server_pull"]["cpu_s_by_process"]) == 2
+    assert sum(u["user_s"] + u["sys_s"] for u in us.values()) > 0
+    assert all(u[k] >= 0 for u in us.values() for k in ("minflt", "majflt", "nvcsw", "nivcsw"))
     # METIS balanced the training nodes across the machines, as DGL's guide advises
     assert rec["metrics"]["distdgl"]["partition"]["balanced_on"] == "train_mask"
     # a network shaped by tc would be charged twice
     with pytest.raises(Exception, match="shape it twice"):
         run_system("distdgl", load_config(None, [f"dataset.path={ds.root}", "storage.device=emulated",
                                                  "baseline.network_emulation=rate"]), machines=2, trainers=1)
+
+
+def test_a_stages_resource_use_tells_work_from_a_blocking_wait_and_sums_per_stage_over_processes():
+    """thread_usage beside the charge: CPU work shows as user time, a blocking wait as voluntary
+    context switches with next to no CPU; usage_block sums a stage over processes and keeps each
+    process's CPU seconds."""
+    import time
+
+    from baselines.distdgl.testbed import add_usage, thread_usage
+    from baselines.harness import usage_block
+
+    usage: dict = {}
+    u0 = thread_usage()
+    c0 = time.thread_time()
+    while time.thread_time() - c0 < 0.05:
+        pass
+    add_usage(usage, "work", u0)
+    u0 = thread_usage()
+    for _ in range(5):
+        time.sleep(0.01)
+    add_usage(usage, "wait", u0)
+    work, wait = usage["work"], usage["wait"]
+    assert work["user_s"] + work["sys_s"] >= 0.045
+    assert wait["nvcsw"] >= 5 and wait["user_s"] + wait["sys_s"] < 0.02
+    other = {"work": {"user_s": 1.0, "sys_s": 0.5, "minflt": 3, "majflt": 0, "nvcsw": 2, "nivcsw": 1}}
+    block = usage_block([usage, other])
+    assert block["work"]["cpu_s_by_process"] == [pytest.approx(work["user_s"] + work["sys_s"]), 1.5]
+    assert block["work"]["minflt"] == work["minflt"] + 3 and block["wait"]["cpu_s_by_process"] == [
+        pytest.approx(wait["user_s"] + wait["sys_s"])]

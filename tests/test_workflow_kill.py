@@ -109,6 +109,50 @@ def half_written(workdir: Path, paths) -> list[str]:
     return bad
 
 
+SHARED_RUN = "LSM_GNN_SHRUNK_RUN"
+"""A folder (environment) where the kill test keeps its uninterrupted run for the SLURM test, which
+then compares against it instead of running the same shrunk reproduction locally once more (about
+8 minutes of CI on the 2-core VM; .ci/run sets it for the two steps)."""
+
+
+def run_stamp() -> dict:
+    """What a kept run was made from: the commit, whether tracked files differed from it, the config."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+
+    head = git("rev-parse", "HEAD")
+    return {"commit": head.stdout.strip() if head.returncode == 0 else None,
+            "clean": git("diff", "--quiet", "HEAD").returncode == 0, "config": list(CONFIG)}
+
+
+def keep_run(workdir: Path) -> None:
+    """Keep an uninterrupted run's folder at $LSM_GNN_SHRUNK_RUN (when set), stamped (run_stamp)."""
+    dest = os.environ.get(SHARED_RUN)
+    if not dest:
+        return
+    import shutil
+
+    dest = Path(dest)
+    tmp = dest.with_name(f".{dest.name}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(workdir, tmp, symlinks=True)
+    (tmp / "stamp.json").write_text(json.dumps(run_stamp()))
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
+
+
+def kept_run(config: list[str]) -> Path | None:
+    """The kept uninterrupted run (keep_run) when it was made from this commit with no tracked file
+    changed and with `config`; else None."""
+    dest = os.environ.get(SHARED_RUN)
+    if not dest or not (Path(dest) / "stamp.json").is_file():
+        return None
+    stamp = json.loads((Path(dest) / "stamp.json").read_text())
+    now = run_stamp()
+    ok = stamp.get("commit") and stamp == now and now["clean"] and stamp["config"] == list(config)
+    return Path(dest) if ok else None
+
+
 def run_to_end(workdir: Path, log) -> tuple[int, float]:
     t0 = time.perf_counter()
     proc = start(workdir, log)
@@ -122,6 +166,7 @@ def test_killed_at_random_moments_the_reproduction_completes_with_the_same_figur
     with open(tmp_path / "clean.log", "w") as log:
         rc, total = run_to_end(clean, log)
     assert rc == 0, (tmp_path / "clean.log").read_text()[-4000:]
+    keep_run(clean)
 
     rng = random.Random(SEED)
     # the kills spread over the run: the attempts run for random shares of 0.9 of the uninterrupted
@@ -179,3 +224,22 @@ def test_killed_at_random_moments_the_reproduction_completes_with_the_same_figur
           f"temporary siblings left {len(left)}")
     assert not problems, problems
     assert kills >= min(KILLS, 10) and recovered == kills and lost == 0 and wrong == 0
+
+
+def test_the_kept_uninterrupted_run_is_given_only_to_the_same_commit_and_config(tmp_path, monkeypatch):
+    """keep_run stamps the folder it keeps; kept_run gives it back for the config it was made with,
+    and not for another config or where nothing was kept."""
+    run = tmp_path / "run"
+    (run / "reports").mkdir(parents=True)
+    (run / "reports" / "r.md").write_text("figures")
+    monkeypatch.setenv(SHARED_RUN, str(tmp_path / "kept"))
+    assert kept_run(CONFIG) is None
+    keep_run(run)
+    kept = tmp_path / "kept"
+    assert (kept / "reports" / "r.md").read_text() == "figures"
+    assert json.loads((kept / "stamp.json").read_text())["config"] == list(CONFIG)
+    assert kept_run(CONFIG + ["size=small"]) is None
+    # a checkout whose tracked files differ from its commit keeps nothing it can trust
+    assert kept_run(CONFIG) == (kept if run_stamp()["clean"] else None)
+    monkeypatch.delenv(SHARED_RUN)
+    assert kept_run(CONFIG) is None

@@ -6,6 +6,10 @@ testbed (lsm_gnn.testbed: the table; lsm_gnn.storage.charge: the primitive).
   S x f x its thread CPU time (`patch_server`). A server handles its requests one at a time, so
   the padding also holds the next request back, as a server core of the paper's testbed would.
   Each server writes its charges to `server<id>.json` beside the trainers' metrics when it exits.
+- Every charged host stage also records its thread's resource use (`thread_usage`: user and system
+  CPU time, page faults, context switches), so that a run whose host stages took more CPU time
+  than another's says whether the work ran slower (user), the kernel did more (faults, reclaim), or
+  a wait spun instead of blocking (voluntary switches).
 - Trainers (`TrainerCharges`): sampling (the local partition's sampling, the RPCs' (de)serialisation)
   and the KVStore pull (partition lookups, id mapping, the local copies) are host work of the
   trainer's core, charged additively (their own CPU time stretched to S x f x it, the waits on the
@@ -33,13 +37,18 @@ def patch_server(tb: dict, metrics_dir: str, server_id: str) -> Charger:
     from dgl.distributed import graph_services, kvstore
 
     ch = charger_for(tb)
+    usage: dict[str, dict] = {}
 
     def wrap(cls, stage):
         orig = cls.process_request
 
         def process_request(self, server_state):
             with ch.host(stage):
-                return orig(self, server_state)
+                u0 = thread_usage()   # the handler's own use, not the padding's wait after it
+                try:
+                    return orig(self, server_state)
+                finally:
+                    add_usage(usage, stage, u0)
 
         cls.process_request = process_request
 
@@ -51,7 +60,7 @@ def patch_server(tb: dict, metrics_dir: str, server_id: str) -> Charger:
     def dump():
         path = Path(metrics_dir) / f"server{server_id}.json"
         tmp = path.with_name(f".{path.name}.partial")
-        tmp.write_text(json.dumps({"server": server_id, "raw": ch.raw()}))
+        tmp.write_text(json.dumps({"server": server_id, "raw": ch.raw(), "usage": usage}))
         os.replace(tmp, path)
 
     atexit.register(dump)
@@ -70,6 +79,7 @@ class TrainerCharges:
         self.row_bytes = int(row_bytes)
         self.round_trips = 0
         self.counted = {"sample_round_trips": 0, "pull_round_trips": 0, "remote_rows": 0}
+        self.usage: dict[str, dict] = {}
         orig = graph_services.send_requests_to_machine
 
         def counted(req_list):  # one parallel round trip to the machines asked
@@ -85,7 +95,9 @@ class TrainerCharges:
 
         self.round_trips = 0
         with self.ch.host("sample", additive=True):
+            u0 = thread_usage()
             out = next(it)
+            self._used("sample", u0)
         trips = self.round_trips
         self.ch.link("sample_rpc", "nic", time.perf_counter_ns(), 0, self.nic["bandwidth"], self.nic["latency_s"],
                      transfers=trips)
@@ -99,9 +111,11 @@ class TrainerCharges:
         import time
 
         with self.ch.host("exchange_rows", additive=True):
+            u0 = thread_usage()
             x = g.ndata["feat"][input_nodes]
             y = g.ndata["label"][seeds].long()
             remote = int((self.pb.nid2partid(input_nodes) != self.pb.partid).sum())
+            self._used("exchange_rows", u0)
         self.ch.link("pull_rpc", "nic", time.perf_counter_ns(), remote * self.row_bytes, self.nic["bandwidth"],
                      self.nic["latency_s"], transfers=1 if remote else 0)
         if self.ch.recording:
@@ -118,5 +132,31 @@ class TrainerCharges:
                      self.pcie["latency_s"])
         return nbytes
 
+    def _used(self, stage: str, before: dict) -> None:
+        if self.ch.recording:
+            add_usage(self.usage, stage, before)
+
     def record(self) -> dict:
-        return {"raw": self.ch.raw(), "counted": dict(self.counted)}
+        return {"raw": self.ch.raw(), "counted": dict(self.counted), "usage": self.usage}
+
+
+def add_usage(usage: dict, stage: str, before: dict) -> None:
+    """Add the calling thread's resource use since `before` (thread_usage) to usage[stage]."""
+    after = thread_usage()
+    acc = usage.setdefault(stage, dict.fromkeys(after, 0))
+    for k, v in after.items():
+        acc[k] += v - before[k]
+
+
+def thread_usage() -> dict:
+    """The calling thread's resource use so far (getrusage RUSAGE_THREAD): user and system CPU
+    seconds, minor and major page faults, voluntary and involuntary context switches. Why it is
+    recorded beside the charge: a host stage is charged at its thread CPU time, and this tells
+    the work (user) from the kernel's (faults, reclaim) and a blocking wait (voluntary switches)
+    from a spinning one. A thread's times in getrusage advance at the scheduler's ticks and
+    switches, so one short request's figures are lumpy; a run's sums are what they are read for."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_THREAD)
+    return {"user_s": r.ru_utime, "sys_s": r.ru_stime, "minflt": r.ru_minflt, "majflt": r.ru_majflt,
+            "nvcsw": r.ru_nvcsw, "nivcsw": r.ru_nivcsw}

@@ -185,6 +185,15 @@ def test_a_policy_name_that_names_nothing_says_which_file_or_name_and_what_was_e
             policies.policy_class(name)
         for part in parts:
             assert part in str(err.value), (name, part, str(err.value))
+    # a module name that is a file of the working directory, not importable from here: the path that works
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "pol.py").write_text("")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path)
+        mp.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])  # as a console script's
+        with pytest.raises(InputError) as err:
+            policies.policy_class("mine.pol:MyPolicy")
+    assert "cannot import module 'mine.pol'" in str(err.value) and "mine/pol.py:MyPolicy" in str(err.value)
     broken = tmp_path / "broken.py"
     broken.write_text("raise RuntimeError('half written')\n")
     with pytest.raises(InputError, match=r"importing .*broken\.py failed: RuntimeError: half written"):

@@ -65,7 +65,13 @@ def import_policy_class(spec: str) -> type[EvictionPolicy]:
         try:
             mod = importlib.import_module(where)
         except ImportError as e:
-            raise InputError(f"policy {spec!r}: cannot import module {where!r} ({e}; expected {FORMS})") from e
+            # a module name that is a file under the working directory (examples.policies.lfu from the
+            # repository's root) imports only where that directory is on sys.path, which a console
+            # script's is not: say so, and the path that works
+            as_file = Path(*where.split(".")).with_suffix(".py")
+            hint = (f"; {as_file} is here: name it as a path, {as_file}:{cls_name}, or run with "
+                    f"PYTHONPATH=. (this directory)" if isinstance(e, ModuleNotFoundError) and as_file.is_file() else "")
+            raise InputError(f"policy {spec!r}: cannot import module {where!r} ({e}; expected {FORMS}){hint}") from e
         what = f"module {where}"
     cls = getattr(mod, cls_name, None)
     if cls is None:
